@@ -1,0 +1,35 @@
+# txfence — one command proves it (make test), one command runs it (make dev).
+SHELL := /bin/bash
+GO    ?= go
+PGBIN ?= /usr/lib/postgresql/15/bin
+
+.PHONY: all test lint deps postgres-bin fmt vet
+
+all: test
+
+## deps: make sure what the tests need is installed (Go modules, PostgreSQL 15 server binaries).
+deps: postgres-bin
+	$(GO) mod download
+
+## postgres-bin: install the PostgreSQL 15 server binaries from Debian's packages if missing.
+## Tests start their own throwaway server from them (or use TEST_DATABASE_URL).
+postgres-bin:
+	@if [ -n "$$TEST_DATABASE_URL" ] || [ -x "$(PGBIN)/initdb" ]; then exit 0; fi; \
+	echo "PostgreSQL 15 server binaries not found in $(PGBIN); installing postgresql-15"; \
+	SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql-15 >/dev/null
+
+## test: vet, then every test with the race detector against a real PostgreSQL.
+test: deps vet
+	$(GO) test -race -count=1 -timeout 15m ./...
+
+## lint: formatting and vet.
+lint: vet
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')

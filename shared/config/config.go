@@ -1,0 +1,514 @@
+// Package config loads txfence's settings from the environment once, into a
+// typed Config, applying the defaults of DESIGN.md section 8 and validating
+// every value. Nothing else in txfence reads the environment.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/txfence/txfence/shared/txm"
+)
+
+// FinalityMode chooses how a mined transaction becomes final.
+type FinalityMode string
+
+const (
+	// FinalityConfirmations: final once the receipt block is Confirmations deep.
+	FinalityConfirmations FinalityMode = "confirmations"
+	// FinalityFinalized: final once the receipt block is at or below the
+	// chain's `finalized` block.
+	FinalityFinalized FinalityMode = "finalized"
+)
+
+// Database says how to reach PostgreSQL.
+type Database struct {
+	// URL is a libpq/pgx connection string. With an instance connection name
+	// it carries user, database and options; the host is ignored.
+	URL string
+	// Instance is a Cloud SQL instance connection name (project:region:name);
+	// when set, connections go through the Cloud SQL dialer.
+	Instance string
+	// IAMAuth enables Cloud SQL automatic IAM database authentication.
+	IAMAuth bool
+	// PrivateIP dials the instance's private IP.
+	PrivateIP bool
+	// MaxConns bounds the pool.
+	MaxConns int32
+}
+
+// Lease holds the per-signer lease timings.
+type Lease struct {
+	Duration   time.Duration // how long an acquired or renewed lease lasts
+	RenewEvery time.Duration // how often a working holder renews
+	ClockSkew  time.Duration // how long past expiry before another owner may take over
+}
+
+// Chain is one configured EVM chain.
+type Chain struct {
+	ID      uint64
+	RPCURLs []string
+}
+
+// Signer is one configured signing address and where its key lives. KeyRef
+// is "local:env:VAR", "local:file:/path" or "kms:projects/.../cryptoKeyVersions/N";
+// it may be empty for processes that never sign (the API).
+type Signer struct {
+	Address common.Address
+	KeyRef  string
+}
+
+// Config is every setting txfence uses.
+type Config struct {
+	InstanceID string // identifies this process in lease owners and logs
+	LogLevel   string
+
+	Database Database
+	Lease    Lease
+
+	Chains  []Chain
+	Signers []Signer
+
+	NonceStateTimeout time.Duration // how long the chain's pending nonce is trusted
+	BatchSize         int           // creates per allocation transaction
+	BatchWait         time.Duration // how long a worker waits to fill a batch
+	Workers           int           // per-signer writer workers per instance
+
+	MaxInFlight         int           // broadcast-but-unmined transactions per signer
+	ResubmitInterval    time.Duration // rebroadcast an attempt unseen for this long
+	MaxRebroadcasts     int           // rebroadcasts before STUCK
+	StuckAfter          time.Duration // pending longer than this is STUCK
+	ReceiptWorkers      int
+	StaleReceiptTimeout time.Duration // the finality sweep checks TRACKING untouched this long
+
+	FinalityMode  FinalityMode
+	Confirmations uint64
+
+	Project         string // Google Cloud project for Pub/Sub
+	TopicSubmit     string
+	TopicReceipt    string
+	TopicCompletion string
+}
+
+// Defaults returns the configuration used when no variable is set.
+func Defaults() Config {
+	return Config{
+		LogLevel: "info",
+		Database: Database{MaxConns: 10},
+		Lease: Lease{
+			Duration:   10 * time.Second,
+			RenewEvery: 3 * time.Second,
+			ClockSkew:  1 * time.Second,
+		},
+		NonceStateTimeout:   30 * time.Second,
+		BatchSize:           100,
+		BatchWait:           2 * time.Millisecond,
+		Workers:             16,
+		MaxInFlight:         64,
+		ResubmitInterval:    60 * time.Second,
+		MaxRebroadcasts:     10,
+		StuckAfter:          30 * time.Minute,
+		ReceiptWorkers:      10,
+		StaleReceiptTimeout: 60 * time.Second,
+		FinalityMode:        FinalityConfirmations,
+		Confirmations:       20,
+		TopicSubmit:         "txfence-submit",
+		TopicReceipt:        "txfence-receipt",
+		TopicCompletion:     "txfence-completion",
+	}
+}
+
+// Environment variable names. Every setting has exactly one.
+const (
+	EnvInstanceID          = "TXFENCE_INSTANCE_ID"
+	EnvLogLevel            = "TXFENCE_LOG_LEVEL"
+	EnvDatabaseURL         = "TXFENCE_DATABASE_URL"
+	EnvCloudSQLInstance    = "TXFENCE_CLOUDSQL_INSTANCE"
+	EnvCloudSQLIAMAuth     = "TXFENCE_CLOUDSQL_IAM_AUTH"
+	EnvCloudSQLPrivateIP   = "TXFENCE_CLOUDSQL_PRIVATE_IP"
+	EnvDBMaxConns          = "TXFENCE_DB_MAX_CONNS"
+	EnvLeaseDuration       = "TXFENCE_LEASE_DURATION"
+	EnvLeaseRenew          = "TXFENCE_LEASE_RENEW"
+	EnvClockSkew           = "TXFENCE_CLOCK_SKEW"
+	EnvChains              = "TXFENCE_CHAINS"
+	EnvSigners             = "TXFENCE_SIGNERS"
+	EnvNonceStateTimeout   = "TXFENCE_NONCE_STATE_TIMEOUT"
+	EnvBatchSize           = "TXFENCE_BATCH_SIZE"
+	EnvBatchWait           = "TXFENCE_BATCH_WAIT"
+	EnvWorkers             = "TXFENCE_WORKERS"
+	EnvMaxInFlight         = "TXFENCE_MAX_IN_FLIGHT"
+	EnvResubmitInterval    = "TXFENCE_RESUBMIT_INTERVAL"
+	EnvMaxRebroadcasts     = "TXFENCE_MAX_REBROADCASTS"
+	EnvStuckAfter          = "TXFENCE_STUCK_AFTER"
+	EnvReceiptWorkers      = "TXFENCE_RECEIPT_WORKERS"
+	EnvStaleReceiptTimeout = "TXFENCE_STALE_RECEIPT_TIMEOUT"
+	EnvFinalityMode        = "TXFENCE_FINALITY_MODE"
+	EnvConfirmations       = "TXFENCE_CONFIRMATIONS"
+	EnvProject             = "TXFENCE_PROJECT"
+	EnvTopicSubmit         = "TXFENCE_TOPIC_SUBMIT"
+	EnvTopicReceipt        = "TXFENCE_TOPIC_RECEIPT"
+	EnvTopicCompletion     = "TXFENCE_TOPIC_COMPLETION"
+)
+
+// FromEnv loads the configuration from the process environment.
+func FromEnv() (Config, error) { return Load(os.LookupEnv) }
+
+// Load builds a Config from lookup (os.LookupEnv in production), starting
+// from Defaults. The error names every variable that is malformed or
+// missing, one per line, so one run shows everything to fix.
+func Load(lookup func(string) (string, bool)) (Config, error) {
+	c := Defaults()
+	p := parser{lookup: lookup}
+
+	p.str(EnvInstanceID, &c.InstanceID)
+	p.str(EnvLogLevel, &c.LogLevel)
+	p.str(EnvDatabaseURL, &c.Database.URL)
+	p.str(EnvCloudSQLInstance, &c.Database.Instance)
+	p.boolean(EnvCloudSQLIAMAuth, &c.Database.IAMAuth)
+	p.boolean(EnvCloudSQLPrivateIP, &c.Database.PrivateIP)
+	p.int32(EnvDBMaxConns, &c.Database.MaxConns)
+	p.duration(EnvLeaseDuration, &c.Lease.Duration)
+	p.duration(EnvLeaseRenew, &c.Lease.RenewEvery)
+	p.duration(EnvClockSkew, &c.Lease.ClockSkew)
+	p.chains(EnvChains, &c.Chains)
+	p.signers(EnvSigners, &c.Signers)
+	p.duration(EnvNonceStateTimeout, &c.NonceStateTimeout)
+	p.integer(EnvBatchSize, &c.BatchSize)
+	p.duration(EnvBatchWait, &c.BatchWait)
+	p.integer(EnvWorkers, &c.Workers)
+	p.integer(EnvMaxInFlight, &c.MaxInFlight)
+	p.duration(EnvResubmitInterval, &c.ResubmitInterval)
+	p.integer(EnvMaxRebroadcasts, &c.MaxRebroadcasts)
+	p.duration(EnvStuckAfter, &c.StuckAfter)
+	p.integer(EnvReceiptWorkers, &c.ReceiptWorkers)
+	p.duration(EnvStaleReceiptTimeout, &c.StaleReceiptTimeout)
+	var mode string
+	if p.str(EnvFinalityMode, &mode) {
+		c.FinalityMode = FinalityMode(mode)
+	}
+	p.uint(EnvConfirmations, &c.Confirmations)
+	p.str(EnvProject, &c.Project)
+	p.str(EnvTopicSubmit, &c.TopicSubmit)
+	p.str(EnvTopicReceipt, &c.TopicReceipt)
+	p.str(EnvTopicCompletion, &c.TopicCompletion)
+
+	if c.InstanceID == "" {
+		c.InstanceID = defaultInstanceID(lookup)
+	}
+	// A variable that failed to parse kept its default, which validate may
+	// also dislike; report each variable once, with the parse problem.
+	reported := map[string]bool{}
+	for _, pr := range p.errs {
+		reported[pr.Var] = true
+	}
+	for _, pr := range c.validate() {
+		if !reported[pr.Var] {
+			p.errs = append(p.errs, pr)
+		}
+	}
+	if len(p.errs) > 0 {
+		return Config{}, &Error{Problems: p.errs}
+	}
+	return c, nil
+}
+
+// Validate checks a Config built in code (tests, the emulator) by the same
+// rules Load applies.
+func (c Config) Validate() error {
+	if errs := c.validate(); len(errs) > 0 {
+		return &Error{Problems: errs}
+	}
+	return nil
+}
+
+// validate returns one problem per bad setting, naming its variable.
+func (c Config) validate() []Problem {
+	var ps []Problem
+	bad := func(env, format string, args ...any) {
+		ps = append(ps, Problem{Var: env, Message: fmt.Sprintf(format, args...)})
+	}
+	if c.Database.URL == "" {
+		bad(EnvDatabaseURL, "is required (a PostgreSQL connection string; with %s it names user and database)", EnvCloudSQLInstance)
+	}
+	if c.Database.Instance != "" && strings.Count(c.Database.Instance, ":") != 2 {
+		bad(EnvCloudSQLInstance, "must be an instance connection name project:region:instance, got %q", c.Database.Instance)
+	}
+	if c.Database.MaxConns < 1 {
+		bad(EnvDBMaxConns, "must be at least 1, got %d", c.Database.MaxConns)
+	}
+	if c.Lease.Duration <= 0 {
+		bad(EnvLeaseDuration, "must be positive, got %s", c.Lease.Duration)
+	}
+	if c.Lease.RenewEvery <= 0 || (c.Lease.Duration > 0 && c.Lease.RenewEvery >= c.Lease.Duration) {
+		bad(EnvLeaseRenew, "must be positive and shorter than %s (%s), got %s", EnvLeaseDuration, c.Lease.Duration, c.Lease.RenewEvery)
+	}
+	if c.Lease.ClockSkew < 0 {
+		bad(EnvClockSkew, "must not be negative, got %s", c.Lease.ClockSkew)
+	}
+	if len(c.Chains) == 0 {
+		bad(EnvChains, "is required: at least one chain, as CHAIN_ID=RPC_URL[|RPC_URL...][,CHAIN_ID=...]")
+	}
+	if len(c.Signers) == 0 {
+		bad(EnvSigners, "is required: at least one signer, as ADDRESS[=KEY_REF][,...]")
+	}
+	if c.NonceStateTimeout <= 0 {
+		bad(EnvNonceStateTimeout, "must be positive, got %s", c.NonceStateTimeout)
+	}
+	if c.BatchSize < 1 || c.BatchSize > 10000 {
+		bad(EnvBatchSize, "must be between 1 and 10000, got %d", c.BatchSize)
+	}
+	if c.BatchWait < 0 || c.BatchWait > time.Second {
+		bad(EnvBatchWait, "must be between 0 and 1s, got %s", c.BatchWait)
+	}
+	if c.Workers < 1 || c.Workers > 4096 {
+		bad(EnvWorkers, "must be between 1 and 4096, got %d", c.Workers)
+	}
+	if c.MaxInFlight < 1 {
+		bad(EnvMaxInFlight, "must be at least 1, got %d", c.MaxInFlight)
+	}
+	if c.ResubmitInterval <= 0 {
+		bad(EnvResubmitInterval, "must be positive, got %s", c.ResubmitInterval)
+	}
+	if c.MaxRebroadcasts < 1 {
+		bad(EnvMaxRebroadcasts, "must be at least 1, got %d", c.MaxRebroadcasts)
+	}
+	if c.StuckAfter <= 0 {
+		bad(EnvStuckAfter, "must be positive, got %s", c.StuckAfter)
+	}
+	if c.ReceiptWorkers < 1 {
+		bad(EnvReceiptWorkers, "must be at least 1, got %d", c.ReceiptWorkers)
+	}
+	if c.StaleReceiptTimeout <= 0 {
+		bad(EnvStaleReceiptTimeout, "must be positive, got %s", c.StaleReceiptTimeout)
+	}
+	if c.FinalityMode != FinalityConfirmations && c.FinalityMode != FinalityFinalized {
+		bad(EnvFinalityMode, "must be %q or %q, got %q", FinalityConfirmations, FinalityFinalized, c.FinalityMode)
+	}
+	if c.FinalityMode == FinalityConfirmations && c.Confirmations < 1 {
+		bad(EnvConfirmations, "must be at least 1 in %q mode, got %d", FinalityConfirmations, c.Confirmations)
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		bad(EnvLogLevel, "must be one of debug, info, warn, error; got %q", c.LogLevel)
+	}
+	for _, t := range []struct{ env, v string }{{EnvTopicSubmit, c.TopicSubmit}, {EnvTopicReceipt, c.TopicReceipt}, {EnvTopicCompletion, c.TopicCompletion}} {
+		if t.v == "" {
+			bad(t.env, "must not be empty")
+		}
+	}
+	return ps
+}
+
+// Chain returns the configured chain with id, if any.
+func (c Config) Chain(id uint64) (Chain, bool) {
+	for _, ch := range c.Chains {
+		if ch.ID == id {
+			return ch, true
+		}
+	}
+	return Chain{}, false
+}
+
+// Signer returns the configured signer for addr, if any.
+func (c Config) Signer(addr common.Address) (Signer, bool) {
+	for _, s := range c.Signers {
+		if s.Address == addr {
+			return s, true
+		}
+	}
+	return Signer{}, false
+}
+
+// Problem is one bad setting.
+type Problem struct {
+	Var     string
+	Message string
+}
+
+// Error lists every bad setting found by one Load.
+type Error struct{ Problems []Problem }
+
+func (e *Error) Error() string {
+	lines := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		lines[i] = "  " + p.Var + " " + p.Message
+	}
+	return fmt.Sprintf("configuration has %d problem(s):\n%s", len(e.Problems), strings.Join(lines, "\n"))
+}
+
+// Vars returns the names of the bad variables, sorted.
+func (e *Error) Vars() []string {
+	vs := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		vs[i] = p.Var
+	}
+	sort.Strings(vs)
+	return vs
+}
+
+// parser reads typed values, collecting a Problem for each malformed one.
+type parser struct {
+	lookup func(string) (string, bool)
+	errs   []Problem
+}
+
+func (p *parser) get(env string) (string, bool) {
+	v, ok := p.lookup(env)
+	v = strings.TrimSpace(v)
+	return v, ok && v != ""
+}
+
+func (p *parser) bad(env, format string, args ...any) {
+	p.errs = append(p.errs, Problem{Var: env, Message: fmt.Sprintf(format, args...)})
+}
+
+func (p *parser) str(env string, dst *string) bool {
+	v, ok := p.get(env)
+	if ok {
+		*dst = v
+	}
+	return ok
+}
+
+func (p *parser) boolean(env string, dst *bool) {
+	if v, ok := p.get(env); ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			p.bad(env, "must be true or false, got %q", v)
+			return
+		}
+		*dst = b
+	}
+}
+
+func (p *parser) integer(env string, dst *int) {
+	if v, ok := p.get(env); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			p.bad(env, "must be an integer, got %q", v)
+			return
+		}
+		*dst = n
+	}
+}
+
+func (p *parser) int32(env string, dst *int32) {
+	if v, ok := p.get(env); ok {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil {
+			p.bad(env, "must be an integer, got %q", v)
+			return
+		}
+		*dst = int32(n)
+	}
+}
+
+func (p *parser) uint(env string, dst *uint64) {
+	if v, ok := p.get(env); ok {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			p.bad(env, "must be a non-negative integer, got %q", v)
+			return
+		}
+		*dst = n
+	}
+}
+
+func (p *parser) duration(env string, dst *time.Duration) {
+	if v, ok := p.get(env); ok {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			p.bad(env, "must be a duration such as 10s or 250ms, got %q", v)
+			return
+		}
+		*dst = d
+	}
+}
+
+// chains parses CHAIN_ID=URL[|URL...][,CHAIN_ID=...].
+func (p *parser) chains(env string, dst *[]Chain) {
+	v, ok := p.get(env)
+	if !ok {
+		return
+	}
+	var out []Chain
+	seen := map[uint64]bool{}
+	for _, entry := range strings.Split(v, ",") {
+		id, urls, found := strings.Cut(strings.TrimSpace(entry), "=")
+		n, err := strconv.ParseUint(strings.TrimSpace(id), 10, 64)
+		if !found || err != nil || n == 0 {
+			p.bad(env, "entry %q must be CHAIN_ID=RPC_URL[|RPC_URL...] with a positive chain id", entry)
+			return
+		}
+		if seen[n] {
+			p.bad(env, "chain %d is listed twice", n)
+			return
+		}
+		seen[n] = true
+		ch := Chain{ID: n}
+		for _, u := range strings.Split(urls, "|") {
+			u = strings.TrimSpace(u)
+			if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "ws://") && !strings.HasPrefix(u, "wss://") {
+				p.bad(env, "chain %d: RPC URL %q must start with http://, https://, ws:// or wss://", n, u)
+				return
+			}
+			ch.RPCURLs = append(ch.RPCURLs, u)
+		}
+		out = append(out, ch)
+	}
+	*dst = out
+}
+
+// signers parses ADDRESS[=KEY_REF][,...].
+func (p *parser) signers(env string, dst *[]Signer) {
+	v, ok := p.get(env)
+	if !ok {
+		return
+	}
+	var out []Signer
+	seen := map[common.Address]bool{}
+	for _, entry := range strings.Split(v, ",") {
+		addr, ref, _ := strings.Cut(strings.TrimSpace(entry), "=")
+		a, err := txm.ParseAddress(strings.TrimSpace(addr))
+		if err != nil {
+			p.bad(env, "entry %q: %v", entry, err)
+			return
+		}
+		if seen[a] {
+			p.bad(env, "signer %s is listed twice", txm.CanonicalAddress(a))
+			return
+		}
+		seen[a] = true
+		ref = strings.TrimSpace(ref)
+		if ref != "" && !strings.HasPrefix(ref, "local:env:") && !strings.HasPrefix(ref, "local:file:") && !strings.HasPrefix(ref, "kms:") {
+			p.bad(env, "signer %s: key reference %q must start with local:env:, local:file: or kms:", txm.CanonicalAddress(a), ref)
+			return
+		}
+		out = append(out, Signer{Address: a, KeyRef: ref})
+	}
+	*dst = out
+}
+
+// defaultInstanceID names this process: the Cloud Run revision and instance
+// when known, the host name otherwise, plus the process id.
+func defaultInstanceID(lookup func(string) (string, bool)) string {
+	base, ok := lookup("K_REVISION")
+	if !ok || base == "" {
+		base, _ = os.Hostname()
+	}
+	return fmt.Sprintf("%s-%d", base, os.Getpid())
+}
+
+// ErrConfig matches every *Error under errors.Is.
+var ErrConfig = errors.New("invalid configuration")
+
+// Is makes *Error match ErrConfig.
+func (e *Error) Is(target error) bool { return target == ErrConfig }

@@ -1,0 +1,134 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func validEnv() map[string]string {
+	return map[string]string{
+		EnvDatabaseURL: "postgres://u@localhost/txfence",
+		EnvChains:      "1337=http://127.0.0.1:8545|http://127.0.0.1:8546,1=https://rpc.example",
+		EnvSigners:     "0x00000000000000000000000000000000000000a1=local:env:DEV_KEY,0xdAC17F958D2ee523a2206206994597C13D831ec7",
+	}
+}
+
+func TestIssue2_Config(t *testing.T) {
+	t.Run("defaults follow the design brief", func(t *testing.T) {
+		c, err := Load(env(validEnv()))
+		require.NoError(t, err)
+		assert.Equal(t, 10*time.Second, c.Lease.Duration)
+		assert.Equal(t, 3*time.Second, c.Lease.RenewEvery)
+		assert.Equal(t, time.Second, c.Lease.ClockSkew)
+		assert.Equal(t, 30*time.Second, c.NonceStateTimeout)
+		assert.Equal(t, 100, c.BatchSize)
+		assert.Equal(t, 60*time.Second, c.ResubmitInterval)
+		assert.Equal(t, 10, c.MaxRebroadcasts)
+		assert.Equal(t, 10, c.ReceiptWorkers)
+		assert.Equal(t, 60*time.Second, c.StaleReceiptTimeout)
+		assert.EqualValues(t, 20, c.Confirmations)
+		assert.Equal(t, FinalityConfirmations, c.FinalityMode)
+		require.Len(t, c.Chains, 2)
+		assert.Equal(t, []string{"http://127.0.0.1:8545", "http://127.0.0.1:8546"}, c.Chains[0].RPCURLs)
+		require.Len(t, c.Signers, 2)
+		assert.Equal(t, "local:env:DEV_KEY", c.Signers[0].KeyRef)
+		_, ok := c.Signer(common.HexToAddress("0xdac17f958d2ee523a2206206994597c13d831ec7"))
+		assert.True(t, ok)
+		assert.NotEmpty(t, c.InstanceID)
+		require.NoError(t, c.Validate())
+	})
+
+	t.Run("settings override defaults", func(t *testing.T) {
+		e := validEnv()
+		e[EnvLeaseDuration] = "4s"
+		e[EnvLeaseRenew] = "1s"
+		e[EnvBatchSize] = "7"
+		e[EnvFinalityMode] = "finalized"
+		e[EnvCloudSQLInstance] = "proj:europe-west1:txfence"
+		e[EnvCloudSQLIAMAuth] = "true"
+		c, err := Load(env(e))
+		require.NoError(t, err)
+		assert.Equal(t, 4*time.Second, c.Lease.Duration)
+		assert.Equal(t, 7, c.BatchSize)
+		assert.Equal(t, FinalityFinalized, c.FinalityMode)
+		assert.True(t, c.Database.IAMAuth)
+	})
+
+	t.Run("missing required settings are each named", func(t *testing.T) {
+		_, err := Load(env(map[string]string{}))
+		var cerr *Error
+		require.ErrorAs(t, err, &cerr)
+		assert.True(t, errors.Is(err, ErrConfig))
+		assert.Equal(t, []string{EnvChains, EnvDatabaseURL, EnvSigners}, cerr.Vars())
+		for _, v := range cerr.Vars() {
+			assert.Contains(t, err.Error(), v)
+		}
+	})
+
+	bad := []struct {
+		env, value, want string
+	}{
+		{EnvLeaseDuration, "ten seconds", "duration"},
+		{EnvLeaseDuration, "-1s", "positive"},
+		{EnvLeaseRenew, "20s", "shorter than"},
+		{EnvClockSkew, "-5s", "negative"},
+		{EnvBatchSize, "0", "between 1 and 10000"},
+		{EnvBatchSize, "many", "integer"},
+		{EnvBatchWait, "2s", "between 0 and 1s"},
+		{EnvWorkers, "0", "between 1 and 4096"},
+		{EnvMaxInFlight, "0", "at least 1"},
+		{EnvMaxRebroadcasts, "0", "at least 1"},
+		{EnvNonceStateTimeout, "0s", "positive"},
+		{EnvFinalityMode, "vibes", `"confirmations" or "finalized"`},
+		{EnvConfirmations, "-3", "non-negative integer"},
+		{EnvConfirmations, "0", "at least 1"},
+		{EnvCloudSQLInstance, "just-a-name", "project:region:instance"},
+		{EnvCloudSQLIAMAuth, "yes please", "true or false"},
+		{EnvDBMaxConns, "0", "at least 1"},
+		{EnvChains, "mainnet=http://x", "positive chain id"},
+		{EnvChains, "1=ftp://x", "must start with"},
+		{EnvChains, "1=http://a,1=http://b", "listed twice"},
+		{EnvSigners, "0x123", "40 hex digits"},
+		{EnvSigners, "0xdAC17F958D2ee523a2206206994597C13D831Ec7", "checksum"},
+		{EnvSigners, "0x00000000000000000000000000000000000000a1=vault:x", "key reference"},
+		{EnvLogLevel, "loud", "one of debug"},
+		{EnvTopicSubmit, " ", ""}, // blank is treated as unset: the default stands
+	}
+	for _, tc := range bad {
+		t.Run(tc.env+"="+tc.value, func(t *testing.T) {
+			e := validEnv()
+			e[tc.env] = tc.value
+			_, err := Load(env(e))
+			if tc.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			var cerr *Error
+			require.ErrorAs(t, err, &cerr)
+			assert.Equal(t, []string{tc.env}, cerr.Vars(), "exactly the bad variable is named")
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+
+	t.Run("several bad settings are all reported at once", func(t *testing.T) {
+		e := validEnv()
+		e[EnvBatchSize] = "-1"
+		e[EnvFinalityMode] = "x"
+		delete(e, EnvDatabaseURL)
+		_, err := Load(env(e))
+		var cerr *Error
+		require.ErrorAs(t, err, &cerr)
+		assert.Equal(t, []string{EnvBatchSize, EnvDatabaseURL, EnvFinalityMode}, cerr.Vars())
+		assert.Equal(t, 4, strings.Count(err.Error(), "\n")+1, "a header line and one line per problem")
+	})
+}

@@ -1,0 +1,207 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/txfence/txfence/shared/config"
+	"github.com/txfence/txfence/shared/logging"
+	"github.com/txfence/txfence/shared/metrics"
+	"github.com/txfence/txfence/shared/txm"
+)
+
+// Leases implements txm.LeaseStore. Every expiry judgement uses the database
+// clock (clock_timestamp(), not now(), so that a long transaction does not
+// judge with its start time). The process clock is never consulted.
+type Leases struct {
+	pool    *pgxpool.Pool
+	cfg     config.Lease
+	metrics *metrics.Metrics
+	log     *slog.Logger
+}
+
+var _ txm.LeaseStore = (*Leases)(nil)
+
+// NewLeases returns a lease store over pool.
+func NewLeases(pool *pgxpool.Pool, cfg config.Lease, m *metrics.Metrics, log *slog.Logger) (*Leases, error) {
+	if pool == nil || log == nil {
+		return nil, errors.New("new leases: pool and logger are required")
+	}
+	if cfg.Duration <= 0 || cfg.ClockSkew < 0 {
+		return nil, fmt.Errorf("new leases: duration must be positive and clock skew not negative, got %s and %s", cfg.Duration, cfg.ClockSkew)
+	}
+	return &Leases{pool: pool, cfg: cfg, metrics: m, log: log}, nil
+}
+
+// acquireSQL inserts a new lease (token 1), renews the owner's live lease
+// (token unchanged), or takes over a lease that expired more than the skew
+// allowance ago or was released (token + 1); otherwise it returns no row.
+// prev locks the existing row before the insert runs (it is joined into the
+// insert's input so that it is evaluated first), so concurrent acquirers
+// queue behind one another and each judges the row as its predecessor left
+// it; its token tells a renewal from a take-over.
+const acquireSQL = `
+WITH prev AS (
+    SELECT fencing_token FROM signer_lease
+    WHERE chain_id = $1 AND signer = $2 AND scope = $3
+    FOR UPDATE
+)
+INSERT INTO signer_lease AS l (chain_id, signer, scope, owner, fencing_token, expires_at, updated_at)
+SELECT $1, $2, $3, $4, 1, clock_timestamp() + $5::interval, clock_timestamp()
+FROM (SELECT) AS one LEFT JOIN prev ON true
+ON CONFLICT (chain_id, signer, scope) DO UPDATE
+SET owner = EXCLUDED.owner,
+    fencing_token = CASE
+        WHEN l.owner = EXCLUDED.owner AND l.expires_at > clock_timestamp() THEN l.fencing_token
+        ELSE l.fencing_token + 1 END,
+    expires_at = clock_timestamp() + $5::interval,
+    updated_at = clock_timestamp()
+WHERE (l.owner = EXCLUDED.owner AND l.expires_at > clock_timestamp())
+   OR l.expires_at <= clock_timestamp() - $6::interval
+RETURNING fencing_token, expires_at, (SELECT fencing_token FROM prev)`
+
+// Acquire implements txm.LeaseStore.
+func (s *Leases) Acquire(ctx context.Context, key txm.LeaseKey, owner string) (txm.Lease, txm.AcquireResult, error) {
+	return s.acquire(ctx, s.pool, key, owner)
+}
+
+func (s *Leases) acquire(ctx context.Context, q querier, key txm.LeaseKey, owner string) (txm.Lease, txm.AcquireResult, error) {
+	if !key.Scope.Valid() || owner == "" || key.ChainID == 0 {
+		return txm.Lease{}, "", fmt.Errorf("acquire lease %s: %w: scope, owner and chain id are required", key, txm.ErrInvalid)
+	}
+	l := txm.Lease{Key: key, Owner: owner}
+	var prev *int64
+	err := q.QueryRow(ctx, acquireSQL, int64(key.ChainID), txm.CanonicalAddress(key.Signer), string(key.Scope), owner,
+		s.cfg.Duration, s.cfg.ClockSkew).Scan(&l.Token, &l.ExpiresAt, &prev)
+	if errors.Is(err, pgx.ErrNoRows) {
+		s.metrics.LeaseAcquire(ctx, "held")
+		return txm.Lease{}, "", fmt.Errorf("acquire lease %s: %w", key, txm.ErrLeaseHeld)
+	}
+	if err != nil {
+		s.metrics.LeaseAcquire(ctx, "error")
+		return txm.Lease{}, "", fmt.Errorf("acquire lease %s: %w", key, translate(err))
+	}
+	result := txm.AcquireTakenOver
+	switch {
+	case prev == nil:
+		result = txm.AcquireNew
+	case *prev == l.Token:
+		result = txm.AcquireRenewed
+	}
+	s.metrics.LeaseAcquire(ctx, string(result))
+	return l, result, nil
+}
+
+// Renew implements txm.LeaseStore.
+func (s *Leases) Renew(ctx context.Context, l txm.Lease) (txm.Lease, error) {
+	const q = `
+UPDATE signer_lease SET expires_at = clock_timestamp() + $6::interval, updated_at = clock_timestamp()
+WHERE chain_id = $1 AND signer = $2 AND scope = $3 AND owner = $4 AND fencing_token = $5
+  AND expires_at > clock_timestamp()
+RETURNING expires_at`
+	err := s.pool.QueryRow(ctx, q, append(fenceArgs(l), s.cfg.Duration)...).Scan(&l.ExpiresAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return txm.Lease{}, s.fenced(ctx, l, "lease_renew", "")
+	}
+	if err != nil {
+		return txm.Lease{}, fmt.Errorf("renew lease %s: %w", l.Key, translate(err))
+	}
+	return l, nil
+}
+
+// Release implements txm.LeaseStore. The holder may release a lease that has
+// expired as long as nobody took it over (the token still matches).
+func (s *Leases) Release(ctx context.Context, l txm.Lease) error {
+	return s.release(ctx, s.pool, l)
+}
+
+func (s *Leases) release(ctx context.Context, q querier, l txm.Lease) error {
+	const sql = `
+UPDATE signer_lease SET expires_at = '-infinity', updated_at = clock_timestamp()
+WHERE chain_id = $1 AND signer = $2 AND scope = $3 AND owner = $4 AND fencing_token = $5`
+	tag, err := q.Exec(ctx, sql, fenceArgs(l)...)
+	if err != nil {
+		return fmt.Errorf("release lease %s: %w", l.Key, translate(err))
+	}
+	if tag.RowsAffected() == 0 {
+		return s.fenced(ctx, l, "lease_release", "")
+	}
+	return nil
+}
+
+// Check implements txm.LeaseStore.
+func (s *Leases) Check(ctx context.Context, l txm.Lease) error {
+	return s.check(ctx, s.pool, l, "lease_check", "")
+}
+
+// check returns ErrFenced (counted and logged under op) unless l is current.
+func (s *Leases) check(ctx context.Context, q querier, l txm.Lease, op, txID string) error {
+	var ok bool
+	if err := q.QueryRow(ctx, "SELECT "+fenceHeld, fenceArgs(l)...).Scan(&ok); err != nil {
+		return fmt.Errorf("check lease %s: %w", l.Key, translate(err))
+	}
+	if !ok {
+		return s.fenced(ctx, l, op, txID)
+	}
+	return nil
+}
+
+// fenceHeld is the predicate every fenced statement carries: the lease row
+// still names this owner and token and has not expired by database time.
+// It takes a share lock on the lease row, so a take-over (an update of that
+// row) waits until the writing transaction has ended: nothing written under
+// token T can commit after T+1 was issued. Its parameters are $1..$5, in the
+// order of fenceArgs; a fenced statement's own parameters start at $6.
+const fenceHeld = `EXISTS (
+    SELECT 1 FROM signer_lease fl
+    WHERE fl.chain_id = $1::bigint AND fl.signer = $2::text AND fl.scope = $3::text
+      AND fl.owner = $4::text AND fl.fencing_token = $5::bigint
+      AND fl.expires_at > clock_timestamp()
+    FOR SHARE)`
+
+// fenceArgs are the parameters $1..$5 of fenceHeld.
+func fenceArgs(l txm.Lease) []any {
+	return []any{int64(l.Key.ChainID), txm.CanonicalAddress(l.Key.Signer), string(l.Key.Scope), l.Owner, l.Token}
+}
+
+// fencedExec runs a statement that carries fenceHeld (parameters $1..$5 are
+// the lease, args follow from $6) and returns the rows it affected. Zero
+// rows means either the lease was lost (ErrFenced, counted and logged) or the
+// statement's own predicate matched nothing, in which case it returns 0 and
+// no error; the caller decides what an unmatched row means.
+func (s *Leases) fencedExec(ctx context.Context, q querier, l txm.Lease, op, txID, sql string, args ...any) (int64, error) {
+	tag, err := q.Exec(ctx, sql, append(fenceArgs(l), args...)...)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", op, translate(err))
+	}
+	if n := tag.RowsAffected(); n > 0 {
+		return n, nil
+	}
+	if err := s.check(ctx, q, l, op, txID); err != nil {
+		return 0, err
+	}
+	return 0, nil
+}
+
+// fenced counts and logs one rejected write and returns ErrFenced.
+func (s *Leases) fenced(ctx context.Context, l txm.Lease, op, txID string) error {
+	s.metrics.LeaseFenced(ctx, op)
+	attrs := []any{
+		slog.String(logging.KeyOp, op),
+		slog.Uint64(logging.KeyChainID, l.Key.ChainID),
+		slog.String(logging.KeySigner, txm.CanonicalAddress(l.Key.Signer)),
+		slog.String(logging.KeyScope, string(l.Key.Scope)),
+		slog.String(logging.KeyOwner, l.Owner),
+		slog.Int64(logging.KeyToken, l.Token),
+	}
+	if txID != "" {
+		attrs = append(attrs, slog.String(logging.KeyTxID, txID))
+	}
+	s.log.WarnContext(ctx, "fenced write rejected", attrs...)
+	return fmt.Errorf("%s %s owner %s token %d: %w", op, l.Key, l.Owner, l.Token, txm.ErrFenced)
+}

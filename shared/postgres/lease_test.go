@@ -1,0 +1,400 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/txfence/txfence/shared/config"
+	"github.com/txfence/txfence/shared/logging"
+	"github.com/txfence/txfence/shared/metrics"
+	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/shared/txm"
+)
+
+// instance is one independent txfence process as far as the database can
+// tell: its own pool, lease store, metrics and owner id prefix.
+type instance struct {
+	name    string
+	pool    *pgxpool.Pool
+	leases  *Leases
+	metrics *metrics.Metrics
+	logs    *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func newInstances(t *testing.T, db *pgtest.DB, n int, cfg config.Lease) []*instance {
+	t.Helper()
+	out := make([]*instance, n)
+	for i := range out {
+		inst := &instance{name: fmt.Sprintf("inst%d", i), pool: pgtest.Pool(t, db.URL), metrics: metrics.New(), logs: &syncBuffer{}}
+		var err error
+		inst.leases, err = NewLeases(inst.pool, cfg, inst.metrics, logging.New(inst.logs, "info"))
+		require.NoError(t, err)
+		out[i] = inst
+	}
+	return out
+}
+
+var testSigner = common.HexToAddress("0x00000000000000000000000000000000000000a1")
+
+func chainKey() txm.LeaseKey {
+	return txm.LeaseKey{ChainID: 1337, Signer: testSigner, Scope: txm.ScopeChain}
+}
+
+// bumpCursor is a fenced write: it moves the signer's cursor on by one and
+// stamps the writer's token.
+func bumpCursor(ctx context.Context, inst *instance, l txm.Lease) (int64, error) {
+	const sql = `
+INSERT INTO signer_nonce_cursor AS c (chain_id, signer, next_nonce, fencing_token)
+SELECT $1::bigint, $2::text, 1, $5::bigint WHERE ` + fenceHeld + `
+ON CONFLICT (chain_id, signer) DO UPDATE
+SET next_nonce = c.next_nonce + 1, fencing_token = EXCLUDED.fencing_token, updated_at = clock_timestamp()`
+	return inst.leases.fencedExec(ctx, inst.pool, l, "test_bump_cursor", "", sql)
+}
+
+func TestIssue2_LeaseRace(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	// A long lease: nobody's lease may expire inside the critical section,
+	// so two simultaneous holders could only come from a broken acquire.
+	insts := newInstances(t, db, 3, config.Lease{Duration: 30 * time.Second, ClockSkew: time.Second})
+	ctx := context.Background()
+
+	const goroutines, rounds = 50, 4
+	var (
+		holders    atomic.Int32
+		maxHolders atomic.Int32
+		entries    atomic.Int64
+		mu         sync.Mutex
+		tokens     []int64 // tokens in the order holders entered
+	)
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines*rounds*2)
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			inst := insts[g%len(insts)]
+			for r := 0; r < rounds; r++ {
+				owner := fmt.Sprintf("%s/g%d/r%d", inst.name, g, r)
+				var l txm.Lease
+				for {
+					var err error
+					l, _, err = inst.leases.Acquire(ctx, chainKey(), owner)
+					if err == nil {
+						break
+					}
+					if !errors.Is(err, txm.ErrLeaseHeld) {
+						errs <- err
+						return
+					}
+					time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond)
+				}
+				n := holders.Add(1)
+				for {
+					m := maxHolders.Load()
+					if n <= m || maxHolders.CompareAndSwap(m, n) {
+						break
+					}
+				}
+				mu.Lock()
+				tokens = append(tokens, l.Token)
+				mu.Unlock()
+				entries.Add(1)
+				if _, err := bumpCursor(ctx, inst, l); err != nil {
+					errs <- fmt.Errorf("fenced write by the holder: %w", err)
+				}
+				time.Sleep(time.Duration(rand.IntN(500)) * time.Microsecond)
+				holders.Add(-1)
+				if err := inst.leases.Release(ctx, l); err != nil {
+					errs <- fmt.Errorf("release by the holder: %w", err)
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+
+	assert.EqualValues(t, 1, maxHolders.Load(), "the critical section saw two holders at once")
+	require.Len(t, tokens, goroutines*rounds)
+	for i := 1; i < len(tokens); i++ {
+		require.Greater(t, tokens[i], tokens[i-1], "tokens must strictly increase across take-overs (entry %d)", i)
+	}
+	var next, token int64
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT next_nonce, fencing_token FROM signer_nonce_cursor`).Scan(&next, &token))
+	assert.Equal(t, entries.Load(), next, "every holder's fenced write landed exactly once")
+	assert.Equal(t, tokens[len(tokens)-1], token, "the last write carries the last token")
+	var acquired int64
+	for _, inst := range insts {
+		acquired += inst.metrics.Count("lease_acquire_total", "result", "acquired") + inst.metrics.Count("lease_acquire_total", "result", "taken_over")
+	}
+	assert.Equal(t, int64(goroutines*rounds), acquired, "lease_acquire_total counts every acquisition")
+}
+
+func TestIssue2_TakeoverFencing(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	cfg := config.Lease{Duration: 300 * time.Millisecond, ClockSkew: 100 * time.Millisecond}
+	insts := newInstances(t, db, 3, cfg)
+	a, b, c := insts[0], insts[1], insts[2]
+	ctx := context.Background()
+
+	la, res, err := a.leases.Acquire(ctx, chainKey(), "A")
+	require.NoError(t, err)
+	require.Equal(t, txm.AcquireNew, res)
+	n, err := bumpCursor(ctx, a, la)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+
+	// Before expiry plus skew nobody else gets it.
+	_, _, err = b.leases.Acquire(ctx, chainKey(), "B")
+	require.ErrorIs(t, err, txm.ErrLeaseHeld)
+
+	lb := waitTakeOver(t, b, "B")
+	require.Equal(t, la.Token+1, lb.Token)
+	var takeoverAt time.Time
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT updated_at FROM signer_lease`).Scan(&takeoverAt))
+
+	// Every write by A with the old token changes nothing and says ErrFenced.
+	for i := 0; i < 5; i++ {
+		n, err := bumpCursor(ctx, a, la)
+		require.ErrorIs(t, err, txm.ErrFenced)
+		require.Zero(t, n)
+	}
+	_, err = a.leases.Renew(ctx, la)
+	require.ErrorIs(t, err, txm.ErrFenced)
+	require.ErrorIs(t, a.leases.Release(ctx, la), txm.ErrFenced)
+	require.ErrorIs(t, a.leases.Check(ctx, la), txm.ErrFenced)
+	// B's writes succeed, and so do they from any pool, as long as B holds.
+	for i := 0; i < 3; i++ {
+		_, err := bumpCursor(ctx, b, lb)
+		require.NoError(t, err)
+	}
+	_, err = bumpCursor(ctx, c, lb)
+	require.NoError(t, err, "the lease, not the pool, is what a write is judged by")
+
+	var next, token int64
+	var updated time.Time
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT next_nonce, fencing_token, updated_at FROM signer_nonce_cursor`).Scan(&next, &token, &updated))
+	assert.EqualValues(t, 5, next, "one write by A before, four by B after; none by A after")
+	assert.Equal(t, lb.Token, token)
+	var stale int
+	require.NoError(t, db.Pool.QueryRow(ctx,
+		`SELECT count(*) FROM signer_nonce_cursor WHERE fencing_token = $1 AND updated_at >= $2`, la.Token, takeoverAt).Scan(&stale))
+	assert.Zero(t, stale, "no row carries A's token after B's take-over")
+
+	assert.EqualValues(t, 5, a.metrics.Count("lease_fenced_total", "op", "test_bump_cursor"))
+	assert.EqualValues(t, 1, a.metrics.Count("lease_fenced_total", "op", "lease_renew"))
+	assert.EqualValues(t, 1, a.metrics.Count("lease_fenced_total", "op", "lease_release"))
+	assert.EqualValues(t, 1, b.metrics.Count("lease_acquire_total", "result", "taken_over"))
+	lines := fencedLogLines(t, a.logs.String())
+	require.Len(t, lines, 8, "one log line per fenced rejection")
+	for _, l := range lines {
+		assert.Equal(t, txm.CanonicalAddress(testSigner), l["signer"])
+		assert.Equal(t, "chain", l["scope"])
+		assert.Equal(t, "A", l["owner"])
+		assert.EqualValues(t, la.Token, l["token"])
+		assert.Equal(t, "WARNING", l["severity"])
+	}
+}
+
+// TestIssue2_TakeoverFencing_InFlightTx: a write that passed the fence inside
+// a transaction still open when the lease expires cannot commit after the
+// take-over: the take-over waits for the transaction, whose next fenced
+// write fails, so the transaction rolls back and nothing of A's survives.
+func TestIssue2_TakeoverFencing_InFlightTx(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	insts := newInstances(t, db, 2, config.Lease{Duration: 300 * time.Millisecond, ClockSkew: 50 * time.Millisecond})
+	a, b := insts[0], insts[1]
+	ctx := context.Background()
+	la, _, err := a.leases.Acquire(ctx, chainKey(), "A")
+	require.NoError(t, err)
+
+	takeover := make(chan txm.Lease, 1)
+	err = WithTx(ctx, a.pool, func(tx pgx.Tx) error {
+		q := &instance{name: a.name, pool: a.pool, leases: a.leases, metrics: a.metrics, logs: a.logs}
+		if _, err := q.leases.fencedExec(ctx, tx, la, "test_bump_cursor", "", bumpSQL); err != nil {
+			return err
+		}
+		go func() { takeover <- waitTakeOver(t, b, "B") }()
+		time.Sleep(500 * time.Millisecond) // the lease expires while the transaction is open
+		_, err := q.leases.fencedExec(ctx, tx, la, "test_bump_cursor", "", bumpSQL)
+		return err
+	})
+	require.ErrorIs(t, err, txm.ErrFenced)
+	lb := <-takeover
+	require.Equal(t, la.Token+1, lb.Token)
+	var rows int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM signer_nonce_cursor`).Scan(&rows))
+	assert.Zero(t, rows, "A's transaction rolled back whole")
+}
+
+const bumpSQL = `
+INSERT INTO signer_nonce_cursor AS c (chain_id, signer, next_nonce, fencing_token)
+SELECT $1::bigint, $2::text, 1, $5::bigint WHERE ` + fenceHeld + `
+ON CONFLICT (chain_id, signer) DO UPDATE
+SET next_nonce = c.next_nonce + 1, fencing_token = EXCLUDED.fencing_token, updated_at = clock_timestamp()`
+
+func TestIssue2_RenewRelease(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	insts := newInstances(t, db, 3, config.Lease{Duration: 5 * time.Second, ClockSkew: time.Second})
+	a, b, c := insts[0], insts[1], insts[2]
+	ctx := context.Background()
+
+	la, _, err := a.leases.Acquire(ctx, chainKey(), "A")
+	require.NoError(t, err)
+	time.Sleep(20 * time.Millisecond)
+	renewed, err := a.leases.Renew(ctx, la)
+	require.NoError(t, err)
+	assert.Equal(t, la.Token, renewed.Token, "renewal keeps the token")
+	assert.True(t, renewed.ExpiresAt.After(la.ExpiresAt), "renewal extends the expiry")
+	again, res, err := a.leases.Acquire(ctx, chainKey(), "A")
+	require.NoError(t, err)
+	assert.Equal(t, txm.AcquireRenewed, res)
+	assert.Equal(t, la.Token, again.Token, "re-acquiring a live lease is a renewal")
+
+	// A non-owner can neither renew nor release, with any token.
+	for _, forged := range []txm.Lease{
+		{Key: la.Key, Owner: "B", Token: la.Token},
+		{Key: la.Key, Owner: "B", Token: la.Token + 1},
+		{Key: la.Key, Owner: "A", Token: la.Token + 1},
+	} {
+		_, err := b.leases.Renew(ctx, forged)
+		assert.ErrorIs(t, err, txm.ErrFenced)
+		assert.ErrorIs(t, b.leases.Release(ctx, forged), txm.ErrFenced)
+	}
+	_, _, err = b.leases.Acquire(ctx, chainKey(), "B")
+	require.ErrorIs(t, err, txm.ErrLeaseHeld, "the forged calls changed nothing")
+
+	// Release lets another owner in at once, with token + 1.
+	require.NoError(t, a.leases.Release(ctx, again))
+	lb, res, err := b.leases.Acquire(ctx, chainKey(), "B")
+	require.NoError(t, err)
+	assert.Equal(t, txm.AcquireTakenOver, res)
+	assert.Equal(t, la.Token+1, lb.Token)
+	_, err = a.leases.Renew(ctx, again)
+	assert.ErrorIs(t, err, txm.ErrFenced, "the old holder cannot renew after releasing")
+	_, _, err = c.leases.Acquire(ctx, chainKey(), "C")
+	assert.ErrorIs(t, err, txm.ErrLeaseHeld)
+
+	// The two scopes are separate leases.
+	ln, res, err := c.leases.Acquire(ctx, txm.LeaseKey{ChainID: 1337, Signer: testSigner, Scope: txm.ScopeNonce}, "C")
+	require.NoError(t, err)
+	assert.Equal(t, txm.AcquireNew, res)
+	assert.EqualValues(t, 1, ln.Token)
+}
+
+// TestIssue2_DatabaseTime: whatever a process's clock says, the database's
+// clock decides. A's clock runs an hour slow, so A believes its lease has an
+// hour left; B's runs an hour fast, so B believes A's lease long expired.
+func TestIssue2_DatabaseTime(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	insts := newInstances(t, db, 2, config.Lease{Duration: 400 * time.Millisecond, ClockSkew: 100 * time.Millisecond})
+	a, b := insts[0], insts[1]
+	ctx := context.Background()
+
+	la, _, err := a.leases.Acquire(ctx, chainKey(), "A")
+	require.NoError(t, err)
+	// B (fast clock) sees A's expiry an hour in its past and tries at once: held.
+	bClock := time.Now().Add(time.Hour)
+	require.True(t, bClock.After(la.ExpiresAt), "B's clock says A's lease expired")
+	_, _, err = b.leases.Acquire(ctx, chainKey(), "B")
+	require.ErrorIs(t, err, txm.ErrLeaseHeld, "a fast clock cannot take over a lease the database holds live")
+
+	// Wait until the database says A's lease expired.
+	require.Eventually(t, func() bool {
+		var expired bool
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT expires_at <= clock_timestamp() FROM signer_lease`).Scan(&expired))
+		return expired
+	}, 5*time.Second, 10*time.Millisecond)
+
+	// A (slow clock) still believes it holds the lease; every action fails.
+	aClock := time.Now().Add(-time.Hour)
+	believed := la
+	believed.ExpiresAt = la.ExpiresAt.Add(time.Hour)
+	require.True(t, aClock.Before(believed.ExpiresAt), "A's clock says the lease is live")
+	for _, l := range []txm.Lease{la, believed} {
+		_, err = bumpCursor(ctx, a, l)
+		assert.ErrorIs(t, err, txm.ErrFenced)
+		_, err = a.leases.Renew(ctx, l)
+		assert.ErrorIs(t, err, txm.ErrFenced)
+		assert.ErrorIs(t, a.leases.Check(ctx, l), txm.ErrFenced)
+	}
+	var rows int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM signer_nonce_cursor`).Scan(&rows))
+	assert.Zero(t, rows)
+	lb := waitTakeOver(t, b, "B")
+	assert.Equal(t, la.Token+1, lb.Token)
+}
+
+// waitTakeOver polls until inst acquires the chain lease for owner.
+func waitTakeOver(t *testing.T, inst *instance, owner string) txm.Lease {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		l, _, err := inst.leases.Acquire(context.Background(), chainKey(), owner)
+		if err == nil {
+			return l
+		}
+		if !errors.Is(err, txm.ErrLeaseHeld) || time.Now().After(deadline) {
+			t.Errorf("take over as %s: %v", owner, err)
+			return txm.Lease{}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func fencedLogLines(t *testing.T, text string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, line := range bytes.Split([]byte(text), []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(line, &m))
+		if m["message"] == "fenced write rejected" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+var _ = slog.Default

@@ -1,0 +1,50 @@
+package txm
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/ethereum/go-ethereum/common"
+)
+
+// CanonicalAddress is the one form in which addresses are stored and compared:
+// 0x followed by 40 lower-case hex digits.
+func CanonicalAddress(a common.Address) string {
+	return strings.ToLower(a.Hex())
+}
+
+// ParseAddress accepts a 0x-prefixed 40-digit hex address. All-lower and
+// all-upper case are accepted as they are; mixed case must be a valid EIP-55
+// checksum.
+func ParseAddress(s string) (common.Address, error) {
+	if !strings.HasPrefix(s, "0x") && !strings.HasPrefix(s, "0X") {
+		return common.Address{}, errAddress("must start with 0x")
+	}
+	hex := s[2:]
+	if len(hex) != 40 {
+		return common.Address{}, errAddress("must have 40 hex digits, got %d", len(hex))
+	}
+	for _, c := range hex {
+		if !isHexDigit(c) {
+			return common.Address{}, errAddress("contains a non-hex character %q", c)
+		}
+	}
+	a := common.HexToAddress(hex)
+	if hex != strings.ToLower(hex) && hex != strings.ToUpper(hex) && a.Hex()[2:] != hex {
+		return common.Address{}, errAddress("EIP-55 checksum mismatch (expected %s)", a.Hex())
+	}
+	return a, nil
+}
+
+func isHexDigit(c rune) bool {
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
+}
+
+// AddressError explains why an address was rejected.
+type AddressError struct{ Reason string }
+
+func (e *AddressError) Error() string { return "invalid address: " + e.Reason }
+
+func errAddress(format string, args ...any) error {
+	return &AddressError{Reason: fmt.Sprintf(format, args...)}
+}

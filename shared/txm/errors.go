@@ -1,0 +1,73 @@
+package txm
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Adapters translate their own failures into these at the
+// point where the failure enters the program; callers check them with errors.Is.
+var (
+	// ErrFenced means a write carried a fencing token that is no longer the
+	// lease's current one, or the lease had expired by database time. The write
+	// changed nothing and the caller must stop working on that signer.
+	ErrFenced = errors.New("fenced: lease lost")
+
+	// ErrLeaseHeld means another owner holds an unexpired lease.
+	ErrLeaseHeld = errors.New("lease held by another owner")
+
+	// ErrNotFound means the requested row does not exist.
+	ErrNotFound = errors.New("not found")
+
+	// ErrConflict means the write collides with an existing row (a unique key).
+	ErrConflict = errors.New("conflict")
+
+	// ErrUnavailable means the store could not be reached; the operation may be
+	// retried and nothing was half-written.
+	ErrUnavailable = errors.New("store unavailable")
+
+	// ErrInvalid means the input was rejected before anything was written.
+	ErrInvalid = errors.New("invalid input")
+
+	// ErrIllegalTransition means a state change that the lifecycle forbids.
+	ErrIllegalTransition = errors.New("illegal state transition")
+)
+
+// FieldError names one rejected input field.
+type FieldError struct {
+	Field   string
+	Message string
+}
+
+// ValidationError carries every rejected field of one input. It matches
+// ErrInvalid under errors.Is.
+type ValidationError struct {
+	Fields []FieldError
+}
+
+// Add records a rejected field.
+func (e *ValidationError) Add(field, format string, args ...any) {
+	e.Fields = append(e.Fields, FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+// Err returns e when it holds at least one field, nil otherwise.
+func (e *ValidationError) Err() error {
+	if e == nil || len(e.Fields) == 0 {
+		return nil
+	}
+	return e
+}
+
+func (e *ValidationError) Error() string {
+	msg := "invalid input:"
+	for i, f := range e.Fields {
+		if i > 0 {
+			msg += ";"
+		}
+		msg += " " + f.Field + ": " + f.Message
+	}
+	return msg
+}
+
+// Is makes a ValidationError match ErrInvalid.
+func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }

@@ -1,0 +1,70 @@
+package txm
+
+import "fmt"
+
+// State is where a managed transaction stands in its lifecycle.
+type State string
+
+const (
+	// StateAllocated: a nonce is assigned and the transaction is stored; it has
+	// not been signed or broadcast yet.
+	StateAllocated State = "ALLOCATED"
+	// StateTracking: at least one signed attempt was persisted and broadcast;
+	// txfence is waiting for a receipt.
+	StateTracking State = "TRACKING"
+	// StateMined: a receipt was seen for one of the attempts; the block is not
+	// yet deep enough (or finalized) to be trusted.
+	StateMined State = "MINED"
+	// StateConfirmed: the receipt (status 1) is on a canonical block at the
+	// required depth. Terminal.
+	StateConfirmed State = "CONFIRMED"
+	// StateFailedFinal: the receipt has status 0 and is final. Terminal.
+	StateFailedFinal State = "FAILED_FINAL"
+	// StateStuck: progress stopped (too many rebroadcasts, a deterministic
+	// broadcast rejection, pending too long). Not terminal: a stuck
+	// transaction that gets mined still confirms.
+	StateStuck State = "STUCK"
+)
+
+// States lists every state, in lifecycle order.
+var States = []State{StateAllocated, StateTracking, StateMined, StateConfirmed, StateFailedFinal, StateStuck}
+
+// Valid reports whether s is a declared state.
+func (s State) Valid() bool {
+	for _, v := range States {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Terminal reports whether no further transition can leave s.
+func (s State) Terminal() bool { return s == StateConfirmed || s == StateFailedFinal }
+
+// transitions lists the legal moves. A reorg moves MINED back to TRACKING.
+var transitions = map[State][]State{
+	StateAllocated: {StateTracking, StateStuck},
+	StateTracking:  {StateTracking, StateMined, StateStuck},
+	StateMined:     {StateConfirmed, StateFailedFinal, StateTracking},
+	StateStuck:     {StateTracking, StateMined, StateStuck},
+}
+
+// CanMove reports whether from → to is a legal transition.
+func CanMove(from, to State) bool {
+	for _, s := range transitions[from] {
+		if s == to {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckMove returns ErrIllegalTransition, wrapped with both states, when
+// from → to is not legal.
+func CheckMove(from, to State) error {
+	if !CanMove(from, to) {
+		return fmt.Errorf("%w: %s → %s", ErrIllegalTransition, from, to)
+	}
+	return nil
+}
