@@ -1,0 +1,186 @@
+package txm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/big"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+)
+
+// The chain ports. Each consumer asks only for what it uses; the adapter in
+// shared/evm implements all of them.
+
+// NonceSource reads a signer's nonces from the chain.
+type NonceSource interface {
+	// PendingNonce is the next nonce the node would accept, counting its
+	// pending pool.
+	PendingNonce(ctx context.Context, addr common.Address) (uint64, error)
+	// LatestNonce is the number of the signer's transactions mined at the
+	// latest block: every nonce below it is mined.
+	LatestNonce(ctx context.Context, addr common.Address) (uint64, error)
+}
+
+// CallMsg is a transaction as the caller described it, for gas estimation.
+type CallMsg struct {
+	From  common.Address
+	To    *common.Address // nil: contract creation
+	Value *big.Int
+	Data  []byte
+}
+
+// GasEstimator estimates the gas a call needs, including the configured
+// margin. A call that would revert returns a *RevertError.
+type GasEstimator interface {
+	EstimateGas(ctx context.Context, msg CallMsg) (uint64, error)
+}
+
+// Fees are what a new attempt will pay. For EIP-1559 chains GasPrice is nil;
+// for legacy chains the 1559 fields are nil.
+type Fees struct {
+	MaxFeePerGas         *big.Int
+	MaxPriorityFeePerGas *big.Int
+	GasPrice             *big.Int
+}
+
+// FeeOracle suggests fees for a new attempt, within the configured caps.
+type FeeOracle interface {
+	SuggestFees(ctx context.Context) (Fees, error)
+}
+
+// Broadcaster sends a signed transaction. Its error, if any, is a
+// *BroadcastError whose Reason is one of the closed set below.
+type Broadcaster interface {
+	SendRawTransaction(ctx context.Context, raw []byte) error
+}
+
+// Receipt is the part of a receipt txfence keeps.
+type Receipt struct {
+	TxHash            common.Hash
+	BlockNumber       uint64
+	BlockHash         common.Hash
+	Status            uint64 // 1 success, 0 failure
+	GasUsed           uint64
+	EffectiveGasPrice *big.Int
+}
+
+// Header is the part of a block header txfence uses.
+type Header struct {
+	Number     uint64
+	Hash       common.Hash
+	ParentHash common.Hash
+}
+
+// ReceiptSource fetches receipts in one batched call; a hash with no receipt
+// (not mined, or dropped by a reorg) yields nil at its index.
+type ReceiptSource interface {
+	Receipts(ctx context.Context, hashes []common.Hash) ([]*Receipt, error)
+}
+
+// BlockSource reads the canonical chain.
+type BlockSource interface {
+	// Head is the latest block.
+	Head(ctx context.Context) (Header, error)
+	// Finalized is the block the chain reports under the `finalized` tag.
+	Finalized(ctx context.Context) (Header, error)
+	// HeadersByNumber fetches canonical headers in one batched call; a
+	// number beyond the head yields nil at its index.
+	HeadersByNumber(ctx context.Context, numbers []uint64) ([]*Header, error)
+	// HasTransaction reports whether the node knows the transaction (mined
+	// or pending).
+	HasTransaction(ctx context.Context, hash common.Hash) (bool, error)
+}
+
+// Chain is everything txfence asks of one EVM chain.
+type Chain interface {
+	ChainID() uint64
+	NonceSource
+	GasEstimator
+	FeeOracle
+	Broadcaster
+	ReceiptSource
+	BlockSource
+}
+
+// Signer signs transactions for one address. Implementations: a local key
+// (development only) and Cloud KMS.
+type Signer interface {
+	Address() common.Address
+	// SignTx returns tx signed for chainID with the London (EIP-1559 and
+	// legacy) signer rules.
+	SignTx(ctx context.Context, tx *types.Transaction, chainID *big.Int) (*types.Transaction, error)
+}
+
+// BroadcastReason is the closed set of outcomes a failed broadcast is
+// classified into, in one place (shared/evm). Anything unrecognised is
+// ReasonTransient.
+type BroadcastReason string
+
+const (
+	// ReasonKnown: the node already has this exact transaction. Success when
+	// the attempt's hash was persisted.
+	ReasonKnown BroadcastReason = "known"
+	// ReasonNonceTooLow: the nonce is already used on chain, by this attempt
+	// or another at the same nonce. Success when a persisted attempt is mined.
+	ReasonNonceTooLow BroadcastReason = "nonce_too_low"
+	// ReasonReplacementUnderpriced: another transaction with the same nonce is
+	// pending and this one does not pay enough more to replace it.
+	ReasonReplacementUnderpriced BroadcastReason = "replacement_underpriced"
+	// ReasonUnderpriced: the fee is below the node's minimum.
+	ReasonUnderpriced BroadcastReason = "underpriced"
+	// ReasonInsufficientFunds: the signer cannot pay value + gas × fee.
+	ReasonInsufficientFunds BroadcastReason = "insufficient_funds"
+	// ReasonIntrinsicGas: the gas limit is below the intrinsic cost.
+	ReasonIntrinsicGas BroadcastReason = "intrinsic_gas_too_low"
+	// ReasonExceedsBlockGasLimit: the gas limit is above the block gas limit.
+	ReasonExceedsBlockGasLimit BroadcastReason = "exceeds_block_gas_limit"
+	// ReasonReverted: execution reverted (from estimation or a node that
+	// simulates on submission).
+	ReasonReverted BroadcastReason = "reverted"
+	// ReasonTransient: unavailable, timed out, rate-limited or unrecognised:
+	// retry later.
+	ReasonTransient BroadcastReason = "transient"
+)
+
+// Deterministic reports whether retrying the same bytes cannot succeed, so the
+// transaction should go to STUCK with the reason recorded.
+func (r BroadcastReason) Deterministic() bool {
+	switch r {
+	case ReasonInsufficientFunds, ReasonIntrinsicGas, ReasonExceedsBlockGasLimit:
+		return true
+	}
+	return false
+}
+
+// BroadcastError is a classified broadcast failure.
+type BroadcastError struct {
+	Reason BroadcastReason
+	Err    error
+}
+
+func (e *BroadcastError) Error() string { return fmt.Sprintf("broadcast: %s: %v", e.Reason, e.Err) }
+func (e *BroadcastError) Unwrap() error { return e.Err }
+
+// ReasonOf returns the classified reason of err, or ReasonTransient.
+func ReasonOf(err error) BroadcastReason {
+	var be *BroadcastError
+	if errors.As(err, &be) {
+		return be.Reason
+	}
+	return ReasonTransient
+}
+
+// RevertError says a call would revert (or reverted), with the node's reason.
+type RevertError struct {
+	Reason string
+	Data   []byte
+}
+
+func (e *RevertError) Error() string {
+	if e.Reason == "" {
+		return "execution reverted"
+	}
+	return "execution reverted: " + e.Reason
+}
