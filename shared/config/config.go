@@ -6,6 +6,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math/big"
 	"os"
 	"sort"
 	"strconv"
@@ -81,6 +82,10 @@ type Config struct {
 	BatchWait         time.Duration // how long a worker waits to fill a batch
 	Workers           int           // per-signer writer workers per instance
 
+	MaxGasLimit  uint64   // largest gas limit a create may ask for
+	MaxDataBytes int      // largest calldata a create may carry
+	MaxFeeCap    *big.Int // largest maxFeePerGas / gasPrice a create may ask for, in wei
+
 	MaxInFlight         int           // broadcast-but-unmined transactions per signer
 	ResubmitInterval    time.Duration // rebroadcast an attempt unseen for this long
 	MaxRebroadcasts     int           // rebroadcasts before STUCK
@@ -111,6 +116,9 @@ func Defaults() Config {
 		BatchSize:           100,
 		BatchWait:           2 * time.Millisecond,
 		Workers:             16,
+		MaxGasLimit:         30_000_000,
+		MaxDataBytes:        128 * 1024,
+		MaxFeeCap:           new(big.Int).Mul(big.NewInt(10_000), big.NewInt(1_000_000_000)), // 10,000 gwei
 		MaxInFlight:         64,
 		ResubmitInterval:    60 * time.Second,
 		MaxRebroadcasts:     10,
@@ -143,6 +151,9 @@ const (
 	EnvBatchSize           = "TXFENCE_BATCH_SIZE"
 	EnvBatchWait           = "TXFENCE_BATCH_WAIT"
 	EnvWorkers             = "TXFENCE_WORKERS"
+	EnvMaxGasLimit         = "TXFENCE_MAX_GAS_LIMIT"
+	EnvMaxDataBytes        = "TXFENCE_MAX_DATA_BYTES"
+	EnvMaxFeeCap           = "TXFENCE_MAX_FEE_CAP_WEI"
 	EnvMaxInFlight         = "TXFENCE_MAX_IN_FLIGHT"
 	EnvResubmitInterval    = "TXFENCE_RESUBMIT_INTERVAL"
 	EnvMaxRebroadcasts     = "TXFENCE_MAX_REBROADCASTS"
@@ -183,6 +194,9 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 	p.integer(EnvBatchSize, &c.BatchSize)
 	p.duration(EnvBatchWait, &c.BatchWait)
 	p.integer(EnvWorkers, &c.Workers)
+	p.uint(EnvMaxGasLimit, &c.MaxGasLimit)
+	p.integer(EnvMaxDataBytes, &c.MaxDataBytes)
+	p.bigInt(EnvMaxFeeCap, &c.MaxFeeCap)
 	p.integer(EnvMaxInFlight, &c.MaxInFlight)
 	p.duration(EnvResubmitInterval, &c.ResubmitInterval)
 	p.integer(EnvMaxRebroadcasts, &c.MaxRebroadcasts)
@@ -269,6 +283,15 @@ func (c Config) validate() []Problem {
 	}
 	if c.Workers < 1 || c.Workers > 4096 {
 		bad(EnvWorkers, "must be between 1 and 4096, got %d", c.Workers)
+	}
+	if c.MaxGasLimit < 21000 {
+		bad(EnvMaxGasLimit, "must be at least 21000, got %d", c.MaxGasLimit)
+	}
+	if c.MaxDataBytes < 0 {
+		bad(EnvMaxDataBytes, "must not be negative, got %d", c.MaxDataBytes)
+	}
+	if c.MaxFeeCap == nil || c.MaxFeeCap.Sign() <= 0 {
+		bad(EnvMaxFeeCap, "must be a positive number of wei")
 	}
 	if c.MaxInFlight < 1 {
 		bad(EnvMaxInFlight, "must be at least 1, got %d", c.MaxInFlight)
@@ -416,6 +439,17 @@ func (p *parser) uint(env string, dst *uint64) {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
 			p.bad(env, "must be a non-negative integer, got %q", v)
+			return
+		}
+		*dst = n
+	}
+}
+
+func (p *parser) bigInt(env string, dst **big.Int) {
+	if v, ok := p.get(env); ok {
+		n, ok := new(big.Int).SetString(v, 10)
+		if !ok {
+			p.bad(env, "must be a decimal integer, got %q", v)
 			return
 		}
 		*dst = n

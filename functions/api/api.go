@@ -1,0 +1,375 @@
+// Package api is the Api function: the HTTPS API behind the load balancer.
+// It decodes requests, calls the use cases in shared/app, and maps outcomes
+// to HTTP: 202 created, 200 replay, 409 conflict, 400/422 bad input (nothing
+// written), 503 with Retry-After when the database or chain is unavailable.
+// Errors are application/problem+json.
+package api
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/txfence/txfence/shared/app"
+	"github.com/txfence/txfence/shared/config"
+	"github.com/txfence/txfence/shared/logging"
+	"github.com/txfence/txfence/shared/metrics"
+	"github.com/txfence/txfence/shared/txm"
+)
+
+// Deps is what the handler needs; functions/internal builds it from the
+// environment in deployment, tests build it directly.
+type Deps struct {
+	Config  config.Config
+	Create  *app.CreateTx
+	Queries txm.TxQueries
+	// Nonces reads chain nonces for the signer status; optional per chain.
+	Nonces  map[uint64]txm.NonceSource
+	Metrics *metrics.Metrics
+	Log     *slog.Logger
+}
+
+// Handler serves the API.
+type Handler struct {
+	deps Deps
+	mux  *http.ServeMux
+}
+
+// route is one API operation; the OpenAPI document must list exactly these.
+type route struct {
+	method, path string
+	handle       func(h *Handler, w http.ResponseWriter, r *http.Request)
+}
+
+var routes = []route{
+	{http.MethodPost, "/v1/transactions", (*Handler).create},
+	{http.MethodGet, "/v1/transactions", (*Handler).list},
+	{http.MethodGet, "/v1/transactions/{id}", (*Handler).get},
+	{http.MethodGet, "/v1/signers/{address}", (*Handler).signer},
+	{http.MethodGet, "/v1/openapi.json", (*Handler).openapi},
+}
+
+// NewHandler returns the API handler.
+func NewHandler(d Deps) (*Handler, error) {
+	if d.Create == nil || d.Queries == nil || d.Log == nil {
+		return nil, errors.New("new api handler: create, queries and logger are required")
+	}
+	h := &Handler{deps: d, mux: http.NewServeMux()}
+	for _, rt := range routes {
+		handle := rt.handle
+		h.mux.HandleFunc(rt.method+" "+rt.path, func(w http.ResponseWriter, r *http.Request) { handle(h, w, r) })
+	}
+	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	h.mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		_ = d.Metrics.WritePrometheus(r.Context(), w)
+	})
+	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, notFound("no route for "+r.Method+" "+r.URL.Path))
+	})
+	return h, nil
+}
+
+// ServeHTTP serves the API at / or under /Api (how the function server
+// mounts it when all functions share one port).
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if rest, ok := strings.CutPrefix(r.URL.Path, "/Api"); ok && (rest == "" || rest[0] == '/') {
+		r2 := r.Clone(r.Context())
+		r2.URL.Path = rest
+		r2.URL.RawPath = ""
+		r = r2
+	}
+	if tc := r.Header.Get("X-Cloud-Trace-Context"); tc != "" {
+		r = r.WithContext(logging.WithTrace(r.Context(), logging.TraceFromHeader(h.deps.Config.Project, tc)))
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// maxBody bounds a create body: the data limit in hex plus room for the rest.
+func (h *Handler) maxBody() int64 { return int64(h.deps.Config.MaxDataBytes)*2 + 64*1024 }
+
+func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+		writeProblem(w, problem{Type: problemBase + "unsupported-media-type", Title: "Unsupported media type",
+			Status: http.StatusUnsupportedMediaType, Detail: "send application/json"})
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody()))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeProblem(w, problem{Type: problemBase + "too-large", Title: "Request too large",
+				Status: http.StatusRequestEntityTooLarge, Detail: "the body exceeds " + strconv.FormatInt(tooBig.Limit, 10) + " bytes"})
+			return
+		}
+		writeProblem(w, badRequest("could not read the body"))
+		return
+	}
+	req, p := decodeCreate(body, strings.TrimSpace(r.Header.Get("Idempotency-Key")), h.deps.Config)
+	if p != nil {
+		h.deps.Metrics.TxCreate(r.Context(), "invalid", 1)
+		writeProblem(w, *p)
+		return
+	}
+	created, err := h.deps.Create.Execute(r.Context(), req)
+	if err != nil {
+		if !errors.Is(err, txm.ErrInvalid) {
+			h.deps.Log.WarnContext(r.Context(), "create failed", slog.String(logging.KeySigner, txm.CanonicalAddress(req.From)), slog.Any("error", err))
+		}
+		writeProblem(w, problemFor(err))
+		return
+	}
+	switch created.Outcome {
+	case txm.OutcomeCreated:
+		w.Header().Set("Location", "/v1/transactions/"+created.Tx.ID)
+		writeJSON(w, http.StatusAccepted, viewTx(created.Tx))
+	case txm.OutcomeReplayed:
+		w.Header().Set("Location", "/v1/transactions/"+created.Tx.ID)
+		writeJSON(w, http.StatusOK, viewTx(created.Tx))
+	default:
+		writeProblem(w, problem{Type: problemBase + "idempotency-conflict", Title: "Request id already used",
+			Status: http.StatusConflict, ExistingID: created.Tx.ID,
+			Detail: "requestId " + strconv.Quote(req.RequestID) + " already names transaction " + created.Tx.ID + " with a different payload",
+			Errors: []fieldError{{Field: "requestId", Message: "already used for transaction " + created.Tx.ID}}})
+	}
+}
+
+func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if !isUUID(id) {
+		writeProblem(w, badRequest("the id must be a UUID", fieldError{Field: "id", Message: "must be a UUID"}))
+		return
+	}
+	t, err := h.deps.Queries.GetTx(r.Context(), id)
+	if err != nil {
+		writeProblem(w, problemFor(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, viewTx(t))
+}
+
+// listPage is a page of transactions.
+type listPage struct {
+	Items      []txView `json:"items"`
+	NextCursor string   `json:"nextCursor,omitempty"`
+}
+
+func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var errs []fieldError
+	bad := func(f, m string) { errs = append(errs, fieldError{Field: f, Message: m}) }
+	known := map[string]bool{"from": true, "signer": true, "chainId": true, "requestId": true, "state": true,
+		"createdAfter": true, "createdBefore": true, "limit": true, "cursor": true}
+	for k := range q {
+		if !known[k] {
+			bad(k, "unknown query parameter")
+		}
+	}
+	f := txm.TxFilter{Limit: 50}
+	signerParam := q.Get("from")
+	if s := q.Get("signer"); s != "" {
+		if signerParam != "" && !strings.EqualFold(s, signerParam) {
+			bad("signer", "differs from from")
+		}
+		signerParam = s
+	}
+	if signerParam != "" {
+		a, err := txm.ParseAddress(signerParam)
+		if err != nil {
+			bad("from", err.Error())
+		} else {
+			f.Signer = &a
+		}
+	}
+	if s := q.Get("chainId"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			bad("chainId", "must be a non-negative integer")
+		}
+		f.ChainID = n
+	}
+	if s := q.Get("state"); s != "" {
+		if !txm.State(s).Valid() {
+			bad("state", "must be one of ALLOCATED, TRACKING, MINED, CONFIRMED, FAILED_FINAL, STUCK")
+		}
+		f.State = txm.State(s)
+	}
+	for _, tp := range []struct {
+		name string
+		dst  *time.Time
+	}{{"createdAfter", &f.CreatedAfter}, {"createdBefore", &f.CreatedBefore}} {
+		if s := q.Get(tp.name); s != "" {
+			t, err := time.Parse(time.RFC3339Nano, s)
+			if err != nil {
+				bad(tp.name, "must be an RFC 3339 time")
+			}
+			*tp.dst = t
+		}
+	}
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 500 {
+			bad("limit", "must be between 1 and 500")
+		}
+		f.Limit = n
+	}
+	if s := q.Get("cursor"); s != "" {
+		id, err := base64.RawURLEncoding.DecodeString(s)
+		if err != nil || !isUUID(string(id)) {
+			bad("cursor", "is not a cursor this API returned")
+		}
+		f.AfterID = string(id)
+	}
+	if q.Get("requestId") != "" && f.Signer == nil {
+		bad("from", "is required with requestId")
+	}
+	if len(errs) > 0 {
+		writeProblem(w, badRequest("invalid query parameters", errs...))
+		return
+	}
+
+	if rid := q.Get("requestId"); rid != "" {
+		chainID := f.ChainID
+		if chainID == 0 && len(h.deps.Config.Chains) == 1 {
+			chainID = h.deps.Config.Chains[0].ID
+		}
+		t, err := h.deps.Queries.FindByRequestID(r.Context(), chainID, *f.Signer, rid)
+		if err != nil {
+			writeProblem(w, problemFor(err))
+			return
+		}
+		writeJSON(w, http.StatusOK, viewTx(t))
+		return
+	}
+	txs, err := h.deps.Queries.ListTxs(r.Context(), f)
+	if err != nil {
+		writeProblem(w, problemFor(err))
+		return
+	}
+	page := listPage{Items: make([]txView, len(txs))}
+	for i, t := range txs {
+		page.Items[i] = viewTx(t)
+	}
+	if len(txs) == f.Limit {
+		page.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(txs[len(txs)-1].ID))
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+// signerView is a signer's status on the wire.
+type signerView struct {
+	ChainID                 uint64     `json:"chainId"`
+	Address                 string     `json:"address"`
+	NextNonce               *uint64    `json:"nextNonce"`
+	ChainPendingNonce       *uint64    `json:"chainPendingNonce,omitempty"`
+	ChainLatestNonce        *uint64    `json:"chainLatestNonce,omitempty"`
+	ChainSyncedAt           *time.Time `json:"chainSyncedAt,omitempty"`
+	Allocated               int        `json:"allocated"`
+	InFlight                int        `json:"inFlight"`
+	Mined                   int        `json:"mined"`
+	Stuck                   int        `json:"stuck"`
+	OldestPendingAgeSeconds *float64   `json:"oldestPendingAgeSeconds"`
+	LeaseHolder             *leaseView `json:"leaseHolder"`
+}
+
+type leaseView struct {
+	Owner     string     `json:"owner"`
+	Token     int64      `json:"token"`
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+	Live      bool       `json:"live"`
+}
+
+func (h *Handler) signer(w http.ResponseWriter, r *http.Request) {
+	addr, err := txm.ParseAddress(r.PathValue("address"))
+	if err != nil {
+		writeProblem(w, badRequest("invalid address", fieldError{Field: "address", Message: err.Error()}))
+		return
+	}
+	chainID := uint64(0)
+	if s := r.URL.Query().Get("chainId"); s != "" {
+		if chainID, err = strconv.ParseUint(s, 10, 64); err != nil {
+			writeProblem(w, badRequest("invalid chainId", fieldError{Field: "chainId", Message: "must be a non-negative integer"}))
+			return
+		}
+	} else if len(h.deps.Config.Chains) == 1 {
+		chainID = h.deps.Config.Chains[0].ID
+	}
+	if _, ok := h.deps.Config.Chain(chainID); !ok {
+		writeProblem(w, badRequest("unknown chain", fieldError{Field: "chainId", Message: "is required and must be a configured chain"}))
+		return
+	}
+	if _, ok := h.deps.Config.Signer(addr); !ok {
+		writeProblem(w, notFound(txm.CanonicalAddress(addr)+" is not a configured signer"))
+		return
+	}
+	st, err := h.deps.Queries.SignerStatus(r.Context(), chainID, addr)
+	if err != nil {
+		writeProblem(w, problemFor(err))
+		return
+	}
+	v := signerView{ChainID: chainID, Address: txm.CanonicalAddress(addr), NextNonce: st.NextNonce, ChainSyncedAt: st.ChainSyncedAt,
+		Allocated: st.Allocated, InFlight: st.InFlight, Mined: st.Mined, Stuck: st.Stuck}
+	if st.OldestPendingAge != nil {
+		s := st.OldestPendingAge.Seconds()
+		v.OldestPendingAgeSeconds = &s
+	}
+	if l := st.ChainLease; l != nil {
+		lv := &leaseView{Owner: l.Owner, Token: l.Token, Live: st.ChainLeaseLive}
+		if !l.ExpiresAt.IsZero() {
+			lv.ExpiresAt = &l.ExpiresAt
+		}
+		v.LeaseHolder = lv
+	}
+	if ns := h.deps.Nonces[chainID]; ns != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		if n, err := ns.PendingNonce(ctx, addr); err == nil {
+			v.ChainPendingNonce = &n
+		}
+		if n, err := ns.LatestNonce(ctx, addr); err == nil {
+			v.ChainLatestNonce = &n
+		}
+		cancel()
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func isUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i, c := range s {
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !strings.ContainsRune("0123456789abcdefABCDEF", c) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func isUnavailable(err error) bool {
+	return errors.Is(err, txm.ErrUnavailable) || errors.Is(err, txm.ErrFenced) || errors.Is(err, txm.ErrLeaseHeld) ||
+		errors.Is(err, app.ErrChainUnavailable) || errors.Is(err, context.DeadlineExceeded)
+}
+
+var _ = common.Address{}

@@ -1,0 +1,82 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/txfence/txfence/shared/txm"
+)
+
+// problem is an RFC 9457 problem document.
+type problem struct {
+	Type       string       `json:"type"`
+	Title      string       `json:"title"`
+	Status     int          `json:"status"`
+	Detail     string       `json:"detail,omitempty"`
+	Errors     []fieldError `json:"errors,omitempty"`
+	ExistingID string       `json:"existingId,omitempty"`
+}
+
+type fieldError struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+const problemBase = "https://txfence.dev/problems/"
+
+func writeProblem(w http.ResponseWriter, p problem) {
+	if p.Errors == nil && p.Status == http.StatusUnprocessableEntity {
+		p.Errors = []fieldError{}
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if p.Status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
+	}
+	w.WriteHeader(p.Status)
+	_ = json.NewEncoder(w).Encode(p)
+}
+
+// retryAfterSeconds is what a 503 tells clients to wait.
+const retryAfterSeconds = 1
+
+func badRequest(detail string, fields ...fieldError) problem {
+	return problem{Type: problemBase + "malformed-request", Title: "Malformed request", Status: http.StatusBadRequest, Detail: detail, Errors: fields}
+}
+
+func invalid(fields []fieldError) problem {
+	return problem{Type: problemBase + "invalid-request", Title: "Invalid request", Status: http.StatusUnprocessableEntity,
+		Detail: "one or more fields are invalid; nothing was written", Errors: fields}
+}
+
+func notFound(detail string) problem {
+	return problem{Type: problemBase + "not-found", Title: "Not found", Status: http.StatusNotFound, Detail: detail}
+}
+
+func unavailable(detail string) problem {
+	return problem{Type: problemBase + "unavailable", Title: "Service unavailable", Status: http.StatusServiceUnavailable,
+		Detail: detail + "; nothing was written, retry later"}
+}
+
+// problemFor maps an error from a use case to a problem.
+func problemFor(err error) problem {
+	var v *txm.ValidationError
+	switch {
+	case errors.As(err, &v):
+		fields := make([]fieldError, len(v.Fields))
+		for i, f := range v.Fields {
+			fields[i] = fieldError{Field: f.Field, Message: f.Message}
+		}
+		return invalid(fields)
+	case errors.Is(err, txm.ErrNotFound):
+		return notFound("no such transaction")
+	case errors.Is(err, txm.ErrInvalid):
+		return invalid([]fieldError{{Field: "", Message: err.Error()}})
+	case isUnavailable(err):
+		return unavailable("the database or chain is unavailable")
+	default:
+		return problem{Type: problemBase + "internal", Title: "Internal error", Status: http.StatusInternalServerError,
+			Detail: "an unexpected error occurred; nothing was half-written"}
+	}
+}

@@ -1,0 +1,253 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/txfence/txfence/shared/app"
+	"github.com/txfence/txfence/shared/config"
+	"github.com/txfence/txfence/shared/logging"
+	"github.com/txfence/txfence/shared/metrics"
+	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/shared/postgres"
+	"github.com/txfence/txfence/shared/txm"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+const testChain = 1337
+
+// fakeChain is a port-level double of the chain for the create path: it
+// counts pending-nonce calls and estimates 21000 gas, or reverts for data
+// starting 0xdead.
+type fakeChain struct {
+	mu           sync.Mutex
+	pending      map[common.Address]uint64
+	pendingCalls atomic.Int64
+	fail         atomic.Bool
+}
+
+func newFakeChain() *fakeChain { return &fakeChain{pending: map[common.Address]uint64{}} }
+
+func (f *fakeChain) setPending(a common.Address, n uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pending[a] = n
+}
+
+func (f *fakeChain) PendingNonce(_ context.Context, a common.Address) (uint64, error) {
+	f.pendingCalls.Add(1)
+	if f.fail.Load() {
+		return 0, fmt.Errorf("dial tcp: connection refused")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.pending[a], nil
+}
+
+func (f *fakeChain) LatestNonce(ctx context.Context, a common.Address) (uint64, error) {
+	return f.PendingNonce(ctx, a)
+}
+
+func (f *fakeChain) EstimateGas(_ context.Context, msg txm.CallMsg) (uint64, error) {
+	if bytes.HasPrefix(msg.Data, []byte{0xde, 0xad}) {
+		return 0, &txm.RevertError{Reason: "nope"}
+	}
+	return 21000, nil
+}
+
+// signers are the configured test signers.
+func signers(n int) []common.Address {
+	out := make([]common.Address, n)
+	for i := range out {
+		out[i] = common.BigToAddress(big.NewInt(int64(0x5000 + i)))
+	}
+	return out
+}
+
+// instance is one API process as far as the database can tell: its own
+// pool, store, owner ids and HTTP server.
+type instance struct {
+	url     string
+	store   *postgres.Store
+	metrics *metrics.Metrics
+	pool    *pgxpool.Pool
+}
+
+type bundle struct {
+	db     *pgtest.DB
+	cfg    config.Config
+	chain  *fakeChain
+	insts  []*instance
+	client *http.Client
+}
+
+type option func(*config.Config)
+
+func setup(t *testing.T, n int, opts ...option) *bundle {
+	t.Helper()
+	db := pgtest.New(t)
+	cfg := config.Defaults()
+	cfg.Database.URL = db.URL
+	cfg.Chains = []config.Chain{{ID: testChain, RPCURLs: []string{"http://127.0.0.1:1"}}}
+	for _, a := range signers(200) {
+		cfg.Signers = append(cfg.Signers, config.Signer{Address: a})
+	}
+	cfg.BatchWait = time.Millisecond
+	for _, o := range opts {
+		o(&cfg)
+	}
+	require.NoError(t, cfg.Validate())
+	b := &bundle{db: db, cfg: cfg, chain: newFakeChain(),
+		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}, Timeout: time.Minute}}
+	for i := 0; i < n; i++ {
+		b.insts = append(b.insts, b.newInstance(t, fmt.Sprintf("api%d", i), db.URL))
+	}
+	return b
+}
+
+func (b *bundle) newInstance(t *testing.T, name, url string) *instance {
+	t.Helper()
+	cfg := b.cfg
+	cfg.InstanceID = name
+	pool := pgtest.Pool(t, url)
+	m := metrics.New()
+	log := logging.Discard()
+	store, err := postgres.NewStoreFromConfig(pool, cfg, m, log)
+	require.NoError(t, err)
+	readers := map[uint64]app.ChainReader{}
+	for _, ch := range cfg.Chains {
+		readers[ch.ID] = b.chain
+	}
+	create, err := app.NewCreateTx(store, readers, cfg, m, log)
+	require.NoError(t, err)
+	h, err := NewHandler(Deps{Config: cfg, Create: create, Queries: store,
+		Nonces: map[uint64]txm.NonceSource{testChain: b.chain}, Metrics: m, Log: log})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return &instance{url: srv.URL, store: store, metrics: m, pool: pool}
+}
+
+// response is a decoded API answer.
+type response struct {
+	status int
+	header http.Header
+	tx     txView
+	prob   problem
+	raw    []byte
+}
+
+func (b *bundle) do(t testing.TB, inst *instance, method, path string, body any, header ...string) response {
+	t.Helper()
+	var rd io.Reader
+	switch v := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(v)
+	default:
+		j, err := json.Marshal(v)
+		require.NoError(t, err)
+		rd = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, inst.url+path, rd)
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := b.client.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	r := response{status: resp.StatusCode, header: resp.Header, raw: raw}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
+		require.NoError(t, json.Unmarshal(raw, &r.prob), "problem body: %s", raw)
+	} else if resp.StatusCode < 300 && len(raw) > 0 && raw[0] == '{' {
+		_ = json.Unmarshal(raw, &r.tx)
+	}
+	return r
+}
+
+func (b *bundle) create(t testing.TB, inst *instance, body map[string]any, header ...string) response {
+	return b.do(t, inst, http.MethodPost, "/v1/transactions", body, header...)
+}
+
+func transfer(from common.Address, value int64, requestID string) map[string]any {
+	m := map[string]any{
+		"chainId":  testChain,
+		"from":     from.Hex(),
+		"to":       "0x000000000000000000000000000000000000dEaD",
+		"value":    fmt.Sprint(value),
+		"gasLimit": 21000,
+	}
+	if requestID != "" {
+		m["requestId"] = requestID
+	}
+	return m
+}
+
+// nonces returns the signer's allocated nonces, ascending.
+func (b *bundle) nonces(t testing.TB, signer common.Address) []int64 {
+	t.Helper()
+	rows, err := b.db.Pool.Query(context.Background(),
+		`SELECT nonce FROM managed_tx WHERE chain_id = $1 AND signer = $2 ORDER BY nonce`, testChain, txm.CanonicalAddress(signer))
+	require.NoError(t, err)
+	var out []int64
+	for rows.Next() {
+		var n int64
+		require.NoError(t, rows.Scan(&n))
+		out = append(out, n)
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+func (b *bundle) cursor(t testing.TB, signer common.Address) int64 {
+	t.Helper()
+	var n int64
+	err := b.db.Pool.QueryRow(context.Background(),
+		`SELECT next_nonce FROM signer_nonce_cursor WHERE chain_id = $1 AND signer = $2`, testChain, txm.CanonicalAddress(signer)).Scan(&n)
+	require.NoError(t, err)
+	return n
+}
+
+// counts returns the row count of every table that a create may write.
+func (b *bundle) counts(t testing.TB) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for _, table := range []string{"managed_tx", "signer_nonce_cursor", "outbox", "tx_history", "signer_lease", "tx_attempt"} {
+		var n int
+		require.NoError(t, b.db.Pool.QueryRow(context.Background(), "SELECT count(*) FROM "+table).Scan(&n))
+		out[table] = n
+	}
+	return out
+}
+
+// requireContiguous checks nonces are exactly start..start+len-1.
+func requireContiguous(t testing.TB, nonces []int64, start int64, msg string) {
+	t.Helper()
+	for i, n := range nonces {
+		if n != start+int64(i) {
+			require.Failf(t, "nonces not contiguous", "%s: position %d holds %d, want %d", msg, i, n, start+int64(i))
+		}
+	}
+}
+
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }

@@ -1,0 +1,374 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"math/big"
+	"sync"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/txfence/txfence/shared/config"
+	"github.com/txfence/txfence/shared/logging"
+	"github.com/txfence/txfence/shared/metrics"
+	"github.com/txfence/txfence/shared/txm"
+)
+
+// ChainReader is what creating a transaction asks of a chain: the pending
+// nonce (only when the shared cursor's sync is stale) and gas estimation
+// (only when the caller gave no gas limit).
+type ChainReader interface {
+	txm.NonceSource
+	txm.GasEstimator
+}
+
+// CreateStore is the storage CreateTx needs.
+type CreateStore interface {
+	txm.Allocator
+	FindByRequestID(ctx context.Context, chainID uint64, signer common.Address, requestID string) (*txm.Tx, error)
+}
+
+// CreateTx allocates nonces for create requests. Requests for one signer
+// meet in one of Workers in-process slots (hash(chain, signer) % Workers),
+// which batches them: the first request to arrive at an idle slot leads, runs
+// a batch in its own goroutine, and hands leadership to a waiting request
+// when its own result is in. No goroutine outlives its request. Across
+// instances only the signer's nonce lease serializes.
+type CreateTx struct {
+	store   CreateStore
+	chains  map[uint64]ChainReader
+	cfg     config.Config
+	metrics *metrics.Metrics
+	log     *slog.Logger
+	slots   []*slot
+}
+
+// NewCreateTx returns the use case. Every configured chain needs a reader.
+func NewCreateTx(store CreateStore, chains map[uint64]ChainReader, cfg config.Config, m *metrics.Metrics, log *slog.Logger) (*CreateTx, error) {
+	if store == nil || log == nil {
+		return nil, errors.New("new create tx: store and logger are required")
+	}
+	for _, ch := range cfg.Chains {
+		if chains[ch.ID] == nil {
+			return nil, fmt.Errorf("new create tx: no chain reader for chain %d", ch.ID)
+		}
+	}
+	c := &CreateTx{store: store, chains: chains, cfg: cfg, metrics: m, log: log, slots: make([]*slot, cfg.Workers)}
+	for i := range c.slots {
+		c.slots[i] = &slot{owner: fmt.Sprintf("%s/w%d", cfg.InstanceID, i)}
+	}
+	return c, nil
+}
+
+// Execute validates r, answers a replay of a known request id at once, and
+// otherwise allocates a nonce through the signer's slot. Invalid input
+// returns a *txm.ValidationError; nothing is written.
+func (c *CreateTx) Execute(ctx context.Context, r *txm.Request) (txm.Created, error) {
+	created, err := c.execute(ctx, r)
+	c.metrics.TxCreate(ctx, createResult(created, err), 1)
+	return created, err
+}
+
+func createResult(c txm.Created, err error) string {
+	switch {
+	case err == nil:
+		return string(c.Outcome)
+	case errors.Is(err, txm.ErrInvalid):
+		return "invalid"
+	case errors.Is(err, txm.ErrUnavailable), errors.Is(err, txm.ErrFenced), errors.Is(err, ErrChainUnavailable):
+		return "unavailable"
+	default:
+		return "error"
+	}
+}
+
+// ErrChainUnavailable means the chain could not be asked for what allocation
+// needed (the pending nonce, a gas estimate); nothing was written.
+var ErrChainUnavailable = errors.New("chain unavailable")
+
+func (c *CreateTx) execute(ctx context.Context, r *txm.Request) (txm.Created, error) {
+	if err := ValidateRequest(r, c.cfg); err != nil {
+		return txm.Created{}, err
+	}
+	if r.RequestID != "" { // phase one of idempotency: answer known ids without queueing
+		existing, err := c.store.FindByRequestID(ctx, r.ChainID, r.From, r.RequestID)
+		switch {
+		case err == nil:
+			return txm.Resolve(existing, r.Fingerprint()), nil
+		case !errors.Is(err, txm.ErrNotFound):
+			return txm.Created{}, err
+		}
+	}
+	if r.GasLimit == 0 {
+		gas, err := c.chains[r.ChainID].EstimateGas(ctx, txm.CallMsg{From: r.From, To: r.To, Value: r.Value, Data: r.Data})
+		var revert *txm.RevertError
+		switch {
+		case errors.As(err, &revert):
+			v := &txm.ValidationError{}
+			v.Add("data", "the call would revert: %s", revert.Error())
+			return txm.Created{}, v
+		case err != nil:
+			return txm.Created{}, fmt.Errorf("%w: estimate gas: %w", ErrChainUnavailable, err)
+		}
+		if gas > c.cfg.MaxGasLimit {
+			v := &txm.ValidationError{}
+			v.Add("gasLimit", "the estimate %d exceeds the cap %d", gas, c.cfg.MaxGasLimit)
+			return txm.Created{}, v
+		}
+		r.GasEstimate = gas
+	}
+	return c.enqueue(ctx, r)
+}
+
+// ValidateRequest checks a decoded request against the configuration: the
+// chain and signer are configured, sizes and fees within the caps. Field
+// names are the wire names.
+func ValidateRequest(r *txm.Request, cfg config.Config) error {
+	v := &txm.ValidationError{}
+	if _, ok := cfg.Chain(r.ChainID); !ok {
+		v.Add("chainId", "chain %d is not configured", r.ChainID)
+	}
+	if _, ok := cfg.Signer(r.From); !ok {
+		v.Add("from", "%s is not a configured signer", txm.CanonicalAddress(r.From))
+	}
+	if r.To == nil && len(r.Data) == 0 {
+		v.Add("data", "a contract creation (no \"to\") needs init code")
+	}
+	if len(r.Data) > cfg.MaxDataBytes {
+		v.Add("data", "%d bytes exceeds the limit of %d", len(r.Data), cfg.MaxDataBytes)
+	}
+	if r.GasLimit != 0 && (r.GasLimit < 21000 || r.GasLimit > cfg.MaxGasLimit) {
+		v.Add("gasLimit", "must be between 21000 and %d, got %d", cfg.MaxGasLimit, r.GasLimit)
+	}
+	for _, f := range []struct {
+		name string
+		v    *big.Int
+	}{{"maxFeePerGas", r.MaxFeePerGas}, {"maxPriorityFeePerGas", r.MaxPriorityFeePerGas}, {"gasPrice", r.GasPrice}} {
+		if f.v != nil && cfg.MaxFeeCap != nil && f.v.Cmp(cfg.MaxFeeCap) > 0 {
+			v.Add(f.name, "%s wei exceeds the cap of %s wei", f.v, cfg.MaxFeeCap)
+		}
+	}
+	if r.MaxFeePerGas != nil && r.MaxPriorityFeePerGas != nil && r.MaxPriorityFeePerGas.Cmp(r.MaxFeePerGas) > 0 {
+		v.Add("maxPriorityFeePerGas", "must not exceed maxFeePerGas")
+	}
+	if r.GasPrice != nil && (r.MaxFeePerGas != nil || r.MaxPriorityFeePerGas != nil) {
+		v.Add("gasPrice", "give either gasPrice (legacy) or the EIP-1559 fee fields, not both")
+	}
+	if len(r.RequestID) > 200 {
+		v.Add("requestId", "must be at most 200 characters")
+	}
+	if len(r.Metadata) > 16*1024 {
+		v.Add("metadata", "must be at most 16 KiB")
+	}
+	return v.Err()
+}
+
+// signerKey identifies one signer on one chain.
+type signerKey struct {
+	chainID uint64
+	signer  common.Address
+}
+
+// waiter is one create request waiting in a slot.
+type waiter struct {
+	req        *txm.Request
+	key        signerKey
+	enqueued   time.Time
+	done       chan result   // buffered 1: the outcome
+	lead       chan struct{} // buffered 1: you lead now
+	designated bool          // under slot.mu: chosen to lead next
+}
+
+type result struct {
+	created txm.Created
+	err     error
+}
+
+// slot is one in-process writer for the signers that hash to it.
+type slot struct {
+	owner   string // lease owner id of this slot
+	mu      sync.Mutex
+	queue   []*waiter
+	leading bool
+}
+
+// batchTimeout bounds one batch; it runs detached from the leader's request
+// so that one cancelled client does not fail everyone in its batch.
+const batchTimeout = 30 * time.Second
+
+func (c *CreateTx) enqueue(ctx context.Context, r *txm.Request) (txm.Created, error) {
+	key := signerKey{chainID: r.ChainID, signer: r.From}
+	h := fnv.New32a()
+	_, _ = h.Write(key.signer.Bytes())
+	_, _ = h.Write([]byte(fmt.Sprint(key.chainID)))
+	s := c.slots[int(h.Sum32()%uint32(len(c.slots)))]
+	w := &waiter{req: r, key: key, enqueued: time.Now(), done: make(chan result, 1), lead: make(chan struct{}, 1)}
+
+	s.mu.Lock()
+	s.queue = append(s.queue, w)
+	lead := !s.leading
+	s.leading = true
+	s.mu.Unlock()
+	c.metrics.QueueDepth(ctx, 1)
+	if lead {
+		c.lead(ctx, s, w)
+	}
+	for {
+		select {
+		case res := <-w.done:
+			return res.created, res.err
+		case <-w.lead:
+			c.lead(ctx, s, w)
+		case <-ctx.Done():
+			if s.withdraw(w) {
+				c.metrics.QueueDepth(context.WithoutCancel(ctx), -1)
+				return txm.Created{}, ctx.Err()
+			}
+			// Already in a running batch, or chosen to lead: see it through.
+			select {
+			case res := <-w.done:
+				return res.created, res.err
+			case <-w.lead:
+				c.lead(context.WithoutCancel(ctx), s, w)
+				res := <-w.done
+				return res.created, res.err
+			}
+		}
+	}
+}
+
+// withdraw removes w from the queue if it is still waiting there and has not
+// been chosen to lead.
+func (s *slot) withdraw(w *waiter) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if w.designated {
+		return false
+	}
+	for i, q := range s.queue {
+		if q == w {
+			s.queue = append(s.queue[:i], s.queue[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// lead runs batches from the slot's queue until self's own result is in,
+// then hands leadership to the oldest waiter (or marks the slot idle).
+func (c *CreateTx) lead(ctx context.Context, s *slot, self *waiter) {
+	for {
+		if c.cfg.BatchWait > 0 {
+			s.mu.Lock()
+			short := len(s.queue) < c.cfg.BatchSize
+			s.mu.Unlock()
+			if short {
+				time.Sleep(c.cfg.BatchWait) // let a hot signer's requests gather
+			}
+		}
+		s.mu.Lock()
+		batch := s.take(c.cfg.BatchSize)
+		if len(batch) == 0 {
+			s.leading = false
+			s.mu.Unlock()
+			return
+		}
+		s.mu.Unlock()
+		c.metrics.QueueDepth(ctx, -int64(len(batch)))
+
+		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
+		c.runBatch(bctx, s.owner, batch)
+		cancel()
+
+		mine := false
+		for _, w := range batch {
+			mine = mine || w == self
+		}
+		if !mine {
+			continue
+		}
+		s.mu.Lock()
+		if len(s.queue) == 0 {
+			s.leading = false
+			s.mu.Unlock()
+			return
+		}
+		next := s.queue[0]
+		next.designated = true
+		s.mu.Unlock()
+		next.lead <- struct{}{}
+		return
+	}
+}
+
+// take removes up to n waiters for the first waiter's signer, keeping the
+// others' order. Callers hold s.mu.
+func (s *slot) take(n int) []*waiter {
+	if len(s.queue) == 0 {
+		return nil
+	}
+	key := s.queue[0].key
+	var batch, rest []*waiter
+	for _, w := range s.queue {
+		if w.key == key && len(batch) < n {
+			w.designated = false
+			batch = append(batch, w)
+		} else {
+			rest = append(rest, w)
+		}
+	}
+	s.queue = rest
+	return batch
+}
+
+// runBatch allocates one batch and delivers every waiter's result.
+func (c *CreateTx) runBatch(ctx context.Context, owner string, batch []*waiter) {
+	key := batch[0].key
+	deliver := func(i int, res result) {
+		c.metrics.AllocationLatency(ctx, time.Since(batch[i].enqueued).Seconds())
+		batch[i].done <- res
+	}
+	fail := func(err error) {
+		for i := range batch {
+			deliver(i, result{err: err})
+		}
+	}
+	cur, err := c.store.CursorState(ctx, key.chainID, key.signer)
+	if err != nil {
+		fail(err)
+		return
+	}
+	var pending *uint64
+	if cur.NeedsChainSync(c.cfg.NonceStateTimeout) {
+		n, err := c.chains[key.chainID].PendingNonce(ctx, key.signer)
+		if err != nil {
+			fail(fmt.Errorf("%w: pending nonce: %w", ErrChainUnavailable, err))
+			return
+		}
+		pending = &n
+	}
+	reqs := make([]*txm.Request, len(batch))
+	for i, w := range batch {
+		reqs[i] = w.req
+	}
+	results, err := c.store.Allocate(ctx, txm.AllocationBatch{
+		ChainID: key.chainID, Signer: key.signer, Owner: owner, ChainPending: pending, Requests: reqs,
+	})
+	if err != nil {
+		c.log.WarnContext(ctx, "allocation batch failed", slog.String(logging.KeySigner, txm.CanonicalAddress(key.signer)),
+			slog.String(logging.KeyOwner, owner), slog.Int("size", len(batch)), slog.Any("error", err))
+		fail(err)
+		return
+	}
+	for i, res := range results {
+		if res.Outcome == txm.OutcomeCreated {
+			c.log.DebugContext(ctx, "allocated", slog.String(logging.KeySigner, txm.CanonicalAddress(key.signer)),
+				slog.String(logging.KeyTxID, res.Tx.ID), slog.Uint64(logging.KeyNonce, res.Tx.Nonce), slog.String(logging.KeyOwner, owner))
+		}
+		deliver(i, result{created: res})
+	}
+}

@@ -1,0 +1,265 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/txfence/txfence/shared/txm"
+)
+
+// CursorState implements txm.Allocator.
+func (s *Store) CursorState(ctx context.Context, chainID uint64, signer common.Address) (txm.CursorState, error) {
+	var c txm.CursorState
+	var next int64
+	var age *float64
+	err := s.pool.QueryRow(ctx, `
+SELECT next_nonce, extract(epoch FROM clock_timestamp() - chain_synced_at)::float8
+FROM signer_nonce_cursor WHERE chain_id = $1 AND signer = $2`,
+		int64(chainID), txm.CanonicalAddress(signer)).Scan(&next, &age)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return c, nil
+	}
+	if err != nil {
+		return c, fmt.Errorf("read cursor: %w", translate(err))
+	}
+	c.Exists, c.Next = true, uint64(next)
+	if age != nil {
+		c.Synced, c.SyncAge = true, time.Duration(*age*float64(time.Second))
+	}
+	return c, nil
+}
+
+// Allocate implements txm.Allocator. See the port for the contract.
+func (s *Store) Allocate(ctx context.Context, b txm.AllocationBatch) ([]txm.Created, error) {
+	if len(b.Requests) == 0 {
+		return nil, nil
+	}
+	var results []txm.Created
+	err := WithTx(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		results, err = s.allocate(ctx, tx, b)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("allocate %d for %s: %w", len(b.Requests), txm.CanonicalAddress(b.Signer), err)
+	}
+	return results, nil
+}
+
+func (s *Store) allocate(ctx context.Context, tx pgx.Tx, b txm.AllocationBatch) ([]txm.Created, error) {
+	key := txm.LeaseKey{ChainID: b.ChainID, Signer: b.Signer, Scope: txm.ScopeNonce}
+	// The lease row lock taken here serializes allocators for this signer
+	// across every instance until this transaction ends.
+	lease, _, err := s.leases.acquire(ctx, tx, key, b.Owner)
+	if err != nil {
+		return nil, err
+	}
+	if s.hooks.AfterNonceLease != nil {
+		if err := s.hooks.AfterNonceLease(); err != nil {
+			return nil, err
+		}
+	}
+	chainID, signer := int64(b.ChainID), txm.CanonicalAddress(b.Signer)
+
+	var cur txm.CursorState
+	var next int64
+	switch err := tx.QueryRow(ctx, `SELECT next_nonce FROM signer_nonce_cursor WHERE chain_id = $1 AND signer = $2`,
+		chainID, signer).Scan(&next); {
+	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		return nil, fmt.Errorf("read cursor: %w", translate(err))
+	default:
+		cur.Exists, cur.Next = true, uint64(next)
+	}
+
+	// Idempotency re-check inside the batch: request ids that exist now are
+	// answered from the existing row and take no nonce.
+	existing, err := s.existingByRequestID(ctx, tx, b)
+	if err != nil {
+		return nil, err
+	}
+	nonce := txm.NextNonce(cur, b.ChainPending)
+	results := make([]txm.Created, len(b.Requests))
+	var fresh []*txm.Tx
+	for i, r := range b.Requests {
+		fp := r.Fingerprint()
+		if r.RequestID != "" {
+			if e, ok := existing[r.RequestID]; ok {
+				results[i] = txm.Resolve(e, fp)
+				continue
+			}
+		}
+		id, err := uuid.NewV7()
+		if err != nil {
+			return nil, fmt.Errorf("new tx id: %w", err)
+		}
+		t := &txm.Tx{ID: id.String(), Request: *r, Nonce: nonce, Fingerprint: fp, State: txm.StateAllocated}
+		nonce++
+		fresh = append(fresh, t)
+		results[i] = txm.Created{Outcome: txm.OutcomeCreated, Tx: t}
+		if r.RequestID != "" {
+			existing[r.RequestID] = t // a later duplicate in this batch replays this one
+		}
+	}
+
+	if len(fresh) > 0 {
+		if err := s.insertAllocated(ctx, tx, lease, fresh); err != nil {
+			return nil, err
+		}
+		payload, _ := json.Marshal(map[string]any{"chainId": b.ChainID, "signer": signer})
+		if _, err := tx.Exec(ctx, `INSERT INTO outbox (topic, ordering_key, payload) VALUES ($1, $2, $3)`,
+			s.topics.Submit, signer, payload); err != nil {
+			return nil, fmt.Errorf("write submit outbox: %w", translate(err))
+		}
+	}
+	if len(fresh) > 0 || b.ChainPending != nil {
+		// Last, and fenced: if the lease lapsed while the batch ran, this
+		// fails and the whole transaction rolls back.
+		n, err := s.leases.fencedExec(ctx, tx, lease, "allocate_cursor", "", `
+INSERT INTO signer_nonce_cursor AS c (chain_id, signer, next_nonce, chain_synced_at, fencing_token)
+SELECT $1::bigint, $2::text, $6::bigint, CASE WHEN $7::bool THEN clock_timestamp() END, $5::bigint
+WHERE `+fenceHeld+`
+ON CONFLICT (chain_id, signer) DO UPDATE
+SET next_nonce = EXCLUDED.next_nonce,
+    chain_synced_at = coalesce(EXCLUDED.chain_synced_at, c.chain_synced_at),
+    fencing_token = EXCLUDED.fencing_token,
+    updated_at = clock_timestamp()
+WHERE c.next_nonce <= EXCLUDED.next_nonce`, int64(nonce), b.ChainPending != nil)
+		if err != nil {
+			return nil, err
+		}
+		if n != 1 {
+			return nil, fmt.Errorf("advance cursor to %d: it would move backwards", nonce)
+		}
+	}
+	if err := s.leases.release(ctx, tx, lease); err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// existingByRequestID loads the batch's request ids that already exist.
+func (s *Store) existingByRequestID(ctx context.Context, tx pgx.Tx, b txm.AllocationBatch) (map[string]*txm.Tx, error) {
+	out := map[string]*txm.Tx{}
+	var ids []string
+	for _, r := range b.Requests {
+		if r.RequestID != "" {
+			ids = append(ids, r.RequestID)
+		}
+	}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := tx.Query(ctx, `SELECT `+txColumns+` FROM `+txFrom+`
+WHERE t.chain_id = $1 AND t.signer = $2 AND t.request_id = ANY($3::text[])`,
+		int64(b.ChainID), txm.CanonicalAddress(b.Signer), ids)
+	if err != nil {
+		return nil, fmt.Errorf("re-check request ids: %w", translate(err))
+	}
+	defer rows.Close()
+	for rows.Next() {
+		t, err := scanTx(rows)
+		if err != nil {
+			return nil, fmt.Errorf("re-check request ids: %w", translate(err))
+		}
+		out[t.RequestID] = t
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("re-check request ids: %w", translate(err))
+	}
+	return out, nil
+}
+
+// insertAllocated writes the new rows and their history in two statements,
+// the first fenced.
+func (s *Store) insertAllocated(ctx context.Context, tx pgx.Tx, lease txm.Lease, fresh []*txm.Tx) error {
+	n := len(fresh)
+	ids := make([]string, n)
+	nonces := make([]int64, n)
+	reqIDs := make([]*string, n)
+	fps := make([][]byte, n)
+	tos := make([]*string, n)
+	values := make([]string, n)
+	datas := make([][]byte, n)
+	gas := make([]*int64, n)
+	maxFees, maxPrios, gasPrices := make([]*string, n), make([]*string, n), make([]*string, n)
+	metas := make([]*string, n)
+	for i, t := range fresh {
+		ids[i], nonces[i] = t.ID, int64(t.Nonce)
+		if t.RequestID != "" {
+			reqIDs[i] = &t.RequestID
+		}
+		fps[i] = t.Fingerprint[:]
+		if t.To != nil {
+			a := txm.CanonicalAddress(*t.To)
+			tos[i] = &a
+		}
+		values[i] = "0"
+		if t.Value != nil {
+			values[i] = t.Value.String()
+		}
+		datas[i] = t.Data
+		if datas[i] == nil {
+			datas[i] = []byte{}
+		}
+		if t.Gas() > 0 {
+			g := int64(t.Gas())
+			gas[i] = &g
+		}
+		maxFees[i], maxPrios[i], gasPrices[i] = bigText(t.MaxFeePerGas), bigText(t.MaxPriorityFeePerGas), bigText(t.GasPrice)
+		if len(t.Metadata) > 0 {
+			m := string(t.Metadata)
+			metas[i] = &m
+		}
+	}
+	var now time.Time
+	err := tx.QueryRow(ctx, `
+WITH ins AS (
+    INSERT INTO managed_tx (id, chain_id, signer, nonce, request_id, payload_fingerprint, to_address, value,
+        data, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, gas_price, metadata, state,
+        fencing_token, created_at, updated_at)
+    SELECT u.id, $1::bigint, $2::text, u.nonce, u.request_id, u.fp, u.to_address, u.value::numeric,
+        u.data, u.gas, u.max_fee::numeric, u.max_prio::numeric, u.gas_price::numeric, u.meta::jsonb, 'ALLOCATED',
+        $5::bigint, now(), now()
+    FROM unnest($6::uuid[], $7::bigint[], $8::text[], $9::bytea[], $10::text[], $11::text[], $12::bytea[],
+        $13::bigint[], $14::text[], $15::text[], $16::text[], $17::text[])
+        AS u(id, nonce, request_id, fp, to_address, value, data, gas, max_fee, max_prio, gas_price, meta)
+    WHERE `+fenceHeld+`
+    RETURNING id, created_at
+), hist AS (
+    INSERT INTO tx_history (tx_id, to_state, reason, owner, fencing_token)
+    SELECT id, 'ALLOCATED', 'created', $4::text, $5::bigint FROM ins
+)
+SELECT coalesce(max(created_at), 'epoch'), count(*) FROM ins`,
+		append(fenceArgs(lease), ids, nonces, reqIDs, fps, tos, values, datas, gas, maxFees, maxPrios, gasPrices, metas)...).
+		Scan(&now, &n)
+	if err != nil {
+		return fmt.Errorf("insert allocated: %w", translate(err))
+	}
+	if n != len(fresh) {
+		if err := s.leases.check(ctx, tx, lease, "allocate_insert", ""); err != nil {
+			return err
+		}
+		return fmt.Errorf("insert allocated: %d of %d rows written", n, len(fresh))
+	}
+	for _, t := range fresh {
+		t.CreatedAt, t.UpdatedAt = now, now
+	}
+	return nil
+}
+
+func bigText(v *big.Int) *string {
+	if v == nil {
+		return nil
+	}
+	s := v.String()
+	return &s
+}

@@ -1,0 +1,63 @@
+package postgres
+
+import (
+	"errors"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/txfence/txfence/shared/config"
+	"github.com/txfence/txfence/shared/metrics"
+)
+
+// Topics names the Pub/Sub topics that outbox rows are written for.
+type Topics struct {
+	Submit     string
+	Receipt    string
+	Completion string
+}
+
+// Hooks let tests stop an operation at a chosen point. Production leaves
+// them nil.
+type Hooks struct {
+	// AfterNonceLease runs inside an allocation transaction right after the
+	// nonce lease was taken, before anything is written. An error aborts the
+	// batch.
+	AfterNonceLease func() error
+}
+
+// Store implements the txm store ports over one pool.
+type Store struct {
+	pool    *pgxpool.Pool
+	leases  *Leases
+	topics  Topics
+	metrics *metrics.Metrics
+	log     *slog.Logger
+	hooks   Hooks
+}
+
+// NewStore returns a Store. leases must be over the same pool.
+func NewStore(pool *pgxpool.Pool, leases *Leases, topics Topics, m *metrics.Metrics, log *slog.Logger) (*Store, error) {
+	if pool == nil || leases == nil || log == nil {
+		return nil, errors.New("new store: pool, leases and logger are required")
+	}
+	if topics.Submit == "" || topics.Receipt == "" || topics.Completion == "" {
+		return nil, errors.New("new store: every topic name is required")
+	}
+	return &Store{pool: pool, leases: leases, topics: topics, metrics: m, log: log}, nil
+}
+
+// NewStoreFromConfig builds the lease store and the Store over pool from cfg.
+func NewStoreFromConfig(pool *pgxpool.Pool, cfg config.Config, m *metrics.Metrics, log *slog.Logger) (*Store, error) {
+	leases, err := NewLeases(pool, cfg.Lease, m, log)
+	if err != nil {
+		return nil, err
+	}
+	return NewStore(pool, leases, Topics{Submit: cfg.TopicSubmit, Receipt: cfg.TopicReceipt, Completion: cfg.TopicCompletion}, m, log)
+}
+
+// Leases returns the lease store the Store fences with.
+func (s *Store) Leases() *Leases { return s.leases }
+
+// SetHooks installs test hooks.
+func (s *Store) SetHooks(h Hooks) { s.hooks = h }

@@ -1,0 +1,66 @@
+package txm
+
+import (
+	"context"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+)
+
+// AllocationBatch is one allocation transaction: K create requests for one
+// signer, allocated under the signer's nonce lease by Owner.
+type AllocationBatch struct {
+	ChainID uint64
+	Signer  common.Address
+	Owner   string
+	// ChainPending is the chain's pending nonce when it was asked for this
+	// batch (the cursor's sync was stale); nil when the cursor is trusted.
+	ChainPending *uint64
+	Requests     []*Request
+}
+
+// Allocator is the port for nonce allocation.
+type Allocator interface {
+	// CursorState reads the signer's cursor and how old its chain sync is.
+	CursorState(ctx context.Context, chainID uint64, signer common.Address) (CursorState, error)
+	// Allocate runs one batch in one database transaction: nonce lease,
+	// idempotency re-check (existing request ids are answered without a
+	// nonce), contiguous nonces from max(cursor, ChainPending), rows, cursor,
+	// a `submit` outbox row, release. It returns one Created per request, in
+	// order; on error nothing was written.
+	Allocate(ctx context.Context, b AllocationBatch) ([]Created, error)
+}
+
+// TxFilter selects transactions to list. Zero fields do not filter.
+type TxFilter struct {
+	ChainID       uint64
+	Signer        *common.Address
+	State         State
+	CreatedAfter  time.Time
+	CreatedBefore time.Time
+	AfterID       string // cursor: the last id of the previous page
+	Limit         int
+}
+
+// SignerStatus is what txfence knows of one signer.
+type SignerStatus struct {
+	ChainID          uint64
+	Signer           common.Address
+	NextNonce        *uint64 // nil: never allocated
+	ChainSyncedAt    *time.Time
+	Allocated        int // waiting to be broadcast
+	InFlight         int // broadcast, not yet mined
+	Mined            int // mined, not yet final
+	Stuck            int
+	OldestPendingAge *time.Duration // oldest non-final transaction
+	ChainLease       *Lease         // the chain-scope lease row, if any
+	ChainLeaseLive   bool
+}
+
+// TxQueries is the read side the API uses.
+type TxQueries interface {
+	GetTx(ctx context.Context, id string) (*Tx, error)
+	FindByRequestID(ctx context.Context, chainID uint64, signer common.Address, requestID string) (*Tx, error)
+	ListTxs(ctx context.Context, f TxFilter) ([]*Tx, error)
+	SignerStatus(ctx context.Context, chainID uint64, signer common.Address) (SignerStatus, error)
+}

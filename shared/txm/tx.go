@@ -1,0 +1,167 @@
+package txm
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"math/big"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+)
+
+// Request is a validated create request: what the caller asked to send.
+type Request struct {
+	ChainID              uint64
+	From                 common.Address
+	To                   *common.Address // nil: contract creation
+	Value                *big.Int
+	Data                 []byte
+	GasLimit             uint64   // as the caller gave it; 0: estimate
+	GasEstimate          uint64   // filled in by estimation when GasLimit is 0; not fingerprinted
+	MaxFeePerGas         *big.Int // nil: chosen at signing
+	MaxPriorityFeePerGas *big.Int
+	GasPrice             *big.Int // legacy chains
+	RequestID            string   // "": not deduplicated
+	Metadata             json.RawMessage
+}
+
+// Gas is the gas limit to sign with: the caller's, or the estimate.
+func (r *Request) Gas() uint64 {
+	if r.GasLimit > 0 {
+		return r.GasLimit
+	}
+	return r.GasEstimate
+}
+
+// Fingerprint is the sha256 of the request's payload in a canonical form:
+// two requests with the same fingerprint ask for the same transaction. The
+// request id is not part of it.
+func (r *Request) Fingerprint() [32]byte {
+	var b bytes.Buffer
+	u64 := func(v uint64) { _ = binary.Write(&b, binary.BigEndian, v) }
+	bytesField := func(p []byte) { u64(uint64(len(p))); b.Write(p) }
+	bigField := func(v *big.Int) {
+		if v == nil {
+			b.WriteByte(0)
+			return
+		}
+		b.WriteByte(1)
+		bytesField(v.Bytes())
+	}
+	b.WriteString("txfence/request/v1")
+	u64(r.ChainID)
+	b.Write(r.From.Bytes())
+	if r.To == nil {
+		b.WriteByte(0)
+	} else {
+		b.WriteByte(1)
+		b.Write(r.To.Bytes())
+	}
+	bigField(r.Value)
+	bytesField(r.Data)
+	u64(r.GasLimit)
+	bigField(r.MaxFeePerGas)
+	bigField(r.MaxPriorityFeePerGas)
+	bigField(r.GasPrice)
+	bytesField(canonicalJSON(r.Metadata))
+	return sha256.Sum256(b.Bytes())
+}
+
+// canonicalJSON re-encodes raw with sorted object keys and no insignificant
+// space, so that equal documents fingerprint equally.
+func canonicalJSON(raw json.RawMessage) []byte {
+	if len(raw) == 0 {
+		return nil
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return raw
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		return raw
+	}
+	return out
+}
+
+// Tx is a managed transaction: one nonce of one signer on one chain, and
+// where it stands.
+type Tx struct {
+	ID      string
+	Request // what was asked
+	Nonce   uint64
+
+	Fingerprint [32]byte
+	State       State
+	SubState    string
+	LastError   string
+	ReorgCount  int
+
+	Hash          *common.Hash // the latest attempt's hash, once signed
+	Attempts      int
+	Receipt       *Receipt // once mined
+	ReceiptStatus *uint64
+
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// CreateOutcome says what a create request did.
+type CreateOutcome string
+
+const (
+	// OutcomeCreated: a new transaction with a new nonce.
+	OutcomeCreated CreateOutcome = "created"
+	// OutcomeReplayed: the request id exists with the same payload; the
+	// original is returned and no nonce is consumed.
+	OutcomeReplayed CreateOutcome = "replayed"
+	// OutcomeConflict: the request id exists with a different payload; the
+	// existing transaction is returned and no nonce is consumed.
+	OutcomeConflict CreateOutcome = "conflict"
+)
+
+// Created is the answer to one create request.
+type Created struct {
+	Outcome CreateOutcome
+	Tx      *Tx
+}
+
+// Resolve decides what a request whose id already exists amounts to.
+func Resolve(existing *Tx, fingerprint [32]byte) Created {
+	if existing.Fingerprint == fingerprint {
+		return Created{Outcome: OutcomeReplayed, Tx: existing}
+	}
+	return Created{Outcome: OutcomeConflict, Tx: existing}
+}
+
+// CursorState is what the database knows of a signer's next nonce.
+type CursorState struct {
+	Exists  bool
+	Next    uint64
+	SyncAge time.Duration // since the chain's pending nonce was last folded in (database time)
+	Synced  bool          // false: never synced with the chain
+}
+
+// NeedsChainSync reports whether the chain must be asked for the pending
+// nonce before allocating: the cursor is new, was never synced, or its last
+// sync is older than timeout. The stored time is the cache every instance
+// shares.
+func (c CursorState) NeedsChainSync(timeout time.Duration) bool {
+	return !c.Exists || !c.Synced || c.SyncAge >= timeout
+}
+
+// NextNonce is where the next allocation starts: the larger of the
+// database cursor and the chain's pending nonce (when it was asked). The
+// cursor never moves backwards.
+func NextNonce(c CursorState, chainPending *uint64) uint64 {
+	next := uint64(0)
+	if c.Exists {
+		next = c.Next
+	}
+	if chainPending != nil && *chainPending > next {
+		next = *chainPending
+	}
+	return next
+}
