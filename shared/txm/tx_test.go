@@ -54,11 +54,11 @@ func TestParseAddress(t *testing.T) {
 		assert.Equal(t, "0xdac17f958d2ee523a2206206994597c13d831ec7", CanonicalAddress(a))
 	}
 	bad := map[string]string{
-		"dac17f958d2ee523a2206206994597c13d831ec7":   "0x",
-		"0xdac17f958d2ee523a2206206994597c13d831e":   "40 hex digits",
+		"dac17f958d2ee523a2206206994597c13d831ec7":    "0x",
+		"0xdac17f958d2ee523a2206206994597c13d831e":    "40 hex digits",
 		"0xdac17f958d2ee523a2206206994597c13d831ec7a": "40 hex digits",
-		"0xgac17f958d2ee523a2206206994597c13d831ec7": "non-hex",
-		"0xdAC17F958D2ee523a2206206994597C13D831Ec7": "checksum",
+		"0xgac17f958d2ee523a2206206994597c13d831ec7":  "non-hex",
+		"0xdAC17F958D2ee523a2206206994597C13D831Ec7":  "checksum",
 	}
 	for s, want := range bad {
 		_, err := ParseAddress(s)
