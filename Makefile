@@ -33,3 +33,9 @@ vet:
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
+
+## bench-api: create throughput of 1 and 3 real API processes on a durable
+## ephemeral PostgreSQL, batched against the naive one-transaction-per-request path.
+.PHONY: bench-api
+bench-api: deps
+	$(GO) run ./emulator/cmd/benchapi

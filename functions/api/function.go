@@ -1,0 +1,56 @@
+package api
+
+import (
+	"net/http"
+	"sync"
+
+	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
+
+	"github.com/txfence/txfence/functions/internal/deps"
+	"github.com/txfence/txfence/shared/app"
+	"github.com/txfence/txfence/shared/txm"
+)
+
+func init() { functions.HTTP("Api", serve) }
+
+var (
+	handlerMu sync.Mutex
+	handler   *Handler
+)
+
+// serve is the deployed entry point: it builds the handler on first use.
+func serve(w http.ResponseWriter, r *http.Request) {
+	h, err := processHandler(r)
+	if err != nil {
+		writeProblem(w, unavailable("txfence is starting or its dependencies are unreachable: "+err.Error()))
+		return
+	}
+	h.ServeHTTP(w, r)
+}
+
+func processHandler(r *http.Request) (*Handler, error) {
+	handlerMu.Lock()
+	defer handlerMu.Unlock()
+	if handler != nil {
+		return handler, nil
+	}
+	p, err := deps.Get(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	readers := map[uint64]app.ChainReader{}
+	nonces := map[uint64]txm.NonceSource{}
+	for id, c := range p.Chains {
+		readers[id], nonces[id] = c, c
+	}
+	create, err := app.NewCreateTx(p.Store, readers, p.Config, p.Metrics, p.Log)
+	if err != nil {
+		return nil, err
+	}
+	h, err := NewHandler(Deps{Config: p.Config, Create: create, Queries: p.Store, Nonces: nonces, Metrics: p.Metrics, Log: p.Log})
+	if err != nil {
+		return nil, err
+	}
+	handler = h
+	return h, nil
+}

@@ -1,0 +1,90 @@
+// Package deps builds, once per process and lazily, the clients every
+// function shares: configuration, the database pool and store, the chain
+// clients, metrics and the logger. A failed build is retried by the next
+// request, so a database that is down at the first request does not brick
+// the instance.
+package deps
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+
+	"github.com/txfence/txfence/shared/config"
+	"github.com/txfence/txfence/shared/evm"
+	"github.com/txfence/txfence/shared/logging"
+	"github.com/txfence/txfence/shared/metrics"
+	"github.com/txfence/txfence/shared/postgres"
+)
+
+// Process is what one process shares across invocations.
+type Process struct {
+	Config  config.Config
+	DB      *postgres.DB
+	Store   *postgres.Store
+	Chains  map[uint64]*evm.Client
+	Metrics *metrics.Metrics
+	Log     *slog.Logger
+}
+
+var (
+	mu   sync.Mutex
+	proc *Process
+)
+
+// Get returns the process's dependencies, building them from the
+// environment on first use.
+func Get(ctx context.Context) (*Process, error) {
+	mu.Lock()
+	defer mu.Unlock()
+	if proc != nil {
+		return proc, nil
+	}
+	cfg, err := config.FromEnv()
+	if err != nil {
+		return nil, err
+	}
+	p, err := Build(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	proc = p
+	return p, nil
+}
+
+// Build connects everything cfg names.
+func Build(ctx context.Context, cfg config.Config) (*Process, error) {
+	log := logging.New(os.Stderr, cfg.LogLevel).With(slog.String("instance", cfg.InstanceID))
+	m := metrics.New()
+	db, err := postgres.Open(ctx, cfg.Database)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	store, err := postgres.NewStoreFromConfig(db.Pool, cfg, m, log)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	p := &Process{Config: cfg, DB: db, Store: store, Chains: map[uint64]*evm.Client{}, Metrics: m, Log: log}
+	for _, ch := range cfg.Chains {
+		opts := evm.DefaultOptions()
+		opts.MaxFeeCap = cfg.MaxFeeCap
+		c, err := evm.Dial(ctx, ch.ID, ch.RPCURLs, opts)
+		if err != nil {
+			p.Close()
+			return nil, fmt.Errorf("chain %d: %w", ch.ID, err)
+		}
+		p.Chains[ch.ID] = c
+	}
+	return p, nil
+}
+
+// Close releases every client.
+func (p *Process) Close() {
+	for _, c := range p.Chains {
+		c.Close()
+	}
+	p.DB.Close()
+}
