@@ -43,7 +43,7 @@ func processHandler(r *http.Request) (*Handler, error) {
 	for id, c := range p.Chains {
 		readers[id], nonces[id] = c, c
 	}
-	create, err := app.NewCreateTx(p.Store, readers, p.Config, p.Metrics, p.Log)
+	create, err := app.NewCreateTx(p.Store, readers, p.Relay, p.Config, p.Metrics, p.Log)
 	if err != nil {
 		return nil, err
 	}

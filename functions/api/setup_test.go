@@ -134,7 +134,7 @@ func (b *bundle) newInstance(t *testing.T, name, url string) *instance {
 	for _, ch := range cfg.Chains {
 		readers[ch.ID] = b.chain
 	}
-	create, err := app.NewCreateTx(store, readers, cfg, m, log)
+	create, err := app.NewCreateTx(store, readers, nil, cfg, m, log)
 	require.NoError(t, err)
 	h, err := NewHandler(Deps{Config: cfg, Create: create, Queries: store,
 		Nonces: map[uint64]txm.NonceSource{testChain: b.chain}, Metrics: m, Log: log})

@@ -40,6 +40,7 @@ type CreateStore interface {
 // instances only the signer's nonce lease serializes.
 type CreateTx struct {
 	store   CreateStore
+	relay   *Relay
 	chains  map[uint64]ChainReader
 	cfg     config.Config
 	metrics *metrics.Metrics
@@ -48,7 +49,8 @@ type CreateTx struct {
 }
 
 // NewCreateTx returns the use case. Every configured chain needs a reader.
-func NewCreateTx(store CreateStore, chains map[uint64]ChainReader, cfg config.Config, m *metrics.Metrics, log *slog.Logger) (*CreateTx, error) {
+// relay may be nil (the outbox sweep then publishes the submit prompts).
+func NewCreateTx(store CreateStore, chains map[uint64]ChainReader, relay *Relay, cfg config.Config, m *metrics.Metrics, log *slog.Logger) (*CreateTx, error) {
 	if store == nil || log == nil {
 		return nil, errors.New("new create tx: store and logger are required")
 	}
@@ -57,7 +59,7 @@ func NewCreateTx(store CreateStore, chains map[uint64]ChainReader, cfg config.Co
 			return nil, fmt.Errorf("new create tx: no chain reader for chain %d", ch.ID)
 		}
 	}
-	c := &CreateTx{store: store, chains: chains, cfg: cfg, metrics: m, log: log, slots: make([]*slot, cfg.Workers)}
+	c := &CreateTx{store: store, relay: relay, chains: chains, cfg: cfg, metrics: m, log: log, slots: make([]*slot, cfg.Workers)}
 	for i := range c.slots {
 		c.slots[i] = &slot{owner: fmt.Sprintf("%s/w%d", cfg.InstanceID, i)}
 	}
@@ -355,7 +357,7 @@ func (c *CreateTx) runBatch(ctx context.Context, owner string, batch []*waiter) 
 	for i, w := range batch {
 		reqs[i] = w.req
 	}
-	results, err := c.store.Allocate(ctx, txm.AllocationBatch{
+	results, outbox, err := c.store.Allocate(ctx, txm.AllocationBatch{
 		ChainID: key.chainID, Signer: key.signer, Owner: owner, ChainPending: pending, Requests: reqs,
 	})
 	if err != nil {
@@ -371,4 +373,6 @@ func (c *CreateTx) runBatch(ctx context.Context, owner string, batch []*waiter) 
 		}
 		deliver(i, result{created: res})
 	}
+	// One submit prompt per batch, published after everyone has an answer.
+	c.relay.Publish(ctx, outbox)
 }

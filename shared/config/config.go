@@ -87,6 +87,7 @@ type Config struct {
 	MaxFeeCap    *big.Int // largest maxFeePerGas / gasPrice a create may ask for, in wei
 
 	MaxInFlight         int           // broadcast-but-unmined transactions per signer
+	SubmitBudget        time.Duration // how long one Submit invocation drains
 	ResubmitInterval    time.Duration // rebroadcast an attempt unseen for this long
 	MaxRebroadcasts     int           // rebroadcasts before STUCK
 	StuckAfter          time.Duration // pending longer than this is STUCK
@@ -120,6 +121,7 @@ func Defaults() Config {
 		MaxDataBytes:        128 * 1024,
 		MaxFeeCap:           new(big.Int).Mul(big.NewInt(10_000), big.NewInt(1_000_000_000)), // 10,000 gwei
 		MaxInFlight:         64,
+		SubmitBudget:        30 * time.Second,
 		ResubmitInterval:    60 * time.Second,
 		MaxRebroadcasts:     10,
 		StuckAfter:          30 * time.Minute,
@@ -155,6 +157,7 @@ const (
 	EnvMaxDataBytes        = "TXFENCE_MAX_DATA_BYTES"
 	EnvMaxFeeCap           = "TXFENCE_MAX_FEE_CAP_WEI"
 	EnvMaxInFlight         = "TXFENCE_MAX_IN_FLIGHT"
+	EnvSubmitBudget        = "TXFENCE_SUBMIT_BUDGET"
 	EnvResubmitInterval    = "TXFENCE_RESUBMIT_INTERVAL"
 	EnvMaxRebroadcasts     = "TXFENCE_MAX_REBROADCASTS"
 	EnvStuckAfter          = "TXFENCE_STUCK_AFTER"
@@ -198,6 +201,7 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 	p.integer(EnvMaxDataBytes, &c.MaxDataBytes)
 	p.bigInt(EnvMaxFeeCap, &c.MaxFeeCap)
 	p.integer(EnvMaxInFlight, &c.MaxInFlight)
+	p.duration(EnvSubmitBudget, &c.SubmitBudget)
 	p.duration(EnvResubmitInterval, &c.ResubmitInterval)
 	p.integer(EnvMaxRebroadcasts, &c.MaxRebroadcasts)
 	p.duration(EnvStuckAfter, &c.StuckAfter)
@@ -295,6 +299,9 @@ func (c Config) validate() []Problem {
 	}
 	if c.MaxInFlight < 1 {
 		bad(EnvMaxInFlight, "must be at least 1, got %d", c.MaxInFlight)
+	}
+	if c.SubmitBudget <= 0 {
+		bad(EnvSubmitBudget, "must be positive, got %s", c.SubmitBudget)
 	}
 	if c.ResubmitInterval <= 0 {
 		bad(EnvResubmitInterval, "must be positive, got %s", c.ResubmitInterval)

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/big"
@@ -38,33 +37,34 @@ FROM signer_nonce_cursor WHERE chain_id = $1 AND signer = $2`,
 }
 
 // Allocate implements txm.Allocator. See the port for the contract.
-func (s *Store) Allocate(ctx context.Context, b txm.AllocationBatch) ([]txm.Created, error) {
+func (s *Store) Allocate(ctx context.Context, b txm.AllocationBatch) ([]txm.Created, []int64, error) {
 	if len(b.Requests) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	var results []txm.Created
+	var outbox []int64
 	err := WithTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
-		results, err = s.allocate(ctx, tx, b)
+		results, outbox, err = s.allocate(ctx, tx, b)
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("allocate %d for %s: %w", len(b.Requests), txm.CanonicalAddress(b.Signer), err)
+		return nil, nil, fmt.Errorf("allocate %d for %s: %w", len(b.Requests), txm.CanonicalAddress(b.Signer), err)
 	}
-	return results, nil
+	return results, outbox, nil
 }
 
-func (s *Store) allocate(ctx context.Context, tx pgx.Tx, b txm.AllocationBatch) ([]txm.Created, error) {
+func (s *Store) allocate(ctx context.Context, tx pgx.Tx, b txm.AllocationBatch) ([]txm.Created, []int64, error) {
 	key := txm.LeaseKey{ChainID: b.ChainID, Signer: b.Signer, Scope: txm.ScopeNonce}
 	// The lease row lock taken here serializes allocators for this signer
 	// across every instance until this transaction ends.
 	lease, _, err := s.leases.acquire(ctx, tx, key, b.Owner)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if s.hooks.AfterNonceLease != nil {
 		if err := s.hooks.AfterNonceLease(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	chainID, signer := int64(b.ChainID), txm.CanonicalAddress(b.Signer)
@@ -75,7 +75,7 @@ func (s *Store) allocate(ctx context.Context, tx pgx.Tx, b txm.AllocationBatch) 
 		chainID, signer).Scan(&next); {
 	case errors.Is(err, pgx.ErrNoRows):
 	case err != nil:
-		return nil, fmt.Errorf("read cursor: %w", translate(err))
+		return nil, nil, fmt.Errorf("read cursor: %w", translate(err))
 	default:
 		cur.Exists, cur.Next = true, uint64(next)
 	}
@@ -84,10 +84,11 @@ func (s *Store) allocate(ctx context.Context, tx pgx.Tx, b txm.AllocationBatch) 
 	// answered from the existing row and take no nonce.
 	existing, err := s.existingByRequestID(ctx, tx, b)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	nonce := txm.NextNonce(cur, b.ChainPending)
 	results := make([]txm.Created, len(b.Requests))
+	var outbox []int64
 	var fresh []*txm.Tx
 	for i, r := range b.Requests {
 		fp := r.Fingerprint()
@@ -99,7 +100,7 @@ func (s *Store) allocate(ctx context.Context, tx pgx.Tx, b txm.AllocationBatch) 
 		}
 		id, err := uuid.NewV7()
 		if err != nil {
-			return nil, fmt.Errorf("new tx id: %w", err)
+			return nil, nil, fmt.Errorf("new tx id: %w", err)
 		}
 		t := &txm.Tx{ID: id.String(), Request: *r, Nonce: nonce, Fingerprint: fp, State: txm.StateAllocated}
 		nonce++
@@ -112,13 +113,13 @@ func (s *Store) allocate(ctx context.Context, tx pgx.Tx, b txm.AllocationBatch) 
 
 	if len(fresh) > 0 {
 		if err := s.insertAllocated(ctx, tx, lease, fresh); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		payload, _ := json.Marshal(map[string]any{"chainId": b.ChainID, "signer": signer})
-		if _, err := tx.Exec(ctx, `INSERT INTO outbox (topic, ordering_key, payload) VALUES ($1, $2, $3)`,
-			s.topics.Submit, signer, payload); err != nil {
-			return nil, fmt.Errorf("write submit outbox: %w", translate(err))
+		id, err := s.writeOutbox(ctx, tx, s.topics.Submit, lease.Key)
+		if err != nil {
+			return nil, nil, err
 		}
+		outbox = append(outbox, id)
 	}
 	if len(fresh) > 0 || b.ChainPending != nil {
 		// Last, and fenced: if the lease lapsed while the batch ran, this
@@ -134,16 +135,16 @@ SET next_nonce = EXCLUDED.next_nonce,
     updated_at = clock_timestamp()
 WHERE c.next_nonce <= EXCLUDED.next_nonce`, int64(nonce), b.ChainPending != nil)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if n != 1 {
-			return nil, fmt.Errorf("advance cursor to %d: it would move backwards", nonce)
+			return nil, nil, fmt.Errorf("advance cursor to %d: it would move backwards", nonce)
 		}
 	}
 	if err := s.leases.release(ctx, tx, lease); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return results, nil
+	return results, outbox, nil
 }
 
 // existingByRequestID loads the batch's request ids that already exist.

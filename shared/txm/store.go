@@ -27,8 +27,9 @@ type Allocator interface {
 	// idempotency re-check (existing request ids are answered without a
 	// nonce), contiguous nonces from max(cursor, ChainPending), rows, cursor,
 	// a `submit` outbox row, release. It returns one Created per request, in
-	// order; on error nothing was written.
-	Allocate(ctx context.Context, b AllocationBatch) ([]Created, error)
+	// order, and the ids of the outbox rows it wrote; on error nothing was
+	// written.
+	Allocate(ctx context.Context, b AllocationBatch) ([]Created, []int64, error)
 }
 
 // TxFilter selects transactions to list. Zero fields do not filter.

@@ -12,6 +12,7 @@ import (
 	"os"
 	"sync"
 
+	"github.com/txfence/txfence/shared/app"
 	"github.com/txfence/txfence/shared/config"
 	"github.com/txfence/txfence/shared/evm"
 	"github.com/txfence/txfence/shared/logging"
@@ -25,6 +26,7 @@ type Process struct {
 	DB      *postgres.DB
 	Store   *postgres.Store
 	Chains  map[uint64]*evm.Client
+	Relay   *app.Relay // nil until a publisher is configured
 	Metrics *metrics.Metrics
 	Log     *slog.Logger
 }

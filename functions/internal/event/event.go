@@ -1,0 +1,48 @@
+// Package event decodes the Pub/Sub push CloudEvents that trigger txfence's
+// event functions (google.cloud.pubsub.topic.v1.messagePublished).
+package event
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/txfence/txfence/shared/txm"
+)
+
+// MessagePublished is the CloudEvent data of a Pub/Sub message.
+type MessagePublished struct {
+	Message struct {
+		Data        []byte            `json:"data"` // base64 in JSON
+		Attributes  map[string]string `json:"attributes"`
+		MessageID   string            `json:"messageId"`
+		OrderingKey string            `json:"orderingKey"`
+	} `json:"message"`
+	Subscription string `json:"subscription"`
+}
+
+// Prompt decodes a submit or receipt prompt: which signer on which chain has
+// work. A malformed message is an error the caller should ack (a redelivery
+// cannot fix it), so it is returned as *Malformed.
+func Prompt(e event.Event) (uint64, common.Address, error) {
+	var m MessagePublished
+	if err := json.Unmarshal(e.Data(), &m); err != nil {
+		return 0, common.Address{}, &Malformed{Reason: fmt.Sprintf("event data: %v", err)}
+	}
+	var p txm.PromptMessage
+	if err := json.Unmarshal(m.Message.Data, &p); err != nil {
+		return 0, common.Address{}, &Malformed{Reason: fmt.Sprintf("message data: %v", err)}
+	}
+	signer, err := txm.ParseAddress(p.Signer)
+	if err != nil || p.ChainID == 0 {
+		return 0, common.Address{}, &Malformed{Reason: fmt.Sprintf("prompt %q: chain id and a valid signer are required", m.Message.Data)}
+	}
+	return p.ChainID, signer, nil
+}
+
+// Malformed is a message no retry can make valid.
+type Malformed struct{ Reason string }
+
+func (e *Malformed) Error() string { return "malformed message: " + e.Reason }

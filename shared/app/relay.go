@@ -1,0 +1,47 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/txfence/txfence/shared/txm"
+)
+
+// Relay publishes outbox rows. Every invocation relays the rows it wrote
+// right after its commit; the outbox sweep relays whatever was left behind
+// (a crash between commit and publish, a Pub/Sub outage). A nil *Relay
+// publishes nothing, which leaves every row for the sweep.
+type Relay struct {
+	store txm.OutboxStore
+	pub   txm.Publisher
+	log   *slog.Logger
+}
+
+// NewRelay returns a relay.
+func NewRelay(store txm.OutboxStore, pub txm.Publisher, log *slog.Logger) (*Relay, error) {
+	if store == nil || pub == nil || log == nil {
+		return nil, errors.New("new relay: store, publisher and logger are required")
+	}
+	return &Relay{store: store, pub: pub, log: log}, nil
+}
+
+// Publish relays the given rows. Failures are logged, not returned: the rows
+// stay unsent and the sweep picks them up.
+func (r *Relay) Publish(ctx context.Context, ids []int64) {
+	if r == nil || len(ids) == 0 {
+		return
+	}
+	if _, err := r.store.Relay(ctx, ids, 0, len(ids), r.pub.Publish); err != nil {
+		r.log.WarnContext(ctx, "relay outbox", slog.Any("ids", ids), slog.Any("error", err))
+	}
+}
+
+// Sweep relays up to limit unsent rows older than olderThan.
+func (r *Relay) Sweep(ctx context.Context, olderThan time.Duration, limit int) (int, error) {
+	if r == nil {
+		return 0, errors.New("sweep outbox: no publisher configured")
+	}
+	return r.store.Relay(ctx, nil, olderThan, limit, r.pub.Publish)
+}

@@ -1,0 +1,126 @@
+package evm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"sync/atomic"
+
+	"github.com/ethereum/go-ethereum/rpc"
+
+	"github.com/txfence/txfence/shared/txm"
+)
+
+// ErrWrongChain means an endpoint serves a different chain than configured.
+var ErrWrongChain = errors.New("endpoint serves another chain")
+
+// Client implements txm.Chain over one or more JSON-RPC endpoints of the same
+// chain, failing over between them (see do). It is safe for concurrent use.
+type Client struct {
+	chainID   uint64
+	opts      Options
+	endpoints []*endpoint
+	current   atomic.Int64 // index of the last endpoint that answered
+}
+
+var _ txm.Chain = (*Client)(nil)
+
+// endpoint is one JSON-RPC endpoint. Its chain id is checked before first
+// use; one found on another chain is never used again.
+type endpoint struct {
+	name     string // the URL without path, query or credentials, for errors
+	rpc      *rpc.Client
+	verified atomic.Bool
+	wrong    atomic.Bool
+}
+
+// Dial connects to every URL (all for the same chain, in order of
+// preference) and checks each one's eth_chainId. A URL that answers with
+// another chain id is refused with an error wrapping ErrWrongChain; a URL
+// that cannot be reached is kept and checked when first used. Dial fails if
+// no URL can be reached.
+func Dial(ctx context.Context, chainID uint64, urls []string, opts Options) (*Client, error) {
+	if len(urls) == 0 {
+		return nil, errors.New("dial: no endpoint URLs")
+	}
+	if err := opts.validate(); err != nil {
+		return nil, fmt.Errorf("dial: %w", err)
+	}
+	c := &Client{chainID: chainID, opts: opts}
+	for i, u := range urls {
+		rc, err := rpc.DialOptions(ctx, u)
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("dial %s: %w", redact(i, u), err)
+		}
+		c.endpoints = append(c.endpoints, &endpoint{name: redact(i, u), rpc: rc})
+	}
+	var unreachable []error
+	reachable := -1
+	for i, ep := range c.endpoints {
+		err := c.verify(ctx, ep)
+		switch {
+		case err == nil:
+			if reachable < 0 {
+				reachable = i
+			}
+		case errors.Is(err, ErrWrongChain):
+			c.Close()
+			return nil, fmt.Errorf("dial: %w", err)
+		default:
+			unreachable = append(unreachable, fmt.Errorf("%s: %w", ep.name, err))
+		}
+	}
+	if reachable < 0 {
+		c.Close()
+		return nil, fmt.Errorf("dial: no endpoint reachable: %w", errors.Join(unreachable...))
+	}
+	c.current.Store(int64(reachable))
+	return c, nil
+}
+
+// New builds a client over already dialled RPC clients, in order of
+// preference; their chain ids are checked when first used. The Client owns
+// them: Close closes them.
+func New(chainID uint64, clients []*rpc.Client, opts Options) (*Client, error) {
+	if len(clients) == 0 {
+		return nil, errors.New("new evm client: no RPC clients")
+	}
+	if err := opts.validate(); err != nil {
+		return nil, fmt.Errorf("new evm client: %w", err)
+	}
+	c := &Client{chainID: chainID, opts: opts}
+	for i, rc := range clients {
+		if rc == nil {
+			return nil, fmt.Errorf("new evm client: RPC client %d is nil", i)
+		}
+		c.endpoints = append(c.endpoints, &endpoint{name: fmt.Sprintf("endpoint %d", i), rpc: rc})
+	}
+	return c, nil
+}
+
+// ChainID is the chain id the client was configured with, and that every
+// endpoint it uses has confirmed.
+func (c *Client) ChainID() uint64 { return c.chainID }
+
+// Close closes every endpoint's connection.
+func (c *Client) Close() {
+	for _, ep := range c.endpoints {
+		ep.rpc.Close()
+	}
+}
+
+// redact names endpoint i by its scheme and host only: provider URLs often
+// carry an API key in the path, the query or the user info.
+func redact(i int, raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return fmt.Sprintf("endpoint %d", i)
+	}
+	name := u.Scheme + "://" + u.Host
+	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+		name += "/..."
+	}
+	return fmt.Sprintf("endpoint %d (%s)", i, name)
+}

@@ -1,0 +1,99 @@
+package evm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/rpc"
+)
+
+// do runs fn against the endpoint that last answered and, when that fails at
+// the transport level (see failover), against each other endpoint once, in
+// order. Every attempt gets its own CallTimeout. The first endpoint that
+// answers, with a result or a JSON-RPC error, is remembered for the next
+// call. A JSON-RPC error is returned as it came; transport failures are
+// returned joined, each naming its endpoint.
+func (c *Client) do(ctx context.Context, fn func(ctx context.Context, rc *rpc.Client) error) error {
+	start := int(c.current.Load())
+	var errs []error
+	for i := range c.endpoints {
+		idx := (start + i) % len(c.endpoints)
+		ep := c.endpoints[idx]
+		if ep.wrong.Load() {
+			continue
+		}
+		err := c.verify(ctx, ep)
+		if err == nil {
+			err = c.call(ctx, ep, fn)
+		}
+		if err == nil || (!failover(err) && !errors.Is(err, ErrWrongChain)) {
+			c.current.Store(int64(idx))
+			return err
+		}
+		if !errors.Is(err, ErrWrongChain) {
+			err = fmt.Errorf("%s: %w", ep.name, err)
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break // the caller gave up: do not try the next endpoint
+		}
+	}
+	if len(errs) == 0 {
+		return errors.New("no usable endpoint: all serve another chain")
+	}
+	return errors.Join(errs...)
+}
+
+// call runs fn once against ep, within CallTimeout.
+func (c *Client) call(ctx context.Context, ep *endpoint, fn func(ctx context.Context, rc *rpc.Client) error) error {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
+	defer cancel()
+	return fn(ctx, ep.rpc)
+}
+
+// verify checks ep's chain id once. An endpoint on another chain is marked
+// and never used again; an endpoint that cannot answer is checked again next
+// time. Its errors are all reasons to fail over.
+func (c *Client) verify(ctx context.Context, ep *endpoint) error {
+	if ep.verified.Load() {
+		return nil
+	}
+	var id hexutil.Big
+	err := c.call(ctx, ep, func(ctx context.Context, rc *rpc.Client) error {
+		return rc.CallContext(ctx, &id, "eth_chainId")
+	})
+	if err != nil {
+		return &unverifiedError{err: fmt.Errorf("check chain id: %w", err)}
+	}
+	got := id.ToInt()
+	if !got.IsUint64() || got.Uint64() != c.chainID {
+		ep.wrong.Store(true)
+		return fmt.Errorf("%s: %w: chain id %s, want %d", ep.name, ErrWrongChain, got, c.chainID)
+	}
+	ep.verified.Store(true)
+	return nil
+}
+
+// unverifiedError is an endpoint whose chain id could not be read: whatever
+// it says, do not use it for this call.
+type unverifiedError struct{ err error }
+
+func (e *unverifiedError) Error() string { return e.err.Error() }
+func (e *unverifiedError) Unwrap() error { return e.err }
+
+// failover reports whether err says the endpoint, not the request, failed,
+// so the same request may succeed elsewhere: connection refused or reset,
+// EOF, the per-call timeout, any non-2xx HTTP status (5xx, 429, but also
+// 401/403/404 from a misconfigured endpoint), or a response that is not
+// JSON-RPC. A JSON-RPC error response (nonce too low, execution reverted,
+// ...) is the node's answer to the request and is not retried elsewhere.
+func failover(err error) bool {
+	var unverified *unverifiedError
+	if errors.As(err, &unverified) {
+		return true
+	}
+	var rpcErr rpc.Error
+	return !errors.As(err, &rpcErr)
+}

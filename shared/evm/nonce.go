@@ -1,0 +1,38 @@
+package evm
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/rpc"
+)
+
+// PendingNonce is eth_getTransactionCount at "pending": the next nonce the
+// node would accept, counting its pool.
+func (c *Client) PendingNonce(ctx context.Context, addr common.Address) (uint64, error) {
+	n, err := c.nonce(ctx, addr, "pending")
+	if err != nil {
+		return 0, fmt.Errorf("get pending nonce: %w", err)
+	}
+	return n, nil
+}
+
+// LatestNonce is eth_getTransactionCount at "latest": every nonce below it is
+// mined.
+func (c *Client) LatestNonce(ctx context.Context, addr common.Address) (uint64, error) {
+	n, err := c.nonce(ctx, addr, "latest")
+	if err != nil {
+		return 0, fmt.Errorf("get latest nonce: %w", err)
+	}
+	return n, nil
+}
+
+func (c *Client) nonce(ctx context.Context, addr common.Address, tag string) (uint64, error) {
+	var n hexutil.Uint64
+	err := c.do(ctx, func(ctx context.Context, rc *rpc.Client) error {
+		return rc.CallContext(ctx, &n, "eth_getTransactionCount", addr, tag)
+	})
+	return uint64(n), err
+}

@@ -1,0 +1,68 @@
+package evm
+
+import (
+	"errors"
+	"math/big"
+	"time"
+)
+
+// Options tune the client. Start from DefaultOptions and change what you
+// need; New and Dial reject options that make no sense.
+type Options struct {
+	// CallTimeout bounds every single RPC call (each attempt against each
+	// endpoint gets its own timeout).
+	CallTimeout time.Duration
+	// GasMarginPercent is added to every gas estimate: 20 means the estimate
+	// is multiplied by 1.2. Zero adds nothing.
+	GasMarginPercent uint64
+	// BaseFeeMultiplier sets the EIP-1559 fee cap to
+	// BaseFeeMultiplier × base fee + tip. Must be at least 1.
+	BaseFeeMultiplier uint64
+	// MaxFeeCap caps the EIP-1559 max fee per gas and the legacy gas price.
+	// Nil: no cap. A cap below the base fee means attempts wait until the base
+	// fee drops under it.
+	MaxFeeCap *big.Int
+	// MaxPriorityFeeCap caps the EIP-1559 tip. Nil: no cap.
+	MaxPriorityFeeCap *big.Int
+	// MinPriorityFee is the lowest EIP-1559 tip suggested, whatever the node
+	// says. Nil: no floor. Not applied to legacy gas prices.
+	MinPriorityFee *big.Int
+	// Legacy forces legacy (gasPrice) fees. Legacy mode is also used when the
+	// latest header has no base fee.
+	Legacy bool
+}
+
+// DefaultOptions are a 5s call timeout, a 20% gas margin, a fee cap of twice
+// the base fee plus the tip, and no fee caps.
+func DefaultOptions() Options {
+	return Options{
+		CallTimeout:       5 * time.Second,
+		GasMarginPercent:  20,
+		BaseFeeMultiplier: 2,
+	}
+}
+
+func (o Options) validate() error {
+	if o.CallTimeout <= 0 {
+		return errors.New("call timeout must be positive")
+	}
+	if o.BaseFeeMultiplier < 1 {
+		return errors.New("base fee multiplier must be at least 1")
+	}
+	for _, f := range []struct {
+		name string
+		v    *big.Int
+	}{
+		{"max fee cap", o.MaxFeeCap},
+		{"max priority fee cap", o.MaxPriorityFeeCap},
+		{"min priority fee", o.MinPriorityFee},
+	} {
+		if f.v != nil && f.v.Sign() < 0 {
+			return errors.New(f.name + " must not be negative")
+		}
+	}
+	if o.MinPriorityFee != nil && o.MaxPriorityFeeCap != nil && o.MinPriorityFee.Cmp(o.MaxPriorityFeeCap) > 0 {
+		return errors.New("min priority fee is above the max priority fee cap")
+	}
+	return nil
+}

@@ -1,0 +1,216 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/txfence/txfence/shared/txm"
+)
+
+// attemptColumns is the column list scanAttempt reads (alias at).
+const attemptColumns = `at.tx_id::text, at.attempt_no, at.kind, at.tx_hash, at.raw_tx, at.nonce, at.gas_limit,
+    at.max_fee_per_gas::text, at.max_priority_fee_per_gas::text, at.gas_price::text, at.created_at,
+    at.broadcast_at, at.broadcast_count`
+
+func scanAttemptInto(a *txm.Attempt, hash string, maxFee, maxPrio, gasPrice *string, nonce, gas int64, kind string) {
+	a.Hash = common.HexToHash(hash)
+	a.Nonce, a.GasLimit, a.Kind = uint64(nonce), uint64(gas), txm.AttemptKind(kind)
+	a.MaxFeePerGas, a.MaxPriorityFeePerGas, a.GasPrice = parseBig(maxFee), parseBig(maxPrio), parseBig(gasPrice)
+}
+
+// NextToSubmit implements txm.SubmitStore.
+func (s *Store) NextToSubmit(ctx context.Context, chainID uint64, signer common.Address, limit int) ([]txm.SubmitItem, error) {
+	rows, err := s.pool.Query(ctx, `
+SELECT `+txColumns+`, at.attempt_no IS NOT NULL, `+attemptColumns+`
+FROM `+txFrom+`
+LEFT JOIN tx_attempt at ON at.tx_id = t.id AND at.attempt_no = a.attempt_no
+WHERE t.chain_id = $1 AND t.signer = $2 AND t.state = 'ALLOCATED'
+ORDER BY t.nonce
+LIMIT $3`, int64(chainID), txm.CanonicalAddress(signer), limit)
+	if err != nil {
+		return nil, fmt.Errorf("next to submit: %w", translate(err))
+	}
+	defer rows.Close()
+	var out []txm.SubmitItem
+	for rows.Next() {
+		var (
+			hasAttempt                bool
+			a                         txm.Attempt
+			txID, kind                *string
+			no, bcount                *int32
+			hash                      *string
+			nonce, gas                *int64
+			maxFee, maxPrio, gasPrice *string
+			created                   *time.Time
+		)
+		t, err := scanTx(rowsWithExtra{rows, []any{&hasAttempt, &txID, &no, &kind, &hash, &a.Raw, &nonce, &gas,
+			&maxFee, &maxPrio, &gasPrice, &created, &a.BroadcastAt, &bcount}})
+		if err != nil {
+			return nil, fmt.Errorf("next to submit: %w", translate(err))
+		}
+		item := txm.SubmitItem{Tx: t}
+		if hasAttempt {
+			a.TxID, a.No, a.CreatedAt, a.BroadcastCount = *txID, int(*no), *created, int(*bcount)
+			scanAttemptInto(&a, *hash, maxFee, maxPrio, gasPrice, *nonce, *gas, *kind)
+			item.Attempt = &a
+		}
+		out = append(out, item)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("next to submit: %w", translate(err))
+	}
+	return out, nil
+}
+
+// rowsWithExtra lets scanTx read the transaction columns of a row that has
+// more columns after them.
+type rowsWithExtra struct {
+	pgx.Rows
+	extra []any
+}
+
+func (r rowsWithExtra) Scan(dest ...any) error { return r.Rows.Scan(append(dest, r.extra...)...) }
+
+// InFlight implements txm.SubmitStore.
+func (s *Store) InFlight(ctx context.Context, chainID uint64, signer common.Address) (int, error) {
+	var n int
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM managed_tx WHERE chain_id = $1 AND signer = $2 AND state = 'TRACKING'`,
+		int64(chainID), txm.CanonicalAddress(signer)).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count in flight: %w", translate(err))
+	}
+	return n, nil
+}
+
+// SaveAttempts implements txm.SubmitStore.
+func (s *Store) SaveAttempts(ctx context.Context, l txm.Lease, attempts []txm.Attempt) error {
+	if len(attempts) == 0 {
+		return nil
+	}
+	n := len(attempts)
+	ids, nos, kinds, hashes := make([]string, n), make([]int32, n), make([]string, n), make([]string, n)
+	raws, nonces, gas := make([][]byte, n), make([]int64, n), make([]int64, n)
+	maxFees, maxPrios, gasPrices := make([]*string, n), make([]*string, n), make([]*string, n)
+	for i, a := range attempts {
+		ids[i], nos[i], kinds[i], hashes[i] = a.TxID, int32(a.No), string(a.Kind), a.Hash.Hex()
+		raws[i], nonces[i], gas[i] = a.Raw, int64(a.Nonce), int64(a.GasLimit)
+		maxFees[i], maxPrios[i], gasPrices[i] = bigText(a.MaxFeePerGas), bigText(a.MaxPriorityFeePerGas), bigText(a.GasPrice)
+	}
+	return WithTx(ctx, s.pool, func(tx pgx.Tx) error {
+		got, err := s.leases.fencedExec(ctx, tx, l, "save_attempts", attempts[0].TxID, `
+INSERT INTO tx_attempt (tx_id, attempt_no, kind, tx_hash, raw_tx, nonce, gas_limit, max_fee_per_gas,
+    max_priority_fee_per_gas, gas_price, fencing_token)
+SELECT u.id, u.no, u.kind, u.hash, u.raw, u.nonce, u.gas, u.max_fee::numeric, u.max_prio::numeric,
+    u.gas_price::numeric, $5::bigint
+FROM unnest($6::uuid[], $7::int[], $8::text[], $9::text[], $10::bytea[], $11::bigint[], $12::bigint[],
+    $13::text[], $14::text[], $15::text[]) AS u(id, no, kind, hash, raw, nonce, gas, max_fee, max_prio, gas_price)
+WHERE `+fenceHeld, ids, nos, kinds, hashes, raws, nonces, gas, maxFees, maxPrios, gasPrices)
+		if err != nil {
+			return err
+		}
+		if got != int64(n) {
+			return fmt.Errorf("save attempts: %d of %d written", got, n)
+		}
+		return nil
+	})
+}
+
+// MarkTracking implements txm.SubmitStore.
+func (s *Store) MarkTracking(ctx context.Context, l txm.Lease, done []txm.Broadcasted) ([]int64, error) {
+	if len(done) == 0 {
+		return nil, nil
+	}
+	ids, nos, outcomes := make([]string, len(done)), make([]int32, len(done)), make([]*string, len(done))
+	for i, d := range done {
+		ids[i], nos[i] = d.TxID, int32(d.AttemptNo)
+		if d.Outcome != "" {
+			o := "broadcast_" + string(d.Outcome)
+			outcomes[i] = &o
+		}
+	}
+	var outbox []int64
+	err := WithTx(ctx, s.pool, func(tx pgx.Tx) error {
+		got, err := s.leases.fencedExec(ctx, tx, l, "mark_tracking", ids[0], `
+WITH u AS (
+    SELECT * FROM unnest($6::uuid[], $7::int[], $8::text[]) AS u(id, no, outcome)
+), moved AS (
+    UPDATE managed_tx t SET state = 'TRACKING', sub_state = u.outcome, last_error = NULL,
+        broadcast_count = t.broadcast_count + 1, last_broadcast_at = clock_timestamp(),
+        fencing_token = $5::bigint, updated_at = clock_timestamp()
+    FROM u WHERE t.id = u.id AND t.state IN ('ALLOCATED', 'STUCK') AND `+fenceHeld+`
+    RETURNING t.id, u.no, u.outcome, (SELECT o.state FROM managed_tx o WHERE o.id = t.id) AS from_state
+), stamped AS (
+    UPDATE tx_attempt at SET broadcast_at = coalesce(at.broadcast_at, clock_timestamp()),
+        broadcast_count = at.broadcast_count + 1
+    FROM moved WHERE at.tx_id = moved.id AND at.attempt_no = moved.no
+)
+INSERT INTO tx_history (tx_id, from_state, to_state, sub_state, reason, owner, fencing_token)
+SELECT id, from_state, 'TRACKING', outcome, 'broadcast', $4::text, $5::bigint FROM moved`,
+			ids, nos, outcomes)
+		if err != nil {
+			return err
+		}
+		if got != int64(len(done)) {
+			return fmt.Errorf("mark tracking: %d of %d moved", got, len(done))
+		}
+		id, err := s.writeOutbox(ctx, tx, s.topics.Receipt, l.Key)
+		outbox = append(outbox, id)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return outbox, nil
+}
+
+// writeOutbox writes one prompt for the signer of key on topic.
+func (s *Store) writeOutbox(ctx context.Context, tx pgx.Tx, topic string, key txm.LeaseKey) (int64, error) {
+	payload, _ := json.Marshal(txm.PromptMessage{ChainID: key.ChainID, Signer: txm.CanonicalAddress(key.Signer)})
+	var id int64
+	err := tx.QueryRow(ctx, `INSERT INTO outbox (topic, ordering_key, payload) VALUES ($1, $2, $3) RETURNING id`,
+		topic, txm.CanonicalAddress(key.Signer), payload).Scan(&id)
+	if err != nil {
+		return 0, fmt.Errorf("write %s outbox: %w", topic, translate(err))
+	}
+	return id, nil
+}
+
+// MarkStuck implements txm.SubmitStore.
+func (s *Store) MarkStuck(ctx context.Context, l txm.Lease, txID string, reason txm.BroadcastReason, detail string) ([]int64, error) {
+	err := WithTx(ctx, s.pool, func(tx pgx.Tx) error {
+		got, err := s.leases.fencedExec(ctx, tx, l, "mark_stuck", txID, `
+WITH moved AS (
+    UPDATE managed_tx t SET state = 'STUCK', sub_state = $7, last_error = $8,
+        fencing_token = $5::bigint, updated_at = clock_timestamp()
+    WHERE t.id = $6::uuid AND t.state IN ('ALLOCATED', 'TRACKING', 'STUCK') AND `+fenceHeld+`
+    RETURNING t.id, (SELECT state FROM managed_tx WHERE id = $6::uuid) AS from_state
+)
+INSERT INTO tx_history (tx_id, from_state, to_state, sub_state, reason, owner, fencing_token)
+SELECT id, from_state, 'STUCK', $7, $8, $4::text, $5::bigint FROM moved`, txID, string(reason), detail)
+		if err != nil {
+			return err
+		}
+		if got != 1 {
+			return fmt.Errorf("mark stuck %s: %w", txID, txm.ErrIllegalTransition)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.metrics.Stuck(ctx, string(reason))
+	return nil, nil
+}
+
+// NoteBroadcastError implements txm.SubmitStore.
+func (s *Store) NoteBroadcastError(ctx context.Context, l txm.Lease, txID string, reason txm.BroadcastReason, detail string) error {
+	_, err := s.leases.fencedExec(ctx, s.pool, l, "note_broadcast_error", txID, `
+UPDATE managed_tx t SET sub_state = $7, last_error = $8, updated_at = clock_timestamp()
+WHERE t.id = $6::uuid AND `+fenceHeld, txID, "broadcast_"+string(reason), detail)
+	return err
+}
