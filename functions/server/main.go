@@ -11,6 +11,8 @@ import (
 	"github.com/GoogleCloudPlatform/functions-framework-go/funcframework"
 
 	_ "github.com/txfence/txfence/functions/api"
+	_ "github.com/txfence/txfence/functions/outbox"
+	_ "github.com/txfence/txfence/functions/submit"
 )
 
 func main() {

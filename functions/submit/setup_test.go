@@ -83,7 +83,7 @@ func (w *world) node(t *testing.T, name string) *node {
 	log := logging.Discard()
 	store, err := postgres.NewStoreFromConfig(pool, cfg, m, log)
 	require.NoError(t, err)
-	client, err := evm.Dial(context.Background(), evmtest.ChainID, []string{w.proxy.URL}, evm.DefaultOptions())
+	client, err := evm.Dial(context.Background(), evmtest.ChainID, w.cfg.Chains[0].RPCURLs, evm.DefaultOptions())
 	require.NoError(t, err)
 	t.Cleanup(client.Close)
 	signers := map[common.Address]txm.Signer{}

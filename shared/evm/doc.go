@@ -1,4 +1,10 @@
 // Package evm is the chain adapter over go-ethereum's RPC client: it
 // implements the chain ports of shared/txm, and classifies broadcast errors
 // into txm's closed set in one place.
+//
+// A Client talks to one or more JSON-RPC endpoints of the same chain (their
+// chain ids are checked), with a timeout on every call, and fails over to the
+// next endpoint when one cannot be reached; a JSON-RPC error is the node's
+// answer and is returned as it came. Receipts and headers are fetched in one
+// batch per call.
 package evm

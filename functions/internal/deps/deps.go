@@ -12,12 +12,18 @@ import (
 	"os"
 	"sync"
 
+	kmsapi "cloud.google.com/go/kms/apiv1"
+	gpubsub "cloud.google.com/go/pubsub/v2"
+	"github.com/ethereum/go-ethereum/common"
+
 	"github.com/txfence/txfence/shared/app"
 	"github.com/txfence/txfence/shared/config"
 	"github.com/txfence/txfence/shared/evm"
 	"github.com/txfence/txfence/shared/logging"
 	"github.com/txfence/txfence/shared/metrics"
 	"github.com/txfence/txfence/shared/postgres"
+	"github.com/txfence/txfence/shared/pubsub"
+	"github.com/txfence/txfence/shared/txm"
 )
 
 // Process is what one process shares across invocations.
@@ -26,9 +32,15 @@ type Process struct {
 	DB      *postgres.DB
 	Store   *postgres.Store
 	Chains  map[uint64]*evm.Client
-	Relay   *app.Relay // nil until a publisher is configured
+	Relay   *app.Relay // nil when no Pub/Sub project is configured
 	Metrics *metrics.Metrics
 	Log     *slog.Logger
+
+	publisher *pubsub.Publisher
+	pubsub    *gpubsub.Client
+	signersMu sync.Mutex
+	signers   map[common.Address]txm.Signer
+	kms       *kmsapi.KeyManagementClient
 }
 
 var (
@@ -70,6 +82,23 @@ func Build(ctx context.Context, cfg config.Config) (*Process, error) {
 		return nil, err
 	}
 	p := &Process{Config: cfg, DB: db, Store: store, Chains: map[uint64]*evm.Client{}, Metrics: m, Log: log}
+	if cfg.Project != "" {
+		// PUBSUB_EMULATOR_HOST, when set, is honoured by the client itself.
+		c, err := pubsub.Dial(ctx, cfg.Project)
+		if err != nil {
+			p.Close()
+			return nil, fmt.Errorf("pubsub: %w", err)
+		}
+		p.pubsub = c
+		if p.publisher, err = pubsub.NewPublisher(c, cfg.Project); err != nil {
+			p.Close()
+			return nil, err
+		}
+		if p.Relay, err = app.NewRelay(store, p.publisher, log); err != nil {
+			p.Close()
+			return nil, err
+		}
+	}
 	for _, ch := range cfg.Chains {
 		opts := evm.DefaultOptions()
 		opts.MaxFeeCap = cfg.MaxFeeCap
@@ -87,6 +116,15 @@ func Build(ctx context.Context, cfg config.Config) (*Process, error) {
 func (p *Process) Close() {
 	for _, c := range p.Chains {
 		c.Close()
+	}
+	if p.publisher != nil {
+		p.publisher.Close()
+	}
+	if p.pubsub != nil {
+		_ = p.pubsub.Close()
+	}
+	if p.kms != nil {
+		_ = p.kms.Close()
 	}
 	p.DB.Close()
 }

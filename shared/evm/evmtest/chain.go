@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -42,7 +43,7 @@ type Chain struct {
 	closed    bool       // guarded by mu
 	closeOnce sync.Once
 	closeErr  error
-	mining    sync.Mutex // guards stopMining
+	mining    sync.Mutex // guards stops
 	stops     []func()
 }
 
@@ -61,6 +62,11 @@ func WithBackendOption(o func(nodeConf *node.Config, ethConf *ethconfig.Config))
 
 // New starts a simulated chain with alloc as its genesis state and serves it
 // over HTTP on a free port of 127.0.0.1. Close it when done.
+//
+// The chain starts at height 1: New seals one empty block, because until the
+// first block geth's transaction indexer never reports done, and lookups of
+// unknown transactions fail with "transaction indexing is in progress"
+// instead of returning null as a synced node does.
 //
 // simulated.Backend does not expose its node, so the address of a port-0
 // listener cannot be read back: New picks a free port just before starting
@@ -82,12 +88,14 @@ func New(alloc types.GenesisAlloc, opts ...Option) (*Chain, error) {
 			nodeConf.HTTPPort = port
 			nodeConf.HTTPModules = httpModules
 		}
-		backend, err := newBackend(alloc, append(cfg.backendOpts, serve))
+		backend, err := newBackend(alloc, append(slices.Clip(cfg.backendOpts), serve))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("port %d: %w", port, err))
 			continue
 		}
-		return &Chain{Backend: backend, URL: fmt.Sprintf("http://127.0.0.1:%d", port)}, nil
+		c := &Chain{Backend: backend, URL: fmt.Sprintf("http://127.0.0.1:%d", port)}
+		c.Commit()
+		return c, nil
 	}
 	return nil, fmt.Errorf("start simulated chain: %w", errors.Join(errs...))
 }
@@ -146,8 +154,7 @@ func (c *Chain) Commit() common.Hash {
 // has caught up with the head. Until it has, geth answers a lookup of an
 // unknown transaction (eth_getTransactionByHash, eth_getTransactionReceipt)
 // with "transaction indexing is in progress" instead of null, which a real
-// node only does while syncing. (Before the first Commit the indexer has
-// nothing to index and never reports done: such lookups fail until then.)
+// node only does while syncing.
 func (c *Chain) waitIndexed() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -188,6 +195,12 @@ func (c *Chain) Rollback() {
 // chain is closed. stop waits for the ticker to end and may be called more
 // than once.
 func (c *Chain) StartMining(interval time.Duration) (stop func()) {
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return func() {}
+	}
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {

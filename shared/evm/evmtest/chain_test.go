@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum"
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/ethclient"
@@ -82,4 +84,44 @@ func TestChain_CloseTwice(t *testing.T) {
 	chain.StartMining(time.Millisecond)
 	require.NoError(t, chain.Close())
 	require.NoError(t, chain.Close())
+}
+
+func TestChain_UnknownTransactionIsNotFound(t *testing.T) {
+	t.Parallel()
+	chain := evmtest.Start(t, nil)
+	ctx := context.Background()
+	ec, err := ethclient.DialContext(ctx, chain.URL)
+	require.NoError(t, err)
+	t.Cleanup(ec.Close)
+
+	_, _, err = ec.TransactionByHash(ctx, common.HexToHash("0x01"))
+	require.ErrorIs(t, err, ethereum.NotFound)
+	_, err = ec.TransactionReceipt(ctx, common.HexToHash("0x01"))
+	require.ErrorIs(t, err, ethereum.NotFound)
+}
+
+func TestChain_Rollback(t *testing.T) {
+	t.Parallel()
+	keys := evmtest.DevKeys(1)
+	chain := evmtest.Start(t, evmtest.FundedAlloc(keys, nil))
+	ctx := context.Background()
+	ec, err := ethclient.DialContext(ctx, chain.URL)
+	require.NoError(t, err)
+	t.Cleanup(ec.Close)
+
+	to := keys[0].Address
+	tx, err := types.SignTx(types.NewTx(&types.DynamicFeeTx{
+		ChainID: big.NewInt(evmtest.ChainID), GasTipCap: big.NewInt(1e9), GasFeeCap: big.NewInt(1e11),
+		Gas: 21000, To: &to,
+	}), types.LatestSignerForChainID(big.NewInt(evmtest.ChainID)), keys[0].Key)
+	require.NoError(t, err)
+	require.NoError(t, ec.SendTransaction(ctx, tx))
+	pending, err := ec.PendingNonceAt(ctx, to)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, pending)
+
+	chain.Rollback()
+	pending, err = ec.PendingNonceAt(ctx, to)
+	require.NoError(t, err)
+	require.Zero(t, pending)
 }

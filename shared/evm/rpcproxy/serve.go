@@ -61,7 +61,10 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		delay = max(delay, f.Delay)
-		if f.Drop && (whole == nil || !whole.Drop) || f.HTTPStatus != 0 && whole == nil {
+		switch {
+		case f.Drop && (whole == nil || !whole.Drop): // a Drop beats an HTTPStatus
+			whole = f
+		case f.HTTPStatus != 0 && whole == nil:
 			whole = f
 		}
 	}

@@ -1,0 +1,93 @@
+// Package outbox is the OutboxSweep function: triggered by Cloud Scheduler,
+// it publishes outbox rows that the invocations which wrote them did not
+// (a crash between commit and publish, a Pub/Sub outage). Publishing is
+// at-least-once; consumers deduplicate.
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
+
+	"github.com/txfence/txfence/functions/internal/deps"
+	"github.com/txfence/txfence/shared/app"
+)
+
+func init() { functions.HTTP("OutboxSweep", serve) }
+
+// Sweeper relays left-behind rows.
+type Sweeper struct {
+	relay *app.Relay
+	log   *slog.Logger
+	// MinAge leaves fresh rows to the invocations that wrote them.
+	MinAge time.Duration
+	// Budget bounds one sweep.
+	Budget time.Duration
+}
+
+// NewSweeper returns a sweeper.
+func NewSweeper(relay *app.Relay, log *slog.Logger) (*Sweeper, error) {
+	if relay == nil || log == nil {
+		return nil, errors.New("new outbox sweeper: relay and logger are required")
+	}
+	return &Sweeper{relay: relay, log: log, MinAge: 5 * time.Second, Budget: 50 * time.Second}, nil
+}
+
+// Sweep publishes unsent rows in pages until none is left or the budget is
+// spent, and returns how many it sent.
+func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
+	const page = 200
+	total := 0
+	start := time.Now()
+	for time.Since(start) < s.Budget {
+		n, err := s.relay.Sweep(ctx, s.MinAge, page)
+		total += n
+		if err != nil {
+			return total, err
+		}
+		if n < page {
+			break
+		}
+	}
+	return total, nil
+}
+
+// ServeHTTP runs one sweep.
+func (s *Sweeper) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	n, err := s.Sweep(r.Context())
+	w.Header().Set("Content-Type", "application/json")
+	if err != nil {
+		s.log.WarnContext(r.Context(), "outbox sweep", slog.Int("sent", n), slog.Any("error", err))
+		w.WriteHeader(http.StatusInternalServerError) // Cloud Scheduler retries per its policy
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"sent": n})
+}
+
+var (
+	mu      sync.Mutex
+	sweeper *Sweeper
+)
+
+func serve(w http.ResponseWriter, r *http.Request) {
+	mu.Lock()
+	if sweeper == nil {
+		p, err := deps.Get(r.Context())
+		if err == nil {
+			sweeper, err = NewSweeper(p.Relay, p.Log)
+		}
+		if err != nil {
+			mu.Unlock()
+			http.Error(w, "outbox sweep unavailable: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+	}
+	s := sweeper
+	mu.Unlock()
+	s.ServeHTTP(w, r)
+}

@@ -1,0 +1,151 @@
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"math/big"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/txfence/txfence/shared/app"
+	"github.com/txfence/txfence/shared/config"
+	"github.com/txfence/txfence/shared/logging"
+	"github.com/txfence/txfence/shared/metrics"
+	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/shared/postgres"
+	"github.com/txfence/txfence/shared/pubsub"
+	"github.com/txfence/txfence/shared/pubsub/pubsubtest"
+	"github.com/txfence/txfence/shared/txm"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+type chainStub struct{}
+
+func (chainStub) PendingNonce(context.Context, common.Address) (uint64, error) { return 0, nil }
+func (chainStub) LatestNonce(context.Context, common.Address) (uint64, error)  { return 0, nil }
+func (chainStub) EstimateGas(context.Context, txm.CallMsg) (uint64, error)     { return 21000, nil }
+
+func setup(t *testing.T) (*pgtest.DB, config.Config, *postgres.Store, *pubsubtest.Server, *app.Relay) {
+	t.Helper()
+	db := pgtest.New(t)
+	ps := pubsubtest.MustStart(t, "test")
+	cfg := config.Defaults()
+	cfg.Database.URL = db.URL
+	cfg.Chains = []config.Chain{{ID: 1337, RPCURLs: []string{"http://127.0.0.1:1"}}}
+	cfg.Signers = []config.Signer{{Address: common.HexToAddress("0xa1")}}
+	cfg.InstanceID = "outbox-test"
+	cfg.Project = "test"
+	ctx := context.Background()
+	require.NoError(t, ps.CreateTopic(ctx, cfg.TopicSubmit))
+	require.NoError(t, ps.CreateSubscription(ctx, "submit-sub", cfg.TopicSubmit, true))
+	store, err := postgres.NewStoreFromConfig(db.Pool, cfg, metrics.New(), logging.Discard())
+	require.NoError(t, err)
+	pub, err := pubsub.NewPublisher(ps.Client, "test")
+	require.NoError(t, err)
+	t.Cleanup(pub.Close)
+	relay, err := app.NewRelay(store, pub, logging.Discard())
+	require.NoError(t, err)
+	return db, cfg, store, ps, relay
+}
+
+func createMany(t *testing.T, c *app.CreateTx, signer common.Address, n int) {
+	t.Helper()
+	to := common.HexToAddress("0xdead")
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			_, err := c.Execute(context.Background(), &txm.Request{ChainID: 1337, From: signer, To: &to, Value: big.NewInt(int64(i)), GasLimit: 21000})
+			assert.NoError(t, err)
+		}(i)
+	}
+	wg.Wait()
+}
+
+func unsent(t *testing.T, db *pgtest.DB) (unsent, total int) {
+	t.Helper()
+	require.NoError(t, db.Pool.QueryRow(context.Background(),
+		`SELECT count(*) FILTER (WHERE sent_at IS NULL), count(*) FROM outbox`).Scan(&unsent, &total))
+	return
+}
+
+// TestIssue4_OutboxRelay: the create path publishes its own submit prompts
+// after commit, one per allocation batch; the sweep publishes what was left
+// behind; a publish failure loses nothing.
+func TestIssue4_OutboxRelay(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, cfg, store, ps, relay := setup(t)
+	signer := cfg.Signers[0].Address
+	stub := map[uint64]app.ChainReader{1337: chainStub{}}
+
+	t.Run("invocations relay their own rows, one prompt per batch", func(t *testing.T) {
+		c, err := app.NewCreateTx(store, stub, relay, cfg, metrics.New(), logging.Discard())
+		require.NoError(t, err)
+		createMany(t, c, signer, 300)
+		left, total := unsent(t, db)
+		assert.Zero(t, left, "every row published right after its commit")
+		assert.Less(t, total, 300, "a hot signer gets one prompt per batch, not one per transaction")
+		msgs, err := ps.Pull(ctx, "submit-sub", 1000, 2*time.Second)
+		require.NoError(t, err)
+		assert.Len(t, msgs, total)
+		for _, m := range msgs {
+			var p txm.PromptMessage
+			require.NoError(t, json.Unmarshal(m.Data, &p))
+			assert.Equal(t, txm.CanonicalAddress(signer), p.Signer)
+			assert.EqualValues(t, 1337, p.ChainID)
+			assert.Equal(t, txm.CanonicalAddress(signer), m.OrderingKey)
+			assert.NotEmpty(t, m.Attributes[pubsub.AttrOutboxID])
+		}
+	})
+
+	t.Run("the sweep publishes what was left behind", func(t *testing.T) {
+		noRelay, err := app.NewCreateTx(store, stub, nil, cfg, metrics.New(), logging.Discard())
+		require.NoError(t, err)
+		createMany(t, noRelay, signer, 50)
+		left, _ := unsent(t, db)
+		require.Positive(t, left)
+		s, err := NewSweeper(relay, logging.Discard())
+		require.NoError(t, err)
+		s.MinAge = 0
+		n, err := s.Sweep(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, left, n)
+		left2, _ := unsent(t, db)
+		assert.Zero(t, left2)
+		msgs, err := ps.Pull(ctx, "submit-sub", 1000, 2*time.Second)
+		require.NoError(t, err)
+		assert.Len(t, msgs, n)
+	})
+
+	t.Run("a publish failure keeps the row for later", func(t *testing.T) {
+		// A topic that does not exist: every publish fails.
+		bad := cfg
+		bad.TopicSubmit = "missing-topic"
+		badStore, err := postgres.NewStoreFromConfig(db.Pool, bad, metrics.New(), logging.Discard())
+		require.NoError(t, err)
+		c, err := app.NewCreateTx(badStore, stub, relay, bad, metrics.New(), logging.Discard())
+		require.NoError(t, err)
+		createMany(t, c, signer, 5)
+		var attempts int
+		var lastErr *string
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT attempts, last_error FROM outbox WHERE topic = 'missing-topic' ORDER BY id LIMIT 1`).Scan(&attempts, &lastErr))
+		assert.Positive(t, attempts)
+		require.NotNil(t, lastErr)
+		require.NoError(t, ps.CreateTopic(ctx, "missing-topic"))
+		s, err := NewSweeper(relay, logging.Discard())
+		require.NoError(t, err)
+		s.MinAge = 0
+		_, err = s.Sweep(ctx)
+		require.NoError(t, err)
+		left, _ := unsent(t, db)
+		assert.Zero(t, left, "published once the topic exists")
+	})
+}
