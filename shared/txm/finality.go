@@ -1,0 +1,103 @@
+package txm
+
+import (
+	"context"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+)
+
+// Tracked is a broadcast transaction and every hash it was signed as: the
+// receipt check looks at each, since any attempt at the nonce may be mined.
+type Tracked struct {
+	Tx       *Tx
+	Attempts []Attempt
+}
+
+// Mined records that one attempt of a transaction has a receipt.
+type Mined struct {
+	TxID      string
+	AttemptNo int
+	Receipt   Receipt
+}
+
+// EventType names a completion event on the topic and in the feed.
+type EventType string
+
+const (
+	EventConfirmed EventType = "TxConfirmed"
+	EventFailed    EventType = "TxFailed"
+	EventStuck     EventType = "TxStuck"
+)
+
+// EventFor maps a reported state to its event type.
+func EventFor(s State) EventType {
+	switch s {
+	case StateConfirmed:
+		return EventConfirmed
+	case StateFailedFinal:
+		return EventFailed
+	default:
+		return EventStuck
+	}
+}
+
+// Completion is one reported outcome, in the order of Seq.
+type Completion struct {
+	Seq       int64
+	TxID      string
+	ChainID   uint64
+	Signer    common.Address
+	State     State
+	NewFork   bool // an earlier reported outcome of this transaction is superseded
+	Nonce     uint64
+	Hash      *common.Hash
+	CreatedAt time.Time
+}
+
+// CompletionMessage is the body of a completion topic message.
+type CompletionMessage struct {
+	Type    EventType `json:"type"`
+	Seq     int64     `json:"seq"`
+	TxID    string    `json:"txId"`
+	ChainID uint64    `json:"chainId"`
+	Signer  string    `json:"signer"`
+	State   State     `json:"state"`
+	NewFork bool      `json:"newFork"`
+	Nonce   uint64    `json:"nonce"`
+	Hash    string    `json:"hash,omitempty"`
+}
+
+// SignerRef names a signer on a chain.
+type SignerRef struct {
+	ChainID uint64
+	Signer  common.Address
+}
+
+// ReceiptStore is the storage the Receipt function and the finality sweep
+// need. Writes are fenced by the signer's chain lease.
+type ReceiptStore interface {
+	// Tracking returns the signer's TRACKING (and STUCK, which may still be
+	// mined) transactions with all their attempts, in nonce order;
+	// olderThan > 0 limits it to those untouched for at least that long.
+	Tracking(ctx context.Context, chainID uint64, signer common.Address, olderThan time.Duration) ([]Tracked, error)
+	// MarkMined writes receipts and moves the transactions to MINED, and
+	// prompts Submit when the signer has ALLOCATED work waiting.
+	MarkMined(ctx context.Context, l Lease, mined []Mined) ([]int64, error)
+	// MinedTxs returns the signer's MINED transactions (receipt included).
+	MinedTxs(ctx context.Context, chainID uint64, signer common.Address) ([]Tracked, error)
+	// Finalize moves MINED transactions to their final state and writes a
+	// completion and a completion outbox row for each, in one transaction.
+	Finalize(ctx context.Context, l Lease, txIDs []string) ([]int64, error)
+	// Reorged moves a MINED transaction back to TRACKING: its receipt block
+	// left the canonical chain.
+	Reorged(ctx context.Context, l Lease, txID string, detail string) error
+	// SignersWithWork lists signers with MINED transactions, or TRACKING ones
+	// untouched for staleAfter.
+	SignersWithWork(ctx context.Context, staleAfter time.Duration) ([]SignerRef, error)
+}
+
+// CompletionFeed reads reported outcomes in seq order.
+type CompletionFeed interface {
+	CompletionsAfter(ctx context.Context, after int64, limit int) ([]Completion, error)
+}
