@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/big"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -64,6 +65,7 @@ func newWorld(t *testing.T, nkeys int, opts ...func(*config.Config)) *world {
 // node is one process: its own pool, store, chain client and use cases.
 type node struct {
 	name    string
+	leases  *pausableLeases
 	pool    *pgxpool.Pool
 	store   *postgres.Store
 	client  *evm.Client
@@ -92,7 +94,9 @@ func (w *world) node(t *testing.T, name string) *node {
 		require.NoError(t, err)
 		signers[k.Address] = s
 	}
-	drain, err := app.NewDrainSigner(store, store.Leases(), map[uint64]txm.Chain{evmtest.ChainID: client}, signers, nil, cfg, m, log)
+	leases := &pausableLeases{LeaseStore: store.Leases(), resume: make(chan struct{})}
+	close(leases.resume)
+	drain, err := app.NewDrainSigner(store, leases, map[uint64]txm.Chain{evmtest.ChainID: client}, signers, nil, cfg, m, log)
 	require.NoError(t, err)
 	h, err := NewHandler(drain, log)
 	require.NoError(t, err)
@@ -102,7 +106,7 @@ func (w *world) node(t *testing.T, name string) *node {
 	require.NoError(t, err)
 	srv := httptest.NewServer(apiH)
 	t.Cleanup(srv.Close)
-	return &node{name: name, pool: pool, store: store, client: client, drain: drain, handler: h, create: create, metrics: m, apiURL: srv.URL}
+	return &node{name: name, leases: leases, pool: pool, store: store, client: client, drain: drain, handler: h, create: create, metrics: m, apiURL: srv.URL}
 }
 
 var eventSeq atomic.Int64
@@ -206,3 +210,31 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 }
 
 func (w *world) chainID() *big.Int { return big.NewInt(evmtest.ChainID) }
+
+// pausableLeases stands for a process that stops running: while paused, its
+// lease renewals do not reach the database (the real store underneath).
+type pausableLeases struct {
+	txm.LeaseStore
+	mu     sync.Mutex
+	resume chan struct{}
+}
+
+func (p *pausableLeases) pause() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.resume = make(chan struct{})
+}
+
+func (p *pausableLeases) unpause() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	close(p.resume)
+}
+
+func (p *pausableLeases) Renew(ctx context.Context, l txm.Lease) (txm.Lease, error) {
+	p.mu.Lock()
+	ch := p.resume
+	p.mu.Unlock()
+	<-ch
+	return p.LeaseStore.Renew(ctx, l)
+}

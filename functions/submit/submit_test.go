@@ -133,7 +133,7 @@ func TestIssue4_CrashWindows(t *testing.T) {
 			dead.allocate(t, signer, 5)
 
 			stopped, resume := make(chan struct{}), make(chan struct{})
-			hook := func() { close(stopped); <-resume }
+			hook := func() { dead.leases.pause(); close(stopped); <-resume; dead.leases.unpause() }
 			if window == "after persist" {
 				dead.drain.SetHooks(app.SubmitHooks{AfterPersist: hook})
 			} else {
@@ -205,7 +205,7 @@ func TestIssue4_DualActive(t *testing.T) {
 	var once sync.Once
 	stalled := make(chan struct{})
 	a.drain.SetHooks(app.SubmitHooks{AfterPersist: func() {
-		once.Do(func() { close(stalled); time.Sleep(time.Second) })
+		once.Do(func() { a.leases.pause(); close(stalled); time.Sleep(time.Second); a.leases.unpause() })
 	}})
 	aErr := make(chan error, 1)
 	go func() { _, err := a.drain.Execute(context.Background(), w.cfg.Chains[0].ID, signer); aErr <- err }()
@@ -219,7 +219,7 @@ func TestIssue4_DualActive(t *testing.T) {
 		return err == nil
 	})
 	require.NoError(t, w.db.Pool.QueryRow(context.Background(),
-		`SELECT min(created_at) FROM tx_history WHERE reason = 'broadcast' AND fencing_token = $1`, aToken+1).Scan(&takeoverAt))
+		`SELECT min(created_at) FROM tx_history WHERE reason = 'broadcast' AND fencing_token > $1`, aToken).Scan(&takeoverAt))
 	err := <-aErr
 	require.ErrorIs(t, err, txm.ErrFenced)
 	fenced := a.metrics.Count("lease_fenced_total", "op", "lease_check") + a.metrics.Count("lease_fenced_total", "op", "mark_tracking") +

@@ -92,52 +92,38 @@ func (d *DrainSigner) Execute(ctx context.Context, chainID uint64, signer common
 	}
 	key := txm.LeaseKey{ChainID: chainID, Signer: signer, Scope: txm.ScopeChain}
 	owner := d.cfg.InstanceID + "/submit/" + uuid.NewString()
-	lease, _, err := d.leases.Acquire(ctx, key, owner)
-	if errors.Is(err, txm.ErrLeaseHeld) {
-		return res, fmt.Errorf("drain %s: %w", key, ErrNoLease)
-	}
-	if err != nil {
-		return res, err
-	}
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := d.leases.Release(rctx, lease); err != nil && !errors.Is(err, txm.ErrFenced) {
-			d.log.WarnContext(ctx, "release chain lease", slog.String(logging.KeySigner, txm.CanonicalAddress(signer)), slog.Any("error", err))
-		}
-	}()
-	log := d.log.With(slog.String(logging.KeySigner, txm.CanonicalAddress(signer)), slog.String(logging.KeyOwner, owner), slog.Int64(logging.KeyToken, lease.Token))
-
-	start, renewed := time.Now(), time.Now()
-	for time.Since(start) < d.cfg.SubmitBudget {
-		if time.Since(renewed) >= d.cfg.Lease.RenewEvery {
-			if lease, err = d.leases.Renew(ctx, lease); err != nil {
-				return res, err
+	err := withChainLease(ctx, d.leases, key, owner, d.cfg.Lease.RenewEvery, d.log, func(lease txm.Lease, keeper *leaseKeeper) error {
+		log := d.log.With(slog.String(logging.KeySigner, txm.CanonicalAddress(signer)), slog.String(logging.KeyOwner, owner),
+			slog.Int64(logging.KeyToken, lease.Token))
+		start := time.Now()
+		for time.Since(start) < d.cfg.SubmitBudget {
+			if err := keeper.Lost(); err != nil {
+				return err
 			}
-			renewed = time.Now()
+			inflight, err := d.store.InFlight(ctx, chainID, signer)
+			if err != nil {
+				return err
+			}
+			room := d.cfg.MaxInFlight - inflight
+			if room <= 0 {
+				res.Full = true
+				return nil
+			}
+			items, err := d.store.NextToSubmit(ctx, chainID, signer, min(room, drainBatch))
+			if err != nil {
+				return err
+			}
+			if len(items) == 0 {
+				return nil
+			}
+			more, err := d.submitBatch(ctx, log, lease, chain, sig, items, &res)
+			if err != nil || !more {
+				return err
+			}
 		}
-		inflight, err := d.store.InFlight(ctx, chainID, signer)
-		if err != nil {
-			return res, err
-		}
-		room := d.cfg.MaxInFlight - inflight
-		if room <= 0 {
-			res.Full = true
-			break
-		}
-		items, err := d.store.NextToSubmit(ctx, chainID, signer, min(room, drainBatch))
-		if err != nil {
-			return res, err
-		}
-		if len(items) == 0 {
-			break
-		}
-		more, err := d.submitBatch(ctx, log, lease, chain, sig, items, &res)
-		if err != nil || !more {
-			return res, err
-		}
-	}
-	return res, nil
+		return nil
+	})
+	return res, err
 }
 
 // submitBatch signs what has no attempt yet, persists those attempts, then

@@ -180,31 +180,51 @@ func (s *Store) writeOutbox(ctx context.Context, tx pgx.Tx, topic string, key tx
 	return id, nil
 }
 
-// MarkStuck implements txm.SubmitStore.
+// MarkStuck implements txm.SubmitStore. Entering STUCK is a reported
+// outcome (TxStuck); a transaction already STUCK only records the new reason.
 func (s *Store) MarkStuck(ctx context.Context, l txm.Lease, txID string, reason txm.BroadcastReason, detail string) ([]int64, error) {
+	var outbox []int64
 	err := WithTx(ctx, s.pool, func(tx pgx.Tx) error {
-		got, err := s.leases.fencedExec(ctx, tx, l, "mark_stuck", txID, `
+		if _, err := tx.Exec(ctx, completionLock); err != nil {
+			return fmt.Errorf("lock completions: %w", translate(err))
+		}
+		var f finalized
+		var from string
+		err := tx.QueryRow(ctx, `
 WITH moved AS (
     UPDATE managed_tx t SET state = 'STUCK', sub_state = $7, last_error = $8,
         fencing_token = $5::bigint, updated_at = clock_timestamp()
     WHERE t.id = $6::uuid AND t.state IN ('ALLOCATED', 'TRACKING', 'STUCK') AND `+fenceHeld+`
-    RETURNING t.id, (SELECT state FROM managed_tx WHERE id = $6::uuid) AS from_state
+    RETURNING t.id, t.chain_id, t.signer::text, t.nonce,
+        (SELECT o.state FROM managed_tx o WHERE o.id = t.id) AS from_state,
+        (SELECT o.fork_pending FROM managed_tx o WHERE o.id = t.id) AS fork
+), hist AS (
+    INSERT INTO tx_history (tx_id, from_state, to_state, sub_state, reason, owner, fencing_token)
+    SELECT id, from_state, 'STUCK', $7, $8, $4::text, $5::bigint FROM moved
 )
-INSERT INTO tx_history (tx_id, from_state, to_state, sub_state, reason, owner, fencing_token)
-SELECT id, from_state, 'STUCK', $7, $8, $4::text, $5::bigint FROM moved`, txID, string(reason), detail)
-		if err != nil {
-			return err
-		}
-		if got != 1 {
+SELECT id::text, chain_id, signer, nonce, from_state, fork FROM moved`,
+			append(fenceArgs(l), txID, string(reason), detail)...).Scan(&f.id, &f.chainID, &f.signer, &f.nonce, &from, &f.fork)
+		if err == pgx.ErrNoRows {
+			if err := s.leases.check(ctx, tx, l, "mark_stuck", txID); err != nil {
+				return err
+			}
 			return fmt.Errorf("mark stuck %s: %w", txID, txm.ErrIllegalTransition)
 		}
-		return nil
+		if err != nil {
+			return fmt.Errorf("mark stuck %s: %w", txID, translate(err))
+		}
+		if from == string(txm.StateStuck) {
+			return nil
+		}
+		f.state = string(txm.StateStuck)
+		outbox, err = s.writeCompletions(ctx, tx, []finalized{f})
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	s.metrics.Stuck(ctx, string(reason))
-	return nil, nil
+	return outbox, nil
 }
 
 // NoteBroadcastError implements txm.SubmitStore.

@@ -1,0 +1,88 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/txfence/txfence/shared/logging"
+	"github.com/txfence/txfence/shared/txm"
+)
+
+// leaseKeeper renews a held chain lease every renewEvery while an
+// invocation works, from a goroutine that lives exactly as long as the
+// invocation (Stop ends it). Renewal keeps the token, so the holder's
+// fenced writes keep using the lease it acquired; if renewal is fenced the
+// keeper records that the lease is lost and stops.
+type leaseKeeper struct {
+	mu   sync.Mutex
+	lost error
+	stop chan struct{}
+	done chan struct{}
+}
+
+func keepLease(ctx context.Context, leases txm.LeaseStore, l txm.Lease, every time.Duration, log *slog.Logger) *leaseKeeper {
+	k := &leaseKeeper{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(k.done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-k.stop:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if _, err := leases.Renew(ctx, l); err != nil {
+				if errors.Is(err, txm.ErrFenced) {
+					k.mu.Lock()
+					k.lost = err
+					k.mu.Unlock()
+					return
+				}
+				log.WarnContext(ctx, "renew lease", slog.String(logging.KeyOwner, l.Owner), slog.Int64(logging.KeyToken, l.Token), slog.Any("error", err))
+			}
+		}
+	}()
+	return k
+}
+
+// Lost returns the error that lost the lease, or nil while it is held.
+func (k *leaseKeeper) Lost() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.lost
+}
+
+// Stop ends renewal and waits for the goroutine to exit.
+func (k *leaseKeeper) Stop() {
+	close(k.stop)
+	<-k.done
+}
+
+// withChainLease runs fn under the signer's chain lease: acquired (or
+// ErrNoLease), renewed while fn runs, released after.
+func withChainLease(ctx context.Context, leases txm.LeaseStore, key txm.LeaseKey, owner string, renewEvery time.Duration,
+	log *slog.Logger, fn func(l txm.Lease, k *leaseKeeper) error) error {
+	l, _, err := leases.Acquire(ctx, key, owner)
+	if errors.Is(err, txm.ErrLeaseHeld) {
+		return errors.Join(ErrNoLease, err)
+	}
+	if err != nil {
+		return err
+	}
+	k := keepLease(ctx, leases, l, renewEvery, log)
+	defer func() {
+		k.Stop()
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := leases.Release(rctx, l); err != nil && !errors.Is(err, txm.ErrFenced) {
+			log.WarnContext(ctx, "release chain lease", slog.String(logging.KeyOwner, owner), slog.Any("error", err))
+		}
+	}()
+	return fn(l, k)
+}

@@ -1,0 +1,338 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/txfence/txfence/shared/txm"
+)
+
+var (
+	_ txm.ReceiptStore   = (*Store)(nil)
+	_ txm.CompletionFeed = (*Store)(nil)
+)
+
+// trackedTxs loads transactions matching where (over alias t, parameters
+// from $1) with all their attempts, in nonce order.
+func (s *Store) trackedTxs(ctx context.Context, where string, args ...any) ([]txm.Tracked, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+txColumns+` FROM `+txFrom+` WHERE `+where+` ORDER BY t.nonce`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("load tracked: %w", translate(err))
+	}
+	var out []txm.Tracked
+	byID := map[string]int{}
+	var ids []string
+	for rows.Next() {
+		t, err := scanTx(rows)
+		if err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("load tracked: %w", translate(err))
+		}
+		byID[t.ID] = len(out)
+		ids = append(ids, t.ID)
+		out = append(out, txm.Tracked{Tx: t})
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("load tracked: %w", translate(err))
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	arows, err := s.pool.Query(ctx, `SELECT `+attemptColumns+` FROM tx_attempt at WHERE at.tx_id = ANY($1::uuid[]) ORDER BY at.tx_id, at.attempt_no`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("load attempts: %w", translate(err))
+	}
+	defer arows.Close()
+	for arows.Next() {
+		var (
+			a                         txm.Attempt
+			no, bcount                int32
+			kind, hash                string
+			nonce, gas                int64
+			maxFee, maxPrio, gasPrice *string
+		)
+		if err := arows.Scan(&a.TxID, &no, &kind, &hash, &a.Raw, &nonce, &gas, &maxFee, &maxPrio, &gasPrice,
+			&a.CreatedAt, &a.BroadcastAt, &bcount); err != nil {
+			return nil, fmt.Errorf("load attempts: %w", translate(err))
+		}
+		a.No, a.BroadcastCount = int(no), int(bcount)
+		scanAttemptInto(&a, hash, maxFee, maxPrio, gasPrice, nonce, gas, kind)
+		i := byID[a.TxID]
+		out[i].Attempts = append(out[i].Attempts, a)
+	}
+	if err := arows.Err(); err != nil {
+		return nil, fmt.Errorf("load attempts: %w", translate(err))
+	}
+	return out, nil
+}
+
+// Tracking implements txm.ReceiptStore.
+func (s *Store) Tracking(ctx context.Context, chainID uint64, signer common.Address, olderThan time.Duration) ([]txm.Tracked, error) {
+	return s.trackedTxs(ctx, `t.chain_id = $1 AND t.signer = $2 AND t.state IN ('TRACKING', 'STUCK')
+    AND EXISTS (SELECT 1 FROM tx_attempt x WHERE x.tx_id = t.id)
+    AND t.updated_at <= clock_timestamp() - $3::interval`, int64(chainID), txm.CanonicalAddress(signer), olderThan)
+}
+
+// MinedTxs implements txm.ReceiptStore.
+func (s *Store) MinedTxs(ctx context.Context, chainID uint64, signer common.Address) ([]txm.Tracked, error) {
+	return s.trackedTxs(ctx, `t.chain_id = $1 AND t.signer = $2 AND t.state = 'MINED'`, int64(chainID), txm.CanonicalAddress(signer))
+}
+
+// MarkMined implements txm.ReceiptStore.
+func (s *Store) MarkMined(ctx context.Context, l txm.Lease, mined []txm.Mined) ([]int64, error) {
+	if len(mined) == 0 {
+		return nil, nil
+	}
+	n := len(mined)
+	ids, nos, bnums := make([]string, n), make([]int32, n), make([]int64, n)
+	bhashes, statuses, used, prices := make([]string, n), make([]int16, n), make([]int64, n), make([]*string, n)
+	for i, m := range mined {
+		ids[i], nos[i], bnums[i] = m.TxID, int32(m.AttemptNo), int64(m.Receipt.BlockNumber)
+		bhashes[i], statuses[i], used[i] = m.Receipt.BlockHash.Hex(), int16(m.Receipt.Status), int64(m.Receipt.GasUsed)
+		prices[i] = bigText(m.Receipt.EffectiveGasPrice)
+	}
+	var outbox []int64
+	err := WithTx(ctx, s.pool, func(tx pgx.Tx) error {
+		got, err := s.leases.fencedExec(ctx, tx, l, "mark_mined", ids[0], `
+WITH u AS (
+    SELECT * FROM unnest($6::uuid[], $7::int[], $8::bigint[], $9::text[], $10::smallint[], $11::bigint[], $12::text[])
+        AS u(id, no, bnum, bhash, status, used, price)
+), moved AS (
+    UPDATE managed_tx t SET state = 'MINED', sub_state = NULL, receipt_attempt_no = u.no,
+        receipt_block_number = u.bnum, receipt_block_hash = u.bhash, receipt_status = u.status,
+        receipt_gas_used = u.used, receipt_effective_gas_price = u.price::numeric,
+        mined_at = clock_timestamp(), fencing_token = $5::bigint, updated_at = clock_timestamp()
+    FROM u WHERE t.id = u.id AND t.state IN ('TRACKING', 'STUCK') AND `+fenceHeld+`
+    RETURNING t.id, u.bnum, (SELECT o.state FROM managed_tx o WHERE o.id = t.id) AS from_state
+)
+INSERT INTO tx_history (tx_id, from_state, to_state, reason, owner, fencing_token)
+SELECT id, from_state, 'MINED', 'receipt in block ' || bnum, $4::text, $5::bigint FROM moved`,
+			ids, nos, bnums, bhashes, statuses, used, prices)
+		if err != nil {
+			return err
+		}
+		if got != int64(n) {
+			return fmt.Errorf("mark mined: %d of %d moved", got, n)
+		}
+		// Room was freed under maxInFlight: prompt Submit if work waits.
+		var id int64
+		err = tx.QueryRow(ctx, `
+INSERT INTO outbox (topic, ordering_key, payload)
+SELECT $1, $2, $3 WHERE EXISTS (
+    SELECT 1 FROM managed_tx WHERE chain_id = $4 AND signer = $2 AND state = 'ALLOCATED')
+RETURNING id`, s.topics.Submit, txm.CanonicalAddress(l.Key.Signer), promptPayload(l.Key), int64(l.Key.ChainID)).Scan(&id)
+		switch {
+		case err == nil:
+			outbox = append(outbox, id)
+		case err != pgx.ErrNoRows:
+			return fmt.Errorf("prompt submit: %w", translate(err))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return outbox, nil
+}
+
+func promptPayload(k txm.LeaseKey) []byte {
+	b, _ := json.Marshal(txm.PromptMessage{ChainID: k.ChainID, Signer: txm.CanonicalAddress(k.Signer)})
+	return b
+}
+
+// completionLock serializes writers of tx_completion until they commit, so
+// that seqs become visible in order and a feed reader that has seen seq N
+// never later finds a smaller one appear.
+const completionLock = `SELECT pg_advisory_xact_lock(7342001)`
+
+// finalized is a transaction that reached a reported outcome.
+type finalized struct {
+	id      string
+	chainID int64
+	signer  string
+	state   string
+	nonce   int64
+	fork    bool
+	hash    *string
+}
+
+// Finalize implements txm.ReceiptStore.
+func (s *Store) Finalize(ctx context.Context, l txm.Lease, txIDs []string) ([]int64, error) {
+	if len(txIDs) == 0 {
+		return nil, nil
+	}
+	var outbox []int64
+	err := WithTx(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, completionLock); err != nil {
+			return fmt.Errorf("lock completions: %w", translate(err))
+		}
+		rows, err := tx.Query(ctx, `
+WITH moved AS (
+    UPDATE managed_tx t SET state = CASE WHEN t.receipt_status = 1 THEN 'CONFIRMED' ELSE 'FAILED_FINAL' END,
+        finalized_at = clock_timestamp(), fork_pending = false, sub_state = NULL,
+        fencing_token = $5::bigint, updated_at = clock_timestamp()
+    WHERE t.id = ANY($6::uuid[]) AND t.state = 'MINED' AND `+fenceHeld+`
+    RETURNING t.id, t.chain_id, t.signer::text, t.state, t.nonce, t.receipt_attempt_no,
+        (SELECT o.fork_pending FROM managed_tx o WHERE o.id = t.id) AS fork
+), hist AS (
+    INSERT INTO tx_history (tx_id, from_state, to_state, reason, owner, fencing_token)
+    SELECT id, 'MINED', state, 'final', $4::text, $5::bigint FROM moved
+)
+SELECT m.id::text, m.chain_id, m.signer, m.state, m.nonce, m.fork, a.tx_hash
+FROM moved m LEFT JOIN tx_attempt a ON a.tx_id = m.id AND a.attempt_no = m.receipt_attempt_no
+ORDER BY m.nonce`, append(fenceArgs(l), txIDs)...)
+		if err != nil {
+			return fmt.Errorf("finalize: %w", translate(err))
+		}
+		var done []finalized
+		for rows.Next() {
+			var f finalized
+			if err := rows.Scan(&f.id, &f.chainID, &f.signer, &f.state, &f.nonce, &f.fork, &f.hash); err != nil {
+				rows.Close()
+				return fmt.Errorf("finalize: %w", translate(err))
+			}
+			done = append(done, f)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("finalize: %w", translate(err))
+		}
+		if len(done) != len(txIDs) {
+			if err := s.leases.check(ctx, tx, l, "finalize", txIDs[0]); err != nil {
+				return err
+			}
+			return fmt.Errorf("finalize: %d of %d were MINED", len(done), len(txIDs))
+		}
+		outbox, err = s.writeCompletions(ctx, tx, done)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return outbox, nil
+}
+
+// writeCompletions writes one completion and one completion-topic outbox
+// row per outcome. The caller holds completionLock. newFork is set when the
+// transaction was reorged since its last report or was reported before.
+func (s *Store) writeCompletions(ctx context.Context, tx pgx.Tx, done []finalized) ([]int64, error) {
+	var outbox []int64
+	for _, f := range done {
+		var seq int64
+		var newFork bool
+		err := tx.QueryRow(ctx, `
+INSERT INTO tx_completion (tx_id, chain_id, signer, state, new_fork)
+VALUES ($1::uuid, $2, $3::text, $4, $5 OR EXISTS (SELECT 1 FROM tx_completion c WHERE c.tx_id = $1::uuid))
+RETURNING seq, new_fork`, f.id, f.chainID, f.signer, f.state, f.fork).Scan(&seq, &newFork)
+		if err != nil {
+			return nil, fmt.Errorf("write completion: %w", translate(err))
+		}
+		msg := txm.CompletionMessage{Type: txm.EventFor(txm.State(f.state)), Seq: seq, TxID: f.id, ChainID: uint64(f.chainID),
+			Signer: f.signer, State: txm.State(f.state), NewFork: newFork, Nonce: uint64(f.nonce)}
+		if f.hash != nil {
+			msg.Hash = *f.hash
+		}
+		payload, _ := json.Marshal(msg)
+		attrs, _ := json.Marshal(map[string]string{
+			"chain": strconv.FormatInt(f.chainID, 10), "signer": f.signer, "state": f.state,
+			"seq": strconv.FormatInt(seq, 10), "type": string(msg.Type), "newFork": strconv.FormatBool(newFork),
+		})
+		var id int64
+		if err := tx.QueryRow(ctx, `INSERT INTO outbox (topic, ordering_key, payload, attributes) VALUES ($1, $2, $3, $4) RETURNING id`,
+			s.topics.Completion, f.signer, payload, attrs).Scan(&id); err != nil {
+			return nil, fmt.Errorf("write completion outbox: %w", translate(err))
+		}
+		outbox = append(outbox, id)
+	}
+	return outbox, nil
+}
+
+// Reorged implements txm.ReceiptStore.
+func (s *Store) Reorged(ctx context.Context, l txm.Lease, txID string, detail string) error {
+	return WithTx(ctx, s.pool, func(tx pgx.Tx) error {
+		got, err := s.leases.fencedExec(ctx, tx, l, "reorged", txID, `
+WITH moved AS (
+    UPDATE managed_tx t SET state = 'TRACKING', sub_state = 'reorged', reorg_count = t.reorg_count + 1,
+        fork_pending = true, receipt_attempt_no = NULL, receipt_block_number = NULL, receipt_block_hash = NULL,
+        receipt_status = NULL, receipt_gas_used = NULL, receipt_effective_gas_price = NULL, mined_at = NULL,
+        fencing_token = $5::bigint, updated_at = clock_timestamp()
+    WHERE t.id = $6::uuid AND t.state = 'MINED' AND `+fenceHeld+`
+    RETURNING t.id
+)
+INSERT INTO tx_history (tx_id, from_state, to_state, sub_state, reason, owner, fencing_token)
+SELECT id, 'MINED', 'TRACKING', 'reorged', $7, $4::text, $5::bigint FROM moved`, txID, detail)
+		if err != nil {
+			return err
+		}
+		if got != 1 {
+			return fmt.Errorf("reorged %s: %w", txID, txm.ErrIllegalTransition)
+		}
+		_, err = s.writeOutbox(ctx, tx, s.topics.Receipt, l.Key)
+		return err
+	})
+}
+
+// SignersWithWork implements txm.ReceiptStore.
+func (s *Store) SignersWithWork(ctx context.Context, staleAfter time.Duration) ([]txm.SignerRef, error) {
+	rows, err := s.pool.Query(ctx, `
+SELECT DISTINCT chain_id, signer FROM managed_tx WHERE state = 'MINED'
+UNION
+SELECT DISTINCT chain_id, signer FROM managed_tx
+WHERE state IN ('TRACKING', 'STUCK') AND updated_at <= clock_timestamp() - $1::interval
+ORDER BY 1, 2`, staleAfter)
+	if err != nil {
+		return nil, fmt.Errorf("signers with work: %w", translate(err))
+	}
+	defer rows.Close()
+	var out []txm.SignerRef
+	for rows.Next() {
+		var chainID int64
+		var signer string
+		if err := rows.Scan(&chainID, &signer); err != nil {
+			return nil, fmt.Errorf("signers with work: %w", translate(err))
+		}
+		out = append(out, txm.SignerRef{ChainID: uint64(chainID), Signer: common.HexToAddress(signer)})
+	}
+	return out, rows.Err()
+}
+
+// CompletionsAfter implements txm.CompletionFeed.
+func (s *Store) CompletionsAfter(ctx context.Context, after int64, limit int) ([]txm.Completion, error) {
+	rows, err := s.pool.Query(ctx, `
+SELECT c.seq, c.tx_id::text, c.chain_id, c.signer::text, c.state, c.new_fork, t.nonce, a.tx_hash, c.created_at
+FROM tx_completion c
+JOIN managed_tx t ON t.id = c.tx_id
+LEFT JOIN LATERAL (
+    SELECT tx_hash FROM tx_attempt WHERE tx_id = c.tx_id
+    ORDER BY (attempt_no = t.receipt_attempt_no) DESC, attempt_no DESC LIMIT 1
+) a ON true
+WHERE c.seq > $1 ORDER BY c.seq LIMIT $2`, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("completions after %d: %w", after, translate(err))
+	}
+	defer rows.Close()
+	var out []txm.Completion
+	for rows.Next() {
+		var c txm.Completion
+		var chainID, nonce int64
+		var signer, state string
+		var hash *string
+		if err := rows.Scan(&c.Seq, &c.TxID, &chainID, &signer, &state, &c.NewFork, &nonce, &hash, &c.CreatedAt); err != nil {
+			return nil, fmt.Errorf("completions: %w", translate(err))
+		}
+		c.ChainID, c.Signer, c.State, c.Nonce = uint64(chainID), common.HexToAddress(signer), txm.State(state), uint64(nonce)
+		if hash != nil {
+			h := common.HexToHash(*hash)
+			c.Hash = &h
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
