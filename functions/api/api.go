@@ -32,6 +32,8 @@ type Deps struct {
 	Config  config.Config
 	Create  *app.CreateTx
 	Queries txm.TxQueries
+	// Completions is the feed of reported outcomes.
+	Completions txm.CompletionFeed
 	// Nonces reads chain nonces for the signer status; optional per chain.
 	Nonces  map[uint64]txm.NonceSource
 	Metrics *metrics.Metrics
@@ -55,13 +57,14 @@ var routes = []route{
 	{http.MethodGet, "/v1/transactions", (*Handler).list},
 	{http.MethodGet, "/v1/transactions/{id}", (*Handler).get},
 	{http.MethodGet, "/v1/signers/{address}", (*Handler).signer},
+	{http.MethodGet, "/v1/completions", (*Handler).completions},
 	{http.MethodGet, "/v1/openapi.json", (*Handler).openapi},
 }
 
 // NewHandler returns the API handler.
 func NewHandler(d Deps) (*Handler, error) {
-	if d.Create == nil || d.Queries == nil || d.Log == nil {
-		return nil, errors.New("new api handler: create, queries and logger are required")
+	if d.Create == nil || d.Queries == nil || d.Completions == nil || d.Log == nil {
+		return nil, errors.New("new api handler: create, queries, completions and logger are required")
 	}
 	h := &Handler{deps: d, mux: http.NewServeMux()}
 	for _, rt := range routes {

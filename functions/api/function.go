@@ -1,8 +1,8 @@
 package api
 
 import (
+	"context"
 	"net/http"
-	"sync"
 
 	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
 
@@ -13,31 +13,7 @@ import (
 
 func init() { functions.HTTP("Api", serve) }
 
-var (
-	handlerMu sync.Mutex
-	handler   *Handler
-)
-
-// serve is the deployed entry point: it builds the handler on first use.
-func serve(w http.ResponseWriter, r *http.Request) {
-	h, err := processHandler(r)
-	if err != nil {
-		writeProblem(w, unavailable("txfence is starting or its dependencies are unreachable: "+err.Error()))
-		return
-	}
-	h.ServeHTTP(w, r)
-}
-
-func processHandler(r *http.Request) (*Handler, error) {
-	handlerMu.Lock()
-	defer handlerMu.Unlock()
-	if handler != nil {
-		return handler, nil
-	}
-	p, err := deps.Get(r.Context())
-	if err != nil {
-		return nil, err
-	}
+var lazy = deps.Lazy[*Handler]{Build: func(_ context.Context, p *deps.Process) (*Handler, error) {
 	readers := map[uint64]app.ChainReader{}
 	nonces := map[uint64]txm.NonceSource{}
 	for id, c := range p.Chains {
@@ -47,10 +23,15 @@ func processHandler(r *http.Request) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h, err := NewHandler(Deps{Config: p.Config, Create: create, Queries: p.Store, Nonces: nonces, Metrics: p.Metrics, Log: p.Log})
+	return NewHandler(Deps{Config: p.Config, Create: create, Queries: p.Store, Completions: p.Store, Nonces: nonces, Metrics: p.Metrics, Log: p.Log})
+}}
+
+// serve is the deployed entry point: it builds the handler on first use.
+func serve(w http.ResponseWriter, r *http.Request) {
+	h, err := lazy.Get(r.Context())
 	if err != nil {
-		return nil, err
+		writeProblem(w, unavailable("txfence is starting or its dependencies are unreachable: "+err.Error()))
+		return
 	}
-	handler = h
-	return h, nil
+	h.ServeHTTP(w, r)
 }

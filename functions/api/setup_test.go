@@ -136,7 +136,7 @@ func (b *bundle) newInstance(t *testing.T, name, url string) *instance {
 	}
 	create, err := app.NewCreateTx(store, readers, nil, cfg, m, log)
 	require.NoError(t, err)
-	h, err := NewHandler(Deps{Config: cfg, Create: create, Queries: store,
+	h, err := NewHandler(Deps{Config: cfg, Create: create, Queries: store, Completions: store,
 		Nonces: map[uint64]txm.NonceSource{testChain: b.chain}, Metrics: m, Log: log})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
@@ -69,25 +68,15 @@ func (s *Sweeper) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(map[string]any{"sent": n})
 }
 
-var (
-	mu      sync.Mutex
-	sweeper *Sweeper
-)
+var lazy = deps.Lazy[*Sweeper]{Build: func(_ context.Context, p *deps.Process) (*Sweeper, error) {
+	return NewSweeper(p.Relay, p.Log)
+}}
 
 func serve(w http.ResponseWriter, r *http.Request) {
-	mu.Lock()
-	if sweeper == nil {
-		p, err := deps.Get(r.Context())
-		if err == nil {
-			sweeper, err = NewSweeper(p.Relay, p.Log)
-		}
-		if err != nil {
-			mu.Unlock()
-			http.Error(w, "outbox sweep unavailable: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
+	s, err := lazy.Get(r.Context())
+	if err != nil {
+		http.Error(w, "outbox sweep unavailable: "+err.Error(), http.StatusServiceUnavailable)
+		return
 	}
-	s := sweeper
-	mu.Unlock()
 	s.ServeHTTP(w, r)
 }

@@ -11,7 +11,9 @@ import (
 	"github.com/GoogleCloudPlatform/functions-framework-go/funcframework"
 
 	_ "github.com/txfence/txfence/functions/api"
+	_ "github.com/txfence/txfence/functions/finality"
 	_ "github.com/txfence/txfence/functions/outbox"
+	_ "github.com/txfence/txfence/functions/receipt"
 	_ "github.com/txfence/txfence/functions/submit"
 )
 

@@ -102,7 +102,7 @@ func (w *world) node(t *testing.T, name string) *node {
 	require.NoError(t, err)
 	create, err := app.NewCreateTx(store, map[uint64]app.ChainReader{evmtest.ChainID: client}, nil, cfg, m, log)
 	require.NoError(t, err)
-	apiH, err := api.NewHandler(api.Deps{Config: cfg, Create: create, Queries: store, Metrics: m, Log: log})
+	apiH, err := api.NewHandler(api.Deps{Config: cfg, Create: create, Queries: store, Completions: store, Metrics: m, Log: log})
 	require.NoError(t, err)
 	srv := httptest.NewServer(apiH)
 	t.Cleanup(srv.Close)

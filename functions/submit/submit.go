@@ -9,14 +9,14 @@ package submit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/ethereum/go-ethereum/common"
 
 	fnevent "github.com/txfence/txfence/functions/internal/event"
 	"github.com/txfence/txfence/shared/app"
-	"github.com/txfence/txfence/shared/logging"
-	"github.com/txfence/txfence/shared/txm"
 )
 
 // Handler handles submit prompts.
@@ -35,23 +35,8 @@ func NewHandler(drain *app.DrainSigner, log *slog.Logger) (*Handler, error) {
 
 // Handle processes one CloudEvent.
 func (h *Handler) Handle(ctx context.Context, e event.Event) error {
-	chainID, signer, err := fnevent.Prompt(e)
-	var bad *fnevent.Malformed
-	if errors.As(err, &bad) {
-		h.log.ErrorContext(ctx, "dropping malformed submit prompt", slog.String(logging.KeyEventID, e.ID()), slog.Any("error", err))
-		return nil
-	}
-	res, err := h.drain.Execute(ctx, chainID, signer)
-	attrs := []any{slog.String(logging.KeyEventID, e.ID()), slog.String(logging.KeySigner, txm.CanonicalAddress(signer)),
-		slog.Int("broadcast", res.Broadcast), slog.Int("stuck", res.Stuck), slog.Bool("full", res.Full)}
-	if errors.Is(err, app.ErrNotServed) {
-		h.log.ErrorContext(ctx, "dropping submit prompt", append(attrs, slog.Any("error", err))...)
-		return nil
-	}
-	if err != nil {
-		h.log.WarnContext(ctx, "submit will be retried", append(attrs, slog.Any("error", err))...)
-		return err
-	}
-	h.log.InfoContext(ctx, "submit drained", attrs...)
-	return nil
+	return fnevent.HandlePrompt(ctx, e, h.log, "submit", func(ctx context.Context, chainID uint64, signer common.Address) (string, error) {
+		res, err := h.drain.Execute(ctx, chainID, signer)
+		return fmt.Sprintf("broadcast %d, stuck %d, full %t", res.Broadcast, res.Stuck, res.Full), err
+	})
 }

@@ -94,8 +94,10 @@ type Config struct {
 	ReceiptWorkers      int
 	StaleReceiptTimeout time.Duration // the finality sweep checks TRACKING untouched this long
 
-	FinalityMode  FinalityMode
-	Confirmations uint64
+	FinalityMode     FinalityMode
+	Confirmations    uint64
+	FinalityBudget   time.Duration // how long one FinalitySweep invocation keeps sweeping
+	FinalityInterval time.Duration // pause between sweep passes
 
 	Project         string // Google Cloud project for Pub/Sub
 	TopicSubmit     string
@@ -129,6 +131,8 @@ func Defaults() Config {
 		StaleReceiptTimeout: 60 * time.Second,
 		FinalityMode:        FinalityConfirmations,
 		Confirmations:       20,
+		FinalityBudget:      50 * time.Second,
+		FinalityInterval:    2 * time.Second,
 		TopicSubmit:         "txfence-submit",
 		TopicReceipt:        "txfence-receipt",
 		TopicCompletion:     "txfence-completion",
@@ -165,6 +169,8 @@ const (
 	EnvStaleReceiptTimeout = "TXFENCE_STALE_RECEIPT_TIMEOUT"
 	EnvFinalityMode        = "TXFENCE_FINALITY_MODE"
 	EnvConfirmations       = "TXFENCE_CONFIRMATIONS"
+	EnvFinalityBudget      = "TXFENCE_FINALITY_BUDGET"
+	EnvFinalityInterval    = "TXFENCE_FINALITY_INTERVAL"
 	EnvProject             = "TXFENCE_PROJECT"
 	EnvTopicSubmit         = "TXFENCE_TOPIC_SUBMIT"
 	EnvTopicReceipt        = "TXFENCE_TOPIC_RECEIPT"
@@ -212,6 +218,8 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 		c.FinalityMode = FinalityMode(mode)
 	}
 	p.uint(EnvConfirmations, &c.Confirmations)
+	p.duration(EnvFinalityBudget, &c.FinalityBudget)
+	p.duration(EnvFinalityInterval, &c.FinalityInterval)
 	p.str(EnvProject, &c.Project)
 	p.str(EnvTopicSubmit, &c.TopicSubmit)
 	p.str(EnvTopicReceipt, &c.TopicReceipt)
@@ -323,6 +331,12 @@ func (c Config) validate() []Problem {
 	}
 	if c.FinalityMode == FinalityConfirmations && c.Confirmations < 1 {
 		bad(EnvConfirmations, "must be at least 1 in %q mode, got %d", FinalityConfirmations, c.Confirmations)
+	}
+	if c.FinalityBudget <= 0 {
+		bad(EnvFinalityBudget, "must be positive, got %s", c.FinalityBudget)
+	}
+	if c.FinalityInterval <= 0 {
+		bad(EnvFinalityInterval, "must be positive, got %s", c.FinalityInterval)
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

@@ -3,12 +3,17 @@
 package event
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/ethereum/go-ethereum/common"
 
+	"github.com/txfence/txfence/shared/app"
+	"github.com/txfence/txfence/shared/logging"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -46,3 +51,29 @@ func Prompt(e event.Event) (uint64, common.Address, error) {
 type Malformed struct{ Reason string }
 
 func (e *Malformed) Error() string { return "malformed message: " + e.Reason }
+
+// HandlePrompt decodes e and runs work for its signer. It acks (returns nil)
+// malformed prompts and those for signers this deployment does not serve,
+// logging them; any other error from work is returned so that Pub/Sub
+// redelivers with backoff.
+func HandlePrompt(ctx context.Context, e event.Event, log *slog.Logger, name string,
+	work func(ctx context.Context, chainID uint64, signer common.Address) (string, error)) error {
+	chainID, signer, err := Prompt(e)
+	var bad *Malformed
+	if errors.As(err, &bad) {
+		log.ErrorContext(ctx, "dropping malformed "+name+" prompt", slog.String(logging.KeyEventID, e.ID()), slog.Any("error", err))
+		return nil
+	}
+	summary, err := work(ctx, chainID, signer)
+	attrs := []any{slog.String(logging.KeyEventID, e.ID()), slog.String(logging.KeySigner, txm.CanonicalAddress(signer)), slog.String("result", summary)}
+	switch {
+	case errors.Is(err, app.ErrNotServed):
+		log.ErrorContext(ctx, "dropping "+name+" prompt", append(attrs, slog.Any("error", err))...)
+		return nil
+	case err != nil:
+		log.WarnContext(ctx, name+" will be retried", append(attrs, slog.Any("error", err))...)
+		return err
+	}
+	log.InfoContext(ctx, name+" done", attrs...)
+	return nil
+}

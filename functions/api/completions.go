@@ -1,0 +1,109 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/txfence/txfence/shared/txm"
+)
+
+// completionView is one reported outcome on the wire.
+type completionView struct {
+	Seq       int64     `json:"seq"`
+	Type      string    `json:"type"`
+	TxID      string    `json:"txId"`
+	ChainID   uint64    `json:"chainId"`
+	Signer    string    `json:"signer"`
+	State     txm.State `json:"state"`
+	NewFork   bool      `json:"newFork"`
+	Nonce     uint64    `json:"nonce"`
+	Hash      *string   `json:"hash"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+type completionPage struct {
+	Items []completionView `json:"items"`
+	// Next is the seq to pass as after for the following page: the last
+	// item's seq, or the request's after when there were none.
+	Next int64 `json:"next"`
+}
+
+// maxWait bounds a long poll.
+const maxWait = 30 * time.Second
+
+// pollEvery is how often a long poll looks again.
+var pollEvery = 200 * time.Millisecond
+
+// completions serves the ordered feed of outcomes: items with seq > after,
+// oldest first. With wait, an empty answer is held back until an item
+// arrives or wait passes (at most 30s). Consumers remember the last seq
+// they processed and deduplicate redeliveries by seq.
+func (h *Handler) completions(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var errs []fieldError
+	after, limit, wait := int64(0), 100, time.Duration(0)
+	if s := q.Get("after"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			errs = append(errs, fieldError{Field: "after", Message: "must be a non-negative integer"})
+		}
+		after = n
+	}
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 1000 {
+			errs = append(errs, fieldError{Field: "limit", Message: "must be between 1 and 1000"})
+		}
+		limit = n
+	}
+	if s := q.Get("wait"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			if n, nerr := strconv.Atoi(s); nerr == nil {
+				d, err = time.Duration(n)*time.Second, nil
+			}
+		}
+		if err != nil || d < 0 || d > maxWait {
+			errs = append(errs, fieldError{Field: "wait", Message: "must be a duration (e.g. 10s) or seconds, at most 30s"})
+		}
+		wait = d
+	}
+	for k := range q {
+		if k != "after" && k != "limit" && k != "wait" {
+			errs = append(errs, fieldError{Field: k, Message: "unknown query parameter"})
+		}
+	}
+	if len(errs) > 0 {
+		writeProblem(w, badRequest("invalid query parameters", errs...))
+		return
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		items, err := h.deps.Completions.CompletionsAfter(r.Context(), after, limit)
+		if err != nil {
+			writeProblem(w, problemFor(err))
+			return
+		}
+		if len(items) > 0 || !time.Now().Before(deadline) {
+			page := completionPage{Items: make([]completionView, len(items)), Next: after}
+			for i, c := range items {
+				v := completionView{Seq: c.Seq, Type: string(txm.EventFor(c.State)), TxID: c.TxID, ChainID: c.ChainID,
+					Signer: txm.CanonicalAddress(c.Signer), State: c.State, NewFork: c.NewFork, Nonce: c.Nonce, CreatedAt: c.CreatedAt.UTC()}
+				if c.Hash != nil {
+					s := c.Hash.Hex()
+					v.Hash = &s
+				}
+				page.Items[i] = v
+				page.Next = c.Seq
+			}
+			writeJSON(w, http.StatusOK, page)
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-time.After(pollEvery):
+		}
+	}
+}

@@ -1,0 +1,69 @@
+// Package finality is the FinalitySweep function: triggered by Cloud
+// Scheduler every minute, it keeps sweeping for most of the minute
+// (TXFENCE_FINALITY_BUDGET, passes TXFENCE_FINALITY_INTERVAL apart):
+// confirmations, reorgs, final outcomes, and receipts the Receipt function
+// missed.
+package finality
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
+
+	"github.com/txfence/txfence/functions/internal/deps"
+	"github.com/txfence/txfence/shared/app"
+)
+
+// Handler runs sweeps.
+type Handler struct {
+	sweep    *app.SweepFinality
+	log      *slog.Logger
+	budget   time.Duration
+	interval time.Duration
+}
+
+// NewHandler returns the handler.
+func NewHandler(sweep *app.SweepFinality, budget, interval time.Duration, log *slog.Logger) (*Handler, error) {
+	if sweep == nil || log == nil || budget <= 0 || interval <= 0 {
+		return nil, errors.New("new finality handler: sweep, logger and a positive budget and interval are required")
+	}
+	return &Handler{sweep: sweep, log: log, budget: budget, interval: interval}, nil
+}
+
+// ServeHTTP sweeps for the budget and reports what it did. A failed pass
+// answers 500 so Cloud Scheduler records it; the next run starts afresh.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	st, err := h.sweep.Run(r.Context(), h.budget, h.interval)
+	w.Header().Set("Content-Type", "application/json")
+	body := map[string]any{"stats": st}
+	if err != nil {
+		h.log.WarnContext(r.Context(), "finality sweep", slog.Any("stats", st), slog.Any("error", err))
+		body["error"] = err.Error()
+		w.WriteHeader(http.StatusInternalServerError)
+	}
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+func init() { functions.HTTP("FinalitySweep", serve) }
+
+var lazy = deps.Lazy[*Handler]{Build: func(_ context.Context, p *deps.Process) (*Handler, error) {
+	sweep, err := app.NewSweepFinality(p.Store, p.Store.Leases(), p.ChainPorts(), p.Relay, p.Config, p.Metrics, p.Log)
+	if err != nil {
+		return nil, err
+	}
+	return NewHandler(sweep, p.Config.FinalityBudget, p.Config.FinalityInterval, p.Log)
+}}
+
+func serve(w http.ResponseWriter, r *http.Request) {
+	h, err := lazy.Get(r.Context())
+	if err != nil {
+		http.Error(w, "finality sweep unavailable: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	h.ServeHTTP(w, r)
+}

@@ -1,0 +1,124 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/google/uuid"
+
+	"github.com/txfence/txfence/shared/config"
+	"github.com/txfence/txfence/shared/metrics"
+	"github.com/txfence/txfence/shared/txm"
+)
+
+// ErrNotMined means some of the signer's broadcast transactions have no
+// receipt yet; the prompt should be retried with backoff.
+var ErrNotMined = errors.New("not mined yet")
+
+// CheckReceipts is the Receipt function's use case. Under the signer's chain
+// lease it asks the chain once for the signer's latest nonce: every TRACKING
+// transaction below it is mined by one of its attempts, so only those are
+// looked up, all their attempts' receipts in one batched call, and written
+// fenced as MINED.
+type CheckReceipts struct {
+	store   txm.ReceiptStore
+	leases  txm.LeaseStore
+	chains  map[uint64]txm.Chain
+	relay   *Relay
+	cfg     config.Config
+	metrics *metrics.Metrics
+	log     *slog.Logger
+}
+
+// NewCheckReceipts returns the use case. relay may be nil.
+func NewCheckReceipts(store txm.ReceiptStore, leases txm.LeaseStore, chains map[uint64]txm.Chain, relay *Relay,
+	cfg config.Config, m *metrics.Metrics, log *slog.Logger) (*CheckReceipts, error) {
+	if store == nil || leases == nil || log == nil {
+		return nil, errors.New("new check receipts: store, leases and logger are required")
+	}
+	return &CheckReceipts{store: store, leases: leases, chains: chains, relay: relay, cfg: cfg, metrics: m, log: log}, nil
+}
+
+// Execute checks one signer. It returns ErrNotMined (retry) while some
+// broadcast transaction has no receipt, and an error on RPC failure.
+func (c *CheckReceipts) Execute(ctx context.Context, chainID uint64, signer common.Address) (int, error) {
+	chain, ok := c.chains[chainID]
+	if !ok {
+		return 0, fmt.Errorf("check receipts: chain %d: %w", chainID, ErrNotServed)
+	}
+	key := txm.LeaseKey{ChainID: chainID, Signer: signer, Scope: txm.ScopeChain}
+	mined := 0
+	err := withChainLease(ctx, c.leases, key, c.cfg.InstanceID+"/receipt/"+uuid.NewString(), c.cfg.Lease.RenewEvery, c.log,
+		func(l txm.Lease, _ *leaseKeeper) error {
+			tracked, err := c.store.Tracking(ctx, chainID, signer, 0)
+			if err != nil || len(tracked) == 0 {
+				return err
+			}
+			latest, err := chain.LatestNonce(ctx, signer)
+			if err != nil {
+				c.metrics.ReceiptCheck(ctx, "rpc_error")
+				return fmt.Errorf("latest nonce: %w", err)
+			}
+			found, err := findReceipts(ctx, chain, tracked, latest)
+			if err != nil {
+				c.metrics.ReceiptCheck(ctx, "rpc_error")
+				return err
+			}
+			if len(found) > 0 {
+				ids, err := c.store.MarkMined(ctx, l, found)
+				if err != nil {
+					return err
+				}
+				c.relay.Publish(ctx, ids)
+			}
+			mined = len(found)
+			for range found {
+				c.metrics.ReceiptCheck(ctx, "mined")
+			}
+			if pending := len(tracked) - len(found); pending > 0 {
+				c.metrics.ReceiptCheck(ctx, "not_mined")
+				return fmt.Errorf("%d of %d: %w", pending, len(tracked), ErrNotMined)
+			}
+			return nil
+		})
+	return mined, err
+}
+
+// findReceipts looks up, in one batched call, the receipts of every attempt
+// of the tracked transactions whose nonce is below latest (the only ones
+// that can be mined), and returns one Mined per transaction found.
+func findReceipts(ctx context.Context, chain txm.Chain, tracked []txm.Tracked, latest uint64) ([]txm.Mined, error) {
+	type ref struct{ tx, attempt int }
+	var hashes []common.Hash
+	var refs []ref
+	for i, t := range tracked {
+		if t.Tx.Nonce >= latest {
+			continue
+		}
+		for j, a := range t.Attempts {
+			hashes = append(hashes, a.Hash)
+			refs = append(refs, ref{i, j})
+		}
+	}
+	if len(hashes) == 0 {
+		return nil, nil
+	}
+	receipts, err := chain.Receipts(ctx, hashes)
+	if err != nil {
+		return nil, fmt.Errorf("receipts: %w", err)
+	}
+	seen := map[int]bool{}
+	var out []txm.Mined
+	for k, r := range receipts {
+		if r == nil || seen[refs[k].tx] {
+			continue
+		}
+		seen[refs[k].tx] = true
+		t := tracked[refs[k].tx]
+		out = append(out, txm.Mined{TxID: t.Tx.ID, AttemptNo: t.Attempts[refs[k].attempt].No, Receipt: *r})
+	}
+	return out, nil
+}

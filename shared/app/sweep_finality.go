@@ -1,0 +1,277 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/google/uuid"
+
+	"github.com/txfence/txfence/shared/config"
+	"github.com/txfence/txfence/shared/logging"
+	"github.com/txfence/txfence/shared/metrics"
+	"github.com/txfence/txfence/shared/txm"
+)
+
+// SweepFinality is the FinalitySweep function's use case. Each pass looks at
+// every signer with MINED transactions (or TRACKING ones whose receipt check
+// went stale) and, under the signer's chain lease, checks each receipt block
+// against the canonical chain: gone or replaced means a reorg (back to
+// TRACKING, the attempt rebroadcast if the node no longer has it); deep
+// enough (or at or below `finalized`) means CONFIRMED, or FAILED_FINAL for a
+// failed receipt, reported with a completion.
+type SweepFinality struct {
+	store   txm.ReceiptStore
+	leases  txm.LeaseStore
+	chains  map[uint64]txm.Chain
+	relay   *Relay
+	cfg     config.Config
+	metrics *metrics.Metrics
+	log     *slog.Logger
+}
+
+// NewSweepFinality returns the use case. relay may be nil.
+func NewSweepFinality(store txm.ReceiptStore, leases txm.LeaseStore, chains map[uint64]txm.Chain, relay *Relay,
+	cfg config.Config, m *metrics.Metrics, log *slog.Logger) (*SweepFinality, error) {
+	if store == nil || leases == nil || log == nil {
+		return nil, errors.New("new sweep finality: store, leases and logger are required")
+	}
+	return &SweepFinality{store: store, leases: leases, chains: chains, relay: relay, cfg: cfg, metrics: m, log: log}, nil
+}
+
+// PassStats says what one pass did.
+type PassStats struct {
+	Signers, Skipped, Mined, Confirmed, Failed, Reorged, Rebroadcast int
+}
+
+func (p *PassStats) add(o PassStats) {
+	p.Signers += o.Signers
+	p.Skipped += o.Skipped
+	p.Mined += o.Mined
+	p.Confirmed += o.Confirmed
+	p.Failed += o.Failed
+	p.Reorged += o.Reorged
+	p.Rebroadcast += o.Rebroadcast
+}
+
+// Run sweeps pass after pass for budget, pausing interval between passes.
+func (s *SweepFinality) Run(ctx context.Context, budget, interval time.Duration) (PassStats, error) {
+	var total PassStats
+	start := time.Now()
+	for {
+		st, err := s.Pass(ctx)
+		total.add(st)
+		if err != nil {
+			return total, err
+		}
+		if time.Since(start)+interval >= budget {
+			return total, nil
+		}
+		select {
+		case <-ctx.Done():
+			return total, nil
+		case <-time.After(interval):
+		}
+	}
+}
+
+// chainView caches one pass's look at a chain, so that one pass sees one
+// chain: the head and finalized block are read once, and each block height
+// at most once.
+type chainView struct {
+	chain     txm.Chain
+	head      txm.Header
+	finalized *txm.Header
+	headers   map[uint64]*txm.Header
+}
+
+func (v *chainView) load(ctx context.Context, numbers []uint64) error {
+	var missing []uint64
+	for _, n := range numbers {
+		if _, ok := v.headers[n]; !ok {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	hs, err := v.chain.HeadersByNumber(ctx, missing)
+	if err != nil {
+		return fmt.Errorf("headers: %w", err)
+	}
+	for i, n := range missing {
+		v.headers[n] = hs[i]
+	}
+	return nil
+}
+
+// Pass sweeps every signer with work once. Signers whose lease is held
+// elsewhere are skipped this pass; an RPC failure for one chain skips that
+// chain and is returned after the others were swept.
+func (s *SweepFinality) Pass(ctx context.Context) (PassStats, error) {
+	var st PassStats
+	refs, err := s.store.SignersWithWork(ctx, s.cfg.StaleReceiptTimeout)
+	if err != nil {
+		return st, err
+	}
+	views := map[uint64]*chainView{}
+	var errs []error
+	for _, ref := range refs {
+		chain, ok := s.chains[ref.ChainID]
+		if !ok {
+			continue
+		}
+		view, ok := views[ref.ChainID]
+		if !ok {
+			view = &chainView{chain: chain, headers: map[uint64]*txm.Header{}}
+			if view.head, err = chain.Head(ctx); err != nil {
+				s.metrics.ReceiptCheck(ctx, "rpc_error")
+				errs = append(errs, fmt.Errorf("chain %d head: %w", ref.ChainID, err))
+				views[ref.ChainID] = nil
+				continue
+			}
+			if s.cfg.FinalityMode == config.FinalityFinalized {
+				f, err := chain.Finalized(ctx)
+				if err != nil {
+					s.metrics.ReceiptCheck(ctx, "rpc_error")
+					errs = append(errs, fmt.Errorf("chain %d finalized: %w", ref.ChainID, err))
+					views[ref.ChainID] = nil
+					continue
+				}
+				view.finalized = &f
+			}
+			views[ref.ChainID] = view
+		}
+		if view == nil {
+			continue // this chain failed earlier in the pass
+		}
+		one, err := s.sweepSigner(ctx, view, ref)
+		st.add(one)
+		if errors.Is(err, ErrNoLease) {
+			st.Skipped++
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("signer %s: %w", txm.CanonicalAddress(ref.Signer), err))
+		}
+	}
+	return st, errors.Join(errs...)
+}
+
+func (s *SweepFinality) sweepSigner(ctx context.Context, view *chainView, ref txm.SignerRef) (PassStats, error) {
+	st := PassStats{Signers: 1}
+	key := txm.LeaseKey{ChainID: ref.ChainID, Signer: ref.Signer, Scope: txm.ScopeChain}
+	owner := s.cfg.InstanceID + "/finality/" + uuid.NewString()
+	err := withChainLease(ctx, s.leases, key, owner, s.cfg.Lease.RenewEvery, s.log, func(l txm.Lease, _ *leaseKeeper) error {
+		// Receipts the Receipt function missed.
+		stale, err := s.store.Tracking(ctx, ref.ChainID, ref.Signer, s.cfg.StaleReceiptTimeout)
+		if err != nil {
+			return err
+		}
+		if len(stale) > 0 {
+			latest, err := view.chain.LatestNonce(ctx, ref.Signer)
+			if err != nil {
+				s.metrics.ReceiptCheck(ctx, "rpc_error")
+				return fmt.Errorf("latest nonce: %w", err)
+			}
+			found, err := findReceipts(ctx, view.chain, stale, latest)
+			if err != nil {
+				s.metrics.ReceiptCheck(ctx, "rpc_error")
+				return err
+			}
+			ids, err := s.store.MarkMined(ctx, l, found)
+			if err != nil {
+				return err
+			}
+			s.relay.Publish(ctx, ids)
+			st.Mined = len(found)
+		}
+
+		mined, err := s.store.MinedTxs(ctx, ref.ChainID, ref.Signer)
+		if err != nil || len(mined) == 0 {
+			return err
+		}
+		heights := make([]uint64, 0, len(mined))
+		for _, m := range mined {
+			heights = append(heights, m.Tx.Receipt.BlockNumber)
+		}
+		if err := view.load(ctx, heights); err != nil {
+			s.metrics.ReceiptCheck(ctx, "rpc_error")
+			return err
+		}
+		var final []string
+		for _, m := range mined {
+			r := m.Tx.Receipt
+			h := view.headers[r.BlockNumber]
+			if h == nil || h.Hash != r.BlockHash {
+				if err := s.reorged(ctx, l, view, m, h, &st); err != nil {
+					return err
+				}
+				continue
+			}
+			if s.isFinal(view, r.BlockNumber) {
+				final = append(final, m.Tx.ID)
+				if r.Status == 1 {
+					st.Confirmed++
+				} else {
+					st.Failed++
+				}
+				s.metrics.ConfirmationLag(ctx, time.Since(m.Tx.CreatedAt).Seconds())
+			}
+		}
+		ids, err := s.store.Finalize(ctx, l, final)
+		if err != nil {
+			return err
+		}
+		s.relay.Publish(ctx, ids)
+		return nil
+	})
+	return st, err
+}
+
+func (s *SweepFinality) isFinal(view *chainView, block uint64) bool {
+	if s.cfg.FinalityMode == config.FinalityFinalized {
+		return view.finalized != nil && block <= view.finalized.Number
+	}
+	return view.head.Number >= block && view.head.Number-block+1 >= s.cfg.Confirmations
+}
+
+// reorged handles a mined transaction whose receipt block is no longer
+// canonical: back to TRACKING, and the attempt that was mined rebroadcast
+// if the node no longer knows it.
+func (s *SweepFinality) reorged(ctx context.Context, l txm.Lease, view *chainView, m txm.Tracked, canonical *txm.Header, st *PassStats) error {
+	detail := fmt.Sprintf("block %d %s is no longer canonical", m.Tx.Receipt.BlockNumber, m.Tx.Receipt.BlockHash.Hex())
+	if canonical != nil {
+		detail += " (now " + canonical.Hash.Hex() + ")"
+	}
+	if err := s.store.Reorged(ctx, l, m.Tx.ID, detail); err != nil {
+		return err
+	}
+	st.Reorged++
+	s.metrics.Reorg(ctx)
+	s.log.WarnContext(ctx, "reorg", slog.String(logging.KeyTxID, m.Tx.ID), slog.String(logging.KeySigner, txm.CanonicalAddress(m.Tx.From)),
+		slog.Uint64(logging.KeyNonce, m.Tx.Nonce), slog.String("detail", detail), slog.Int64(logging.KeyToken, l.Token))
+	for _, a := range m.Attempts {
+		known, err := view.chain.HasTransaction(ctx, a.Hash)
+		if err != nil {
+			return fmt.Errorf("has transaction: %w", err)
+		}
+		if known {
+			continue
+		}
+		if err := view.chain.SendRawTransaction(ctx, a.Raw); err != nil {
+			r := txm.ReasonOf(err)
+			if r != txm.ReasonKnown && r != txm.ReasonNonceTooLow {
+				s.log.WarnContext(ctx, "rebroadcast after reorg", slog.String(logging.KeyTxID, m.Tx.ID), slog.Any("error", err))
+			}
+			continue
+		}
+		st.Rebroadcast++
+	}
+	return nil
+}
+
+var _ = common.Hash{}
