@@ -19,6 +19,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/txfence/txfence/functions/internal/stacktest"
+
 	"github.com/txfence/txfence/shared/app"
 	"github.com/txfence/txfence/shared/config"
 	"github.com/txfence/txfence/shared/evm/rpcproxy"
@@ -30,21 +32,21 @@ import (
 // proxy sees that every hash it forwards already had its attempt committed.
 func TestIssue4_HotSignerInOrder(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, 1)
-	apis := []*node{w.node(t, "api0"), w.node(t, "api1"), w.node(t, "api2")}
-	sub := w.node(t, "sub0")
-	signer := w.keys[0].Address
+	w := stacktest.NewWorld(t, 1)
+	apis := []*stacktest.Node{w.Node(t, "api0"), w.Node(t, "api1"), w.Node(t, "api2")}
+	sub := w.Node(t, "sub0")
+	signer := w.Keys[0].Address
 
 	var mu sync.Mutex
 	var sentNonces []uint64
 	var unpersisted []string
-	w.proxy.Before("eth_sendRawTransaction", func(params json.RawMessage) *rpcproxy.Fault {
+	w.Proxy.Before("eth_sendRawTransaction", func(params json.RawMessage) *rpcproxy.Fault {
 		h, err := rpcproxy.TxHashOf(params)
 		if err != nil {
 			return &rpcproxy.Fault{RPCError: &rpcproxy.RPCError{Code: -32602, Message: err.Error()}}
 		}
 		var n int
-		if err := w.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM tx_attempt WHERE tx_hash = $1`, h.Hex()).Scan(&n); err != nil || n != 1 {
+		if err := w.DB.Pool.QueryRow(context.Background(), `SELECT count(*) FROM tx_attempt WHERE tx_hash = $1`, h.Hex()).Scan(&n); err != nil || n != 1 {
 			mu.Lock()
 			unpersisted = append(unpersisted, h.Hex())
 			mu.Unlock()
@@ -73,7 +75,7 @@ func TestIssue4_HotSignerInOrder(t *testing.T) {
 			defer func() { <-sem }()
 			body, _ := json.Marshal(map[string]any{"from": signer.Hex(), "to": "0x000000000000000000000000000000000000dEaD",
 				"value": fmt.Sprint(i + 1), "gasLimit": 21000})
-			resp, err := client.Post(apis[i%3].apiURL+"/v1/transactions", "application/json", bytes.NewReader(body))
+			resp, err := client.Post(apis[i%3].APIURL+"/v1/transactions", "application/json", bytes.NewReader(body))
 			if err != nil || resp.StatusCode != http.StatusAccepted {
 				failed.Add(1)
 				return
@@ -84,11 +86,11 @@ func TestIssue4_HotSignerInOrder(t *testing.T) {
 	wg.Wait()
 	require.Zero(t, failed.Load())
 
-	for w.states(t)["ALLOCATED"] > 0 {
-		require.NoError(t, sub.handler.Handle(context.Background(), prompt(t, signer)))
+	for w.States(t)["ALLOCATED"] > 0 {
+		require.NoError(t, handler(t, sub).Handle(context.Background(), stacktest.Prompt(t, signer)))
 	}
-	assert.Equal(t, map[string]int{"TRACKING": n}, w.states(t))
-	w.mineAll(t, signer, n)
+	assert.Equal(t, map[string]int{"TRACKING": n}, w.States(t))
+	w.MineAll(t, signer, n)
 
 	mu.Lock()
 	defer mu.Unlock()
@@ -98,7 +100,7 @@ func TestIssue4_HotSignerInOrder(t *testing.T) {
 		require.EqualValues(t, i, nonce, "broadcast in nonce order")
 	}
 	// Every persisted attempt is what the chain mined.
-	rows, err := w.db.Pool.Query(context.Background(), `SELECT tx_hash FROM tx_attempt`)
+	rows, err := w.DB.Pool.Query(context.Background(), `SELECT tx_hash FROM tx_attempt`)
 	require.NoError(t, err)
 	var hashes []common.Hash
 	for rows.Next() {
@@ -108,11 +110,11 @@ func TestIssue4_HotSignerInOrder(t *testing.T) {
 	}
 	require.Len(t, hashes, n)
 	for _, h := range hashes {
-		r, err := w.chain.Backend.Client().TransactionReceipt(context.Background(), h)
+		r, err := w.Chain.Backend.Client().TransactionReceipt(context.Background(), h)
 		require.NoError(t, err, h.Hex())
 		assert.EqualValues(t, 1, r.Status)
 	}
-	assert.EqualValues(t, n, sub.metrics.Count("tx_submit_total", "result", "accepted"))
+	assert.EqualValues(t, n, sub.Metrics.Count("tx_submit_total", "result", "accepted"))
 }
 
 // crashWindow runs a drain on a "dead" node that stops at a hook and never
@@ -123,48 +125,48 @@ func TestIssue4_CrashWindows(t *testing.T) {
 	for _, window := range []string{"after persist", "after broadcast"} {
 		t.Run(window, func(t *testing.T) {
 			t.Parallel()
-			w := newWorld(t, 1, func(c *config.Config) {
+			w := stacktest.NewWorld(t, 1, func(c *config.Config) {
 				c.Lease.Duration = 300 * time.Millisecond
 				c.Lease.RenewEvery = 100 * time.Millisecond
 				c.Lease.ClockSkew = 50 * time.Millisecond
 			})
-			dead, live := w.node(t, "dead"), w.node(t, "live")
-			signer := w.keys[0].Address
-			dead.allocate(t, signer, 5)
+			dead, live := w.Node(t, "dead"), w.Node(t, "live")
+			signer := w.Keys[0].Address
+			dead.Allocate(t, signer, 5)
 
 			stopped, resume := make(chan struct{}), make(chan struct{})
-			hook := func() { dead.leases.pause(); close(stopped); <-resume; dead.leases.unpause() }
+			hook := func() { dead.Leases.Pause(); close(stopped); <-resume; dead.Leases.Unpause() }
 			if window == "after persist" {
-				dead.drain.SetHooks(app.SubmitHooks{AfterPersist: hook})
+				dead.Drain.SetHooks(app.SubmitHooks{AfterPersist: hook})
 			} else {
-				dead.drain.SetHooks(app.SubmitHooks{AfterBroadcast: hook})
+				dead.Drain.SetHooks(app.SubmitHooks{AfterBroadcast: hook})
 			}
 			deadErr := make(chan error, 1)
-			go func() { _, err := dead.drain.Execute(context.Background(), w.cfg.Chains[0].ID, signer); deadErr <- err }()
+			go func() { _, err := dead.Drain.Execute(context.Background(), w.Cfg.Chains[0].ID, signer); deadErr <- err }()
 			<-stopped
-			original := w.attemptHashes(t)
+			original := w.AttemptHashes(t)
 			require.Len(t, original, 5, "the dead node persisted its attempts")
 
 			// The redelivered prompt: retried (nack) until the dead node's
 			// lease expires, then it converges.
 			var err error
-			waitFor(t, "the redelivery to succeed", func() bool {
-				err = live.handler.Handle(context.Background(), prompt(t, signer))
+			stacktest.WaitFor(t, "the redelivery to succeed", func() bool {
+				err = handler(t, live).Handle(context.Background(), stacktest.Prompt(t, signer))
 				return err == nil
 			})
-			assert.Equal(t, map[string]int{"TRACKING": 5}, w.states(t))
-			assert.Equal(t, original, w.attemptHashes(t), "converged to the original hashes")
-			for id, n := range w.attemptsPerTx(t) {
+			assert.Equal(t, map[string]int{"TRACKING": 5}, w.States(t))
+			assert.Equal(t, original, w.AttemptHashes(t), "converged to the original hashes")
+			for id, n := range w.AttemptsPerTx(t) {
 				assert.Equal(t, 1, n, "tx %s has one attempt", id)
 			}
 
 			// The dead node wakes up: nothing it does changes anything.
 			close(resume)
 			assert.ErrorIs(t, <-deadErr, txm.ErrFenced)
-			assert.Equal(t, original, w.attemptHashes(t))
-			w.mineAll(t, signer, 5)
+			assert.Equal(t, original, w.AttemptHashes(t))
+			w.MineAll(t, signer, 5)
 			for _, h := range original {
-				r, err := w.chain.Backend.Client().TransactionReceipt(context.Background(), common.HexToHash(h))
+				r, err := w.Chain.Backend.Client().TransactionReceipt(context.Background(), common.HexToHash(h))
 				require.NoError(t, err)
 				assert.EqualValues(t, 1, r.Status)
 			}
@@ -172,72 +174,57 @@ func TestIssue4_CrashWindows(t *testing.T) {
 	}
 }
 
-// attemptHashes maps tx id to its attempt hashes.
-func (w *world) attemptHashes(t testing.TB) map[string]string {
-	t.Helper()
-	rows, err := w.db.Pool.Query(context.Background(), `SELECT tx_id::text, tx_hash FROM tx_attempt`)
-	require.NoError(t, err)
-	out := map[string]string{}
-	for rows.Next() {
-		var id, h string
-		require.NoError(t, rows.Scan(&id, &h))
-		out[id] = h
-	}
-	require.NoError(t, rows.Err())
-	return out
-}
-
 // TestIssue4_DualActive: two Submit invocations for one signer on different
 // instances. The first stalls past its lease; the second takes over and
 // drains everything; the first then writes nothing.
 func TestIssue4_DualActive(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, 1, func(c *config.Config) {
+	w := stacktest.NewWorld(t, 1, func(c *config.Config) {
 		c.Lease.Duration = 300 * time.Millisecond
 		c.Lease.RenewEvery = 100 * time.Millisecond
 		c.Lease.ClockSkew = 50 * time.Millisecond
 	})
-	a, b := w.node(t, "A"), w.node(t, "B")
-	signer := w.keys[0].Address
+	a, b := w.Node(t, "A"), w.Node(t, "B")
+	signer := w.Keys[0].Address
 	const n = 150
-	a.allocate(t, signer, n)
+	a.Allocate(t, signer, n)
 
 	var once sync.Once
 	stalled := make(chan struct{})
-	a.drain.SetHooks(app.SubmitHooks{AfterPersist: func() {
-		once.Do(func() { a.leases.pause(); close(stalled); time.Sleep(time.Second); a.leases.unpause() })
+	a.Drain.SetHooks(app.SubmitHooks{AfterPersist: func() {
+		once.Do(func() { a.Leases.Pause(); close(stalled); time.Sleep(time.Second); a.Leases.Unpause() })
 	}})
 	aErr := make(chan error, 1)
-	go func() { _, err := a.drain.Execute(context.Background(), w.cfg.Chains[0].ID, signer); aErr <- err }()
+	go func() { _, err := a.Drain.Execute(context.Background(), w.Cfg.Chains[0].ID, signer); aErr <- err }()
 	<-stalled
 	var aToken int64
-	require.NoError(t, w.db.Pool.QueryRow(context.Background(), `SELECT fencing_token FROM signer_lease WHERE scope = 'chain'`).Scan(&aToken))
+	require.NoError(t, w.DB.Pool.QueryRow(context.Background(), `SELECT fencing_token FROM signer_lease WHERE scope = 'chain'`).Scan(&aToken))
 
 	var takeoverAt time.Time
-	waitFor(t, "B to take over and drain", func() bool {
-		err := b.handler.Handle(context.Background(), prompt(t, signer))
+	stacktest.WaitFor(t, "B to take over and drain", func() bool {
+		err := handler(t, b).Handle(context.Background(), stacktest.Prompt(t, signer))
 		return err == nil
 	})
-	require.NoError(t, w.db.Pool.QueryRow(context.Background(),
+	require.NoError(t, w.DB.Pool.QueryRow(context.Background(),
 		`SELECT min(created_at) FROM tx_history WHERE reason = 'broadcast' AND fencing_token > $1`, aToken).Scan(&takeoverAt))
 	err := <-aErr
 	require.ErrorIs(t, err, txm.ErrFenced)
-	fenced := a.metrics.Count("lease_fenced_total", "op", "lease_check") + a.metrics.Count("lease_fenced_total", "op", "mark_tracking") +
-		a.metrics.Count("lease_fenced_total", "op", "save_attempts")
+	fenced := a.Metrics.Count("lease_fenced_total", "op", "lease_check") + a.Metrics.Count("lease_fenced_total", "op", "mark_tracking") +
+		a.Metrics.Count("lease_fenced_total", "op", "save_attempts")
 	assert.Positive(t, fenced, "A's writes after the take-over were fenced")
 
-	assert.Equal(t, map[string]int{"TRACKING": n}, w.states(t))
-	for id, c := range w.attemptsPerTx(t) {
+	assert.Equal(t, map[string]int{"TRACKING": n}, w.States(t))
+	for id, c := range w.AttemptsPerTx(t) {
 		assert.Equal(t, 1, c, "tx %s: one attempt, whoever signed it", id)
 	}
 	var stale int
-	require.NoError(t, w.db.Pool.QueryRow(context.Background(), `
+	require.NoError(t, w.DB.Pool.QueryRow(context.Background(), `
 SELECT (SELECT count(*) FROM managed_tx WHERE fencing_token = $1 AND updated_at >= $2)
      + (SELECT count(*) FROM tx_attempt WHERE fencing_token = $1 AND created_at >= $2)
      + (SELECT count(*) FROM tx_history WHERE fencing_token = $1 AND created_at >= $2 AND reason = 'broadcast')`,
 		aToken, takeoverAt).Scan(&stale))
 	assert.Zero(t, stale, "no row carries A's token after B's take-over")
-	w.mineAll(t, signer, n)
+	w.MineAll(t, signer, n)
 }
 
 // TestIssue4_BroadcastOutcomes: how the drain treats each class of broadcast
@@ -262,12 +249,12 @@ func TestIssue4_BroadcastOutcomes(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.message, func(t *testing.T) {
 			t.Parallel()
-			w := newWorld(t, 1)
-			nd := w.node(t, "n")
-			signer := w.keys[0].Address
-			ids := nd.allocate(t, signer, 2)
-			w.proxy.Fail("eth_sendRawTransaction", 1, rpcproxy.Fault{RPCError: &rpcproxy.RPCError{Code: -32000, Message: tc.message}})
-			err := nd.handler.Handle(context.Background(), prompt(t, signer))
+			w := stacktest.NewWorld(t, 1)
+			nd := w.Node(t, "n")
+			signer := w.Keys[0].Address
+			ids := nd.Allocate(t, signer, 2)
+			w.Proxy.Fail("eth_sendRawTransaction", 1, rpcproxy.Fault{RPCError: &rpcproxy.RPCError{Code: -32000, Message: tc.message}})
+			err := handler(t, nd).Handle(context.Background(), stacktest.Prompt(t, signer))
 			if tc.wantRetry {
 				require.Error(t, err, "the prompt is retried")
 			} else {
@@ -275,7 +262,7 @@ func TestIssue4_BroadcastOutcomes(t *testing.T) {
 			}
 			first := firstByNonce(t, w, ids)
 			var state, sub, lastErr *string
-			require.NoError(t, w.db.Pool.QueryRow(context.Background(),
+			require.NoError(t, w.DB.Pool.QueryRow(context.Background(),
 				`SELECT state, sub_state, last_error FROM managed_tx WHERE id = $1`, first).Scan(&state, &sub, &lastErr))
 			assert.Equal(t, tc.state, *state)
 			require.NotNil(t, sub)
@@ -284,30 +271,30 @@ func TestIssue4_BroadcastOutcomes(t *testing.T) {
 				require.NotNil(t, lastErr, "the reason is recorded, never dropped silently")
 				assert.Contains(t, *lastErr, tc.message[:10])
 				var second string
-				require.NoError(t, w.db.Pool.QueryRow(context.Background(),
+				require.NoError(t, w.DB.Pool.QueryRow(context.Background(),
 					`SELECT state FROM managed_tx ORDER BY nonce OFFSET 1 LIMIT 1`).Scan(&second))
 				assert.Equal(t, "ALLOCATED", second, "the drain stops at the failed nonce")
 			}
 			if tc.state == "STUCK" {
 				var hist int
-				require.NoError(t, w.db.Pool.QueryRow(context.Background(),
+				require.NoError(t, w.DB.Pool.QueryRow(context.Background(),
 					`SELECT count(*) FROM tx_history WHERE tx_id = $1 AND to_state = 'STUCK' AND sub_state = $2`, first, tc.subState).Scan(&hist))
 				assert.Equal(t, 1, hist)
 			}
 			if tc.wantRetry { // the retried prompt rebroadcasts the same bytes
-				before := w.attemptHashes(t)
-				require.NoError(t, nd.handler.Handle(context.Background(), prompt(t, signer)))
-				assert.Equal(t, map[string]int{"TRACKING": 2}, w.states(t))
-				assert.Equal(t, before, w.attemptHashes(t))
+				before := w.AttemptHashes(t)
+				require.NoError(t, handler(t, nd).Handle(context.Background(), stacktest.Prompt(t, signer)))
+				assert.Equal(t, map[string]int{"TRACKING": 2}, w.States(t))
+				assert.Equal(t, before, w.AttemptHashes(t))
 			}
 		})
 	}
 }
 
-func firstByNonce(t testing.TB, w *world, ids []string) string {
+func firstByNonce(t testing.TB, w *stacktest.World, ids []string) string {
 	t.Helper()
 	var id string
-	require.NoError(t, w.db.Pool.QueryRow(context.Background(), `SELECT id::text FROM managed_tx ORDER BY nonce LIMIT 1`).Scan(&id))
+	require.NoError(t, w.DB.Pool.QueryRow(context.Background(), `SELECT id::text FROM managed_tx ORDER BY nonce LIMIT 1`).Scan(&id))
 	return id
 }
 
@@ -315,16 +302,16 @@ func firstByNonce(t testing.TB, w *world, ids []string) string {
 // revert gets 422 and consumes no nonce.
 func TestIssue4_RevertingCreate(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, 1)
-	nd := w.node(t, "n")
-	signer := w.keys[0].Address
+	w := stacktest.NewWorld(t, 1)
+	nd := w.Node(t, "n")
+	signer := w.Keys[0].Address
 	contract := deployReverter(t, w)
-	ok := nd.allocate(t, signer, 1) // the cursor exists and is at 1
+	ok := nd.Allocate(t, signer, 1) // the cursor exists and is at 1
 	require.Len(t, ok, 1)
 
 	before := cursorOf(t, w, signer)
 	body, _ := json.Marshal(map[string]any{"from": signer.Hex(), "to": contract.Hex(), "data": "0x12345678"})
-	resp, err := http.Post(nd.apiURL+"/v1/transactions", "application/json", bytes.NewReader(body))
+	resp, err := http.Post(nd.APIURL+"/v1/transactions", "application/json", bytes.NewReader(body))
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	var prob struct {
@@ -337,46 +324,46 @@ func TestIssue4_RevertingCreate(t *testing.T) {
 	assert.Contains(t, prob.Errors[0].Message, "revert")
 	assert.Equal(t, before, cursorOf(t, w, signer), "the cursor did not move")
 	var rows int
-	require.NoError(t, w.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM managed_tx`).Scan(&rows))
+	require.NoError(t, w.DB.Pool.QueryRow(context.Background(), `SELECT count(*) FROM managed_tx`).Scan(&rows))
 	assert.Equal(t, 1, rows)
 
 	// Without data that reverts, the same target estimates fine and allocates.
 	body, _ = json.Marshal(map[string]any{"from": signer.Hex(), "to": "0x000000000000000000000000000000000000dEaD", "value": "1"})
-	resp2, err := http.Post(nd.apiURL+"/v1/transactions", "application/json", bytes.NewReader(body))
+	resp2, err := http.Post(nd.APIURL+"/v1/transactions", "application/json", bytes.NewReader(body))
 	require.NoError(t, err)
 	resp2.Body.Close()
 	assert.Equal(t, http.StatusAccepted, resp2.StatusCode)
 }
 
-func cursorOf(t testing.TB, w *world, signer common.Address) int64 {
+func cursorOf(t testing.TB, w *stacktest.World, signer common.Address) int64 {
 	t.Helper()
 	var n int64
-	require.NoError(t, w.db.Pool.QueryRow(context.Background(), `SELECT next_nonce FROM signer_nonce_cursor WHERE signer = $1`,
+	require.NoError(t, w.DB.Pool.QueryRow(context.Background(), `SELECT next_nonce FROM signer_nonce_cursor WHERE signer = $1`,
 		txm.CanonicalAddress(signer)).Scan(&n))
 	return n
 }
 
 // deployReverter deploys a contract whose every call reverts, from a key
 // that txfence does not manage.
-func deployReverter(t testing.TB, w *world) common.Address {
+func deployReverter(t testing.TB, w *stacktest.World) common.Address {
 	t.Helper()
 	ctx := context.Background()
-	key := w.keys[0]
+	key := w.Keys[0]
 	// init code: return the 5-byte runtime PUSH1 0 PUSH1 0 REVERT
 	code := common.FromHex("0x6460006000fd6000526005601bf3")
-	cl := w.chain.Backend.Client()
+	cl := w.Chain.Backend.Client()
 	nonce, err := cl.PendingNonceAt(ctx, key.Address)
 	require.NoError(t, err)
 	tip, err := cl.SuggestGasTipCap(ctx)
 	require.NoError(t, err)
 	head, err := cl.HeaderByNumber(ctx, nil)
 	require.NoError(t, err)
-	tx, err := types.SignNewTx(key.Key, types.LatestSignerForChainID(w.chainID()), &types.DynamicFeeTx{
-		ChainID: w.chainID(), Nonce: nonce, GasTipCap: tip, GasFeeCap: new(big.Int).Add(new(big.Int).Mul(head.BaseFee, big.NewInt(2)), tip),
+	tx, err := types.SignNewTx(key.Key, types.LatestSignerForChainID(stacktest.ChainID()), &types.DynamicFeeTx{
+		ChainID: stacktest.ChainID(), Nonce: nonce, GasTipCap: tip, GasFeeCap: new(big.Int).Add(new(big.Int).Mul(head.BaseFee, big.NewInt(2)), tip),
 		Gas: 100_000, Data: code})
 	require.NoError(t, err)
 	require.NoError(t, cl.SendTransaction(ctx, tx))
-	w.chain.Commit()
+	w.Chain.Commit()
 	r, err := cl.TransactionReceipt(ctx, tx.Hash())
 	require.NoError(t, err)
 	require.EqualValues(t, 1, r.Status)

@@ -12,6 +12,8 @@ import (
 	"github.com/ethereum/go-ethereum/rpc"
 	"github.com/stretchr/testify/require"
 
+	"github.com/txfence/txfence/functions/internal/stacktest"
+
 	"github.com/txfence/txfence/shared/config"
 	"github.com/txfence/txfence/shared/evm/evmtest"
 )
@@ -26,23 +28,23 @@ func TestIssue4_Throughput(t *testing.T) {
 		t.Skip("measurement")
 	}
 	const n = 1000
-	w := newWorld(t, 2)
-	w.cfg.Chains = []config.Chain{{ID: evmtest.ChainID, RPCURLs: []string{w.chain.URL}}} // no proxy in the way
-	nd := w.node(t, "hot")
-	signer := w.keys[0].Address
-	nd.allocate(t, signer, n)
+	w := stacktest.NewWorld(t, 2)
+	w.Cfg.Chains = []config.Chain{{ID: evmtest.ChainID, RPCURLs: []string{w.Chain.URL}}} // no proxy in the way
+	nd := w.Node(t, "hot")
+	signer := w.Keys[0].Address
+	nd.Allocate(t, signer, n)
 	ctx := context.Background()
 
 	start := time.Now()
-	for w.states(t)["ALLOCATED"] > 0 {
-		require.NoError(t, nd.handler.Handle(ctx, prompt(t, signer)))
+	for w.States(t)["ALLOCATED"] > 0 {
+		require.NoError(t, handler(t, nd).Handle(ctx, stacktest.Prompt(t, signer)))
 	}
 	drain := time.Since(start)
-	require.Equal(t, map[string]int{"TRACKING": n}, w.states(t))
+	require.Equal(t, map[string]int{"TRACKING": n}, w.States(t))
 
 	// The node's own ingestion rate: the other key, pre-signed, same transport.
-	key := w.keys[1]
-	head, err := w.chain.Backend.Client().HeaderByNumber(ctx, nil)
+	key := w.Keys[1]
+	head, err := w.Chain.Backend.Client().HeaderByNumber(ctx, nil)
 	require.NoError(t, err)
 	tip := big.NewInt(evmtest.MinerTip)
 	feeCap := new(big.Int).Add(new(big.Int).Mul(head.BaseFee, big.NewInt(2)), tip)
@@ -55,7 +57,7 @@ func TestIssue4_Throughput(t *testing.T) {
 		raws[i], err = tx.MarshalBinary()
 		require.NoError(t, err)
 	}
-	rc, err := rpc.DialContext(ctx, w.chain.URL)
+	rc, err := rpc.DialContext(ctx, w.Chain.URL)
 	require.NoError(t, err)
 	defer rc.Close()
 	start = time.Now()

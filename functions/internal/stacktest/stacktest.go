@@ -1,0 +1,322 @@
+// Package stacktest assembles txfence's in-process stack for function
+// tests: a fresh migrated database, a simulated chain served over HTTP
+// behind a recording fault proxy, optionally Pub/Sub (pstest), and "nodes":
+// independent instances, each with its own pool, store, chain client, use
+// cases and API server.
+package stacktest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/txfence/txfence/functions/api"
+	fnevent "github.com/txfence/txfence/functions/internal/event"
+	"github.com/txfence/txfence/shared/app"
+	"github.com/txfence/txfence/shared/config"
+	"github.com/txfence/txfence/shared/evm"
+	"github.com/txfence/txfence/shared/evm/evmtest"
+	"github.com/txfence/txfence/shared/evm/rpcproxy"
+	"github.com/txfence/txfence/shared/localkey"
+	"github.com/txfence/txfence/shared/logging"
+	"github.com/txfence/txfence/shared/metrics"
+	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/shared/postgres"
+	"github.com/txfence/txfence/shared/pubsub"
+	"github.com/txfence/txfence/shared/pubsub/pubsubtest"
+	"github.com/txfence/txfence/shared/txm"
+)
+
+// World is one test's database, chain, RPC proxy and configuration.
+type World struct {
+	DB     *pgtest.DB
+	Cfg    config.Config
+	Chain  *evmtest.Chain
+	Proxy  *rpcproxy.Proxy
+	Keys   []evmtest.DevKey
+	PubSub *pubsubtest.Server // nil unless WithPubSub
+}
+
+// Option changes the world's configuration before nodes are built.
+type Option func(*config.Config)
+
+// NewWorld starts a chain whose first nkeys development keys are funded and
+// configured as signers, a proxy in front of it, and a fresh database.
+func NewWorld(t *testing.T, nkeys int, opts ...Option) *World {
+	t.Helper()
+	keys := evmtest.DevKeys(nkeys)
+	chain := evmtest.Start(t, evmtest.FundedAlloc(keys, nil))
+	proxy := rpcproxy.Start(t, chain.URL)
+	db := pgtest.New(t)
+	cfg := config.Defaults()
+	cfg.Database.URL = db.URL
+	cfg.Chains = []config.Chain{{ID: evmtest.ChainID, RPCURLs: []string{proxy.URL}}}
+	for _, k := range keys {
+		cfg.Signers = append(cfg.Signers, config.Signer{Address: k.Address})
+	}
+	cfg.MaxInFlight = 10_000
+	cfg.Confirmations = 5
+	for _, o := range opts {
+		o(&cfg)
+	}
+	require.NoError(t, cfg.Validate())
+	return &World{DB: db, Cfg: cfg, Chain: chain, Proxy: proxy, Keys: keys}
+}
+
+// WithPubSub starts pstest with the deployment's topics and one ordered
+// subscription per topic named "<topic>-sub"; nodes built afterwards relay
+// their outbox rows to it.
+func (w *World) WithPubSub(t *testing.T) *World {
+	t.Helper()
+	w.Cfg.Project = "test"
+	w.PubSub = pubsubtest.MustStart(t, w.Cfg.Project)
+	ctx := context.Background()
+	for _, topic := range []string{w.Cfg.TopicSubmit, w.Cfg.TopicReceipt, w.Cfg.TopicCompletion} {
+		require.NoError(t, w.PubSub.CreateTopic(ctx, topic))
+		require.NoError(t, w.PubSub.CreateSubscription(ctx, topic+"-sub", topic, true))
+	}
+	return w
+}
+
+// Node is one process: its own pool, store, chain client and use cases.
+type Node struct {
+	Name     string
+	Leases   *PausableLeases
+	Pool     *pgxpool.Pool
+	Store    *postgres.Store
+	Client   *evm.Client
+	Drain    *app.DrainSigner
+	Receipts *app.CheckReceipts
+	Finality *app.SweepFinality
+	Create   *app.CreateTx
+	Metrics  *metrics.Metrics
+	APIURL   string
+}
+
+// Node builds an instance named name (its instance id and lease owner prefix).
+func (w *World) Node(t *testing.T, name string) *Node {
+	t.Helper()
+	cfg := w.Cfg
+	cfg.InstanceID = name
+	pool := pgtest.Pool(t, w.DB.URL)
+	m := metrics.New()
+	log := logging.Discard()
+	store, err := postgres.NewStoreFromConfig(pool, cfg, m, log)
+	require.NoError(t, err)
+	client, err := evm.Dial(context.Background(), evmtest.ChainID, cfg.Chains[0].RPCURLs, evm.DefaultOptions())
+	require.NoError(t, err)
+	t.Cleanup(client.Close)
+	var relay *app.Relay
+	if w.PubSub != nil {
+		pub, err := pubsub.NewPublisher(w.PubSub.Client, cfg.Project)
+		require.NoError(t, err)
+		t.Cleanup(pub.Close)
+		relay, err = app.NewRelay(store, pub, log)
+		require.NoError(t, err)
+	}
+	signers := map[common.Address]txm.Signer{}
+	for _, k := range w.Keys {
+		s, err := localkey.New(k.Key)
+		require.NoError(t, err)
+		signers[k.Address] = s
+	}
+	leases := &PausableLeases{LeaseStore: store.Leases(), resume: make(chan struct{})}
+	close(leases.resume)
+	chains := map[uint64]txm.Chain{evmtest.ChainID: client}
+	n := &Node{Name: name, Leases: leases, Pool: pool, Store: store, Client: client, Metrics: m}
+	n.Drain, err = app.NewDrainSigner(store, leases, chains, signers, relay, cfg, m, log)
+	require.NoError(t, err)
+	n.Receipts, err = app.NewCheckReceipts(store, leases, chains, relay, cfg, m, log)
+	require.NoError(t, err)
+	n.Finality, err = app.NewSweepFinality(store, leases, chains, relay, cfg, m, log)
+	require.NoError(t, err)
+	n.Create, err = app.NewCreateTx(store, map[uint64]app.ChainReader{evmtest.ChainID: client}, relay, cfg, m, log)
+	require.NoError(t, err)
+	h, err := api.NewHandler(api.Deps{Config: cfg, Create: n.Create, Queries: store, Completions: store, Metrics: m, Log: log})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	n.APIURL = srv.URL
+	return n
+}
+
+var eventSeq atomic.Int64
+
+// Prompt builds the CloudEvent Pub/Sub push delivers for a submit or
+// receipt message about signer.
+func Prompt(t testing.TB, signer common.Address) event.Event {
+	t.Helper()
+	body, err := json.Marshal(txm.PromptMessage{ChainID: evmtest.ChainID, Signer: txm.CanonicalAddress(signer)})
+	require.NoError(t, err)
+	var data fnevent.MessagePublished
+	data.Message.Data = body
+	data.Message.MessageID = fmt.Sprint(eventSeq.Add(1))
+	data.Subscription = "projects/test/subscriptions/prompt"
+	e := event.New()
+	e.SetID(data.Message.MessageID)
+	e.SetSource("//pubsub.googleapis.com/projects/test/topics/prompt")
+	e.SetType("google.cloud.pubsub.topic.v1.messagePublished")
+	require.NoError(t, e.SetData(event.ApplicationJSON, data))
+	return e
+}
+
+// Allocate creates count plain transfers for signer through the create use
+// case, concurrently, and returns their ids.
+func (n *Node) Allocate(t testing.TB, signer common.Address, count int) []string {
+	t.Helper()
+	to := common.HexToAddress("0x000000000000000000000000000000000000dEaD")
+	return n.AllocateRequests(t, count, func(i int) *txm.Request {
+		return &txm.Request{ChainID: evmtest.ChainID, From: signer, To: &to, Value: big.NewInt(int64(i + 1)), GasLimit: 21000}
+	})
+}
+
+// AllocateRequests creates count requests built by req, concurrently.
+func (n *Node) AllocateRequests(t testing.TB, count int, req func(i int) *txm.Request) []string {
+	t.Helper()
+	ids := make([]string, count)
+	errs := make(chan error, count)
+	for i := 0; i < count; i++ {
+		go func(i int) {
+			c, err := n.Create.Execute(context.Background(), req(i))
+			if err == nil {
+				ids[i] = c.Tx.ID
+			}
+			errs <- err
+		}(i)
+	}
+	for i := 0; i < count; i++ {
+		require.NoError(t, <-errs)
+	}
+	return ids
+}
+
+// States counts transactions by state.
+func (w *World) States(t testing.TB) map[string]int {
+	t.Helper()
+	rows, err := w.DB.Pool.Query(context.Background(), `SELECT state, count(*) FROM managed_tx GROUP BY state`)
+	require.NoError(t, err)
+	out := map[string]int{}
+	for rows.Next() {
+		var s string
+		var n int
+		require.NoError(t, rows.Scan(&s, &n))
+		out[s] = n
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// MineAll commits blocks until the signer's latest nonce reaches want.
+func (w *World) MineAll(t testing.TB, signer common.Address, want uint64) {
+	t.Helper()
+	ctx := context.Background()
+	for i := 0; i < 100; i++ {
+		n, err := w.Chain.Backend.Client().NonceAt(ctx, signer, nil)
+		require.NoError(t, err)
+		if n >= want {
+			return
+		}
+		w.Chain.Commit()
+	}
+	n, _ := w.Chain.Backend.Client().NonceAt(ctx, signer, nil)
+	require.Failf(t, "not mined", "latest nonce %d, want %d", n, want)
+}
+
+// Mine commits n blocks.
+func (w *World) Mine(n int) {
+	for i := 0; i < n; i++ {
+		w.Chain.Commit()
+	}
+}
+
+// AttemptsPerTx returns the number of attempts of every transaction.
+func (w *World) AttemptsPerTx(t testing.TB) map[string]int {
+	t.Helper()
+	return w.stringInts(t, `SELECT t.id::text, count(a.*) FROM managed_tx t LEFT JOIN tx_attempt a ON a.tx_id = t.id GROUP BY t.id`)
+}
+
+// AttemptHashes maps tx id to its attempt hash (one attempt per tx).
+func (w *World) AttemptHashes(t testing.TB) map[string]string {
+	t.Helper()
+	rows, err := w.DB.Pool.Query(context.Background(), `SELECT tx_id::text, tx_hash FROM tx_attempt`)
+	require.NoError(t, err)
+	out := map[string]string{}
+	for rows.Next() {
+		var id, h string
+		require.NoError(t, rows.Scan(&id, &h))
+		out[id] = h
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+func (w *World) stringInts(t testing.TB, q string) map[string]int {
+	rows, err := w.DB.Pool.Query(context.Background(), q)
+	require.NoError(t, err)
+	out := map[string]int{}
+	for rows.Next() {
+		var k string
+		var n int
+		require.NoError(t, rows.Scan(&k, &n))
+		out[k] = n
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// WaitFor polls cond until it holds, failing after 20s.
+func WaitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			require.Failf(t, "timed out", "waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// ChainID is the simulated chain's id as a big.Int.
+func ChainID() *big.Int { return big.NewInt(evmtest.ChainID) }
+
+// PausableLeases stands for a process that stops running: while paused, its
+// lease renewals do not reach the database (the real store underneath).
+type PausableLeases struct {
+	txm.LeaseStore
+	mu     sync.Mutex
+	resume chan struct{}
+}
+
+// Pause holds back renewals until Unpause.
+func (p *PausableLeases) Pause() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.resume = make(chan struct{})
+}
+
+// Unpause lets renewals through again.
+func (p *PausableLeases) Unpause() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	close(p.resume)
+}
+
+// Renew waits while paused, then renews.
+func (p *PausableLeases) Renew(ctx context.Context, l txm.Lease) (txm.Lease, error) {
+	p.mu.Lock()
+	ch := p.resume
+	p.mu.Unlock()
+	<-ch
+	return p.LeaseStore.Renew(ctx, l)
+}
