@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/big"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -305,7 +304,7 @@ func TestIssue4_RevertingCreate(t *testing.T) {
 	w := stacktest.NewWorld(t, 1)
 	nd := w.Node(t, "n")
 	signer := w.Keys[0].Address
-	contract := deployReverter(t, w)
+	contract := w.DeployReverter(t)
 	ok := nd.Allocate(t, signer, 1) // the cursor exists and is at 1
 	require.Len(t, ok, 1)
 
@@ -341,33 +340,6 @@ func cursorOf(t testing.TB, w *stacktest.World, signer common.Address) int64 {
 	require.NoError(t, w.DB.Pool.QueryRow(context.Background(), `SELECT next_nonce FROM signer_nonce_cursor WHERE signer = $1`,
 		txm.CanonicalAddress(signer)).Scan(&n))
 	return n
-}
-
-// deployReverter deploys a contract whose every call reverts, from a key
-// that txfence does not manage.
-func deployReverter(t testing.TB, w *stacktest.World) common.Address {
-	t.Helper()
-	ctx := context.Background()
-	key := w.Keys[0]
-	// init code: return the 5-byte runtime PUSH1 0 PUSH1 0 REVERT
-	code := common.FromHex("0x6460006000fd6000526005601bf3")
-	cl := w.Chain.Backend.Client()
-	nonce, err := cl.PendingNonceAt(ctx, key.Address)
-	require.NoError(t, err)
-	tip, err := cl.SuggestGasTipCap(ctx)
-	require.NoError(t, err)
-	head, err := cl.HeaderByNumber(ctx, nil)
-	require.NoError(t, err)
-	tx, err := types.SignNewTx(key.Key, types.LatestSignerForChainID(stacktest.ChainID()), &types.DynamicFeeTx{
-		ChainID: stacktest.ChainID(), Nonce: nonce, GasTipCap: tip, GasFeeCap: new(big.Int).Add(new(big.Int).Mul(head.BaseFee, big.NewInt(2)), tip),
-		Gas: 100_000, Data: code})
-	require.NoError(t, err)
-	require.NoError(t, cl.SendTransaction(ctx, tx))
-	w.Chain.Commit()
-	r, err := cl.TransactionReceipt(ctx, tx.Hash())
-	require.NoError(t, err)
-	require.EqualValues(t, 1, r.Status)
-	return r.ContractAddress
 }
 
 var _ = errors.Is

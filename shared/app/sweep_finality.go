@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
 
 	"github.com/txfence/txfence/shared/config"
@@ -31,7 +30,19 @@ type SweepFinality struct {
 	cfg     config.Config
 	metrics *metrics.Metrics
 	log     *slog.Logger
+	hooks   SweepHooks
 }
+
+// SweepHooks let tests stop a sweep at a chosen point. Production leaves
+// them nil.
+type SweepHooks struct {
+	// BeforeWrite runs for each signer after its mined transactions and
+	// their blocks were read, before anything is written.
+	BeforeWrite func()
+}
+
+// SetHooks installs test hooks.
+func (s *SweepFinality) SetHooks(h SweepHooks) { s.hooks = h }
 
 // NewSweepFinality returns the use case. relay may be nil.
 func NewSweepFinality(store txm.ReceiptStore, leases txm.LeaseStore, chains map[uint64]txm.Chain, relay *Relay,
@@ -202,6 +213,9 @@ func (s *SweepFinality) sweepSigner(ctx context.Context, view *chainView, ref tx
 			s.metrics.ReceiptCheck(ctx, "rpc_error")
 			return err
 		}
+		if s.hooks.BeforeWrite != nil {
+			s.hooks.BeforeWrite()
+		}
 		var final []string
 		for _, m := range mined {
 			r := m.Tx.Receipt
@@ -273,5 +287,3 @@ func (s *SweepFinality) reorged(ctx context.Context, l txm.Lease, view *chainVie
 	}
 	return nil
 }
-
-var _ = common.Hash{}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -46,6 +47,8 @@ type World struct {
 	Proxy  *rpcproxy.Proxy
 	Keys   []evmtest.DevKey
 	PubSub *pubsubtest.Server // nil unless WithPubSub
+	// EVM is the chain client options nodes are built with.
+	EVM evm.Options
 }
 
 // Option changes the world's configuration before nodes are built.
@@ -71,7 +74,9 @@ func NewWorld(t *testing.T, nkeys int, opts ...Option) *World {
 		o(&cfg)
 	}
 	require.NoError(t, cfg.Validate())
-	return &World{DB: db, Cfg: cfg, Chain: chain, Proxy: proxy, Keys: keys}
+	evmOpts := evm.DefaultOptions()
+	evmOpts.CallTimeout = 2 * time.Second
+	return &World{DB: db, Cfg: cfg, Chain: chain, Proxy: proxy, Keys: keys, EVM: evmOpts}
 }
 
 // WithPubSub starts pstest with the deployment's topics and one ordered
@@ -114,7 +119,7 @@ func (w *World) Node(t *testing.T, name string) *Node {
 	log := logging.Discard()
 	store, err := postgres.NewStoreFromConfig(pool, cfg, m, log)
 	require.NoError(t, err)
-	client, err := evm.Dial(context.Background(), evmtest.ChainID, cfg.Chains[0].RPCURLs, evm.DefaultOptions())
+	client, err := evm.Dial(context.Background(), evmtest.ChainID, cfg.Chains[0].RPCURLs, w.EVM)
 	require.NoError(t, err)
 	t.Cleanup(client.Close)
 	var relay *app.Relay
@@ -319,4 +324,31 @@ func (p *PausableLeases) Renew(ctx context.Context, l txm.Lease) (txm.Lease, err
 	p.mu.Unlock()
 	<-ch
 	return p.LeaseStore.Renew(ctx, l)
+}
+
+// DeployReverter deploys a contract whose every call reverts, from a key
+// that txfence does not manage.
+func (w *World) DeployReverter(t testing.TB) common.Address {
+	t.Helper()
+	ctx := context.Background()
+	key := w.Keys[0]
+	// init code: return the 5-byte runtime PUSH1 0 PUSH1 0 REVERT
+	code := common.FromHex("0x6460006000fd6000526005601bf3")
+	cl := w.Chain.Backend.Client()
+	nonce, err := cl.PendingNonceAt(ctx, key.Address)
+	require.NoError(t, err)
+	tip, err := cl.SuggestGasTipCap(ctx)
+	require.NoError(t, err)
+	head, err := cl.HeaderByNumber(ctx, nil)
+	require.NoError(t, err)
+	tx, err := types.SignNewTx(key.Key, types.LatestSignerForChainID(ChainID()), &types.DynamicFeeTx{
+		ChainID: ChainID(), Nonce: nonce, GasTipCap: tip, GasFeeCap: new(big.Int).Add(new(big.Int).Mul(head.BaseFee, big.NewInt(2)), tip),
+		Gas: 100_000, Data: code})
+	require.NoError(t, err)
+	require.NoError(t, cl.SendTransaction(ctx, tx))
+	w.Chain.Commit()
+	r, err := cl.TransactionReceipt(ctx, tx.Hash())
+	require.NoError(t, err)
+	require.EqualValues(t, 1, r.Status)
+	return r.ContractAddress
 }

@@ -1,0 +1,522 @@
+package finality
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/txfence/txfence/functions/internal/stacktest"
+	"github.com/txfence/txfence/shared/app"
+	"github.com/txfence/txfence/shared/config"
+	"github.com/txfence/txfence/shared/evm/rpcproxy"
+	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/shared/pubsub"
+	"github.com/txfence/txfence/shared/txm"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+var ctx = context.Background()
+
+// broadcastAndMine drains the signer, mines everything and records receipts.
+func broadcastAndMine(t *testing.T, w *stacktest.World, n *stacktest.Node, signer common.Address, total uint64) {
+	t.Helper()
+	for w.States(t)["ALLOCATED"] > 0 {
+		_, err := n.Drain.Execute(ctx, stacktest.ChainID().Uint64(), signer)
+		require.NoError(t, err)
+	}
+	w.MineAll(t, signer, total)
+	stacktest.WaitFor(t, "receipts", func() bool {
+		_, err := n.Receipts.Execute(ctx, stacktest.ChainID().Uint64(), signer)
+		return err == nil
+	})
+}
+
+type feedItem struct {
+	Seq     int64     `json:"seq"`
+	Type    string    `json:"type"`
+	TxID    string    `json:"txId"`
+	State   txm.State `json:"state"`
+	NewFork bool      `json:"newFork"`
+	Hash    *string   `json:"hash"`
+}
+
+// feed reads the completions feed over HTTP from after, page by page.
+func feed(t *testing.T, n *stacktest.Node, after int64, limit int) []feedItem {
+	t.Helper()
+	var out []feedItem
+	for {
+		resp, err := http.Get(fmt.Sprintf("%s/v1/completions?after=%d&limit=%d", n.APIURL, after, limit))
+		require.NoError(t, err)
+		var page struct {
+			Items []feedItem `json:"items"`
+			Next  int64      `json:"next"`
+		}
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&page))
+		resp.Body.Close()
+		out = append(out, page.Items...)
+		if len(page.Items) < limit {
+			return out
+		}
+		after = page.Next
+	}
+}
+
+// consumer is what a downstream service does with completion messages:
+// remember the last seq handled and skip anything at or below it.
+type consumer struct {
+	last    int64
+	handled []int64
+}
+
+func (c *consumer) deliver(seq int64) {
+	if seq <= c.last {
+		return // a redelivery
+	}
+	c.last = seq
+	c.handled = append(c.handled, seq)
+}
+
+func TestIssue5_ConfirmedFeedAndTopic(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 1).WithPubSub(t)
+	n := w.Node(t, "n0")
+	signer := w.Keys[0].Address
+	const total = 200
+	ids := n.Allocate(t, signer, total)
+	broadcastAndMine(t, w, n, signer, total)
+	require.Equal(t, map[string]int{"MINED": total}, w.States(t))
+
+	w.Mine(int(w.Cfg.Confirmations))
+	st, err := n.Finality.Pass(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, total, st.Confirmed)
+	require.Equal(t, map[string]int{"CONFIRMED": total}, w.States(t))
+	st, err = n.Finality.Pass(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, st.Confirmed, "a second pass reports nothing again")
+
+	// The feed: exactly the 200 outcomes, in seq order.
+	items := feed(t, n, 0, 37)
+	require.Len(t, items, total)
+	want := map[string]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	for i, it := range items {
+		if i > 0 {
+			require.Greater(t, it.Seq, items[i-1].Seq)
+		}
+		assert.True(t, want[it.TxID], "an outcome of one of ours")
+		delete(want, it.TxID)
+		assert.Equal(t, txm.StateConfirmed, it.State)
+		assert.Equal(t, "TxConfirmed", it.Type)
+		assert.False(t, it.NewFork)
+		assert.NotNil(t, it.Hash)
+	}
+	assert.Empty(t, want, "each outcome exactly once")
+
+	// The topic: the same 200, in seq order under the signer's ordering key.
+	msgs, err := w.PubSub.Pull(ctx, w.Cfg.TopicCompletion+"-sub", 1000, 5*time.Second)
+	require.NoError(t, err)
+	for len(msgs) < total {
+		more, err := w.PubSub.Pull(ctx, w.Cfg.TopicCompletion+"-sub", 1000, 2*time.Second)
+		require.NoError(t, err)
+		if len(more) == 0 {
+			break
+		}
+		msgs = append(msgs, more...)
+	}
+	require.Len(t, msgs, total)
+	var seqs []int64
+	for _, m := range msgs {
+		var body txm.CompletionMessage
+		require.NoError(t, json.Unmarshal(m.Data, &body))
+		assert.Equal(t, txm.CanonicalAddress(signer), m.OrderingKey)
+		assert.Equal(t, fmt.Sprint(body.Seq), m.Attributes["seq"])
+		assert.Equal(t, "CONFIRMED", m.Attributes["state"])
+		assert.Equal(t, "1337", m.Attributes["chain"])
+		assert.Equal(t, txm.CanonicalAddress(signer), m.Attributes["signer"])
+		assert.NotEmpty(t, m.Attributes[pubsub.AttrOutboxID])
+		seqs = append(seqs, body.Seq)
+	}
+	assert.True(t, sort.SliceIsSorted(seqs, func(i, j int) bool { return seqs[i] < seqs[j] }), "topic delivers in seq order")
+	for i, it := range items {
+		assert.Equal(t, it.Seq, seqs[i], "topic and feed agree")
+	}
+
+	// At-least-once: a consumer handed redeliveries handles each seq once.
+	c := &consumer{}
+	for i, s := range seqs {
+		c.deliver(s)
+		if i%10 == 9 {
+			for _, again := range seqs[i-5 : i+1] {
+				c.deliver(again)
+			}
+		}
+	}
+	assert.Equal(t, seqs, c.handled)
+
+	// A long poll past the end answers empty once its wait is over.
+	resp, err := http.Get(fmt.Sprintf("%s/v1/completions?after=%d&wait=300ms", n.APIURL, seqs[len(seqs)-1]))
+	require.NoError(t, err)
+	var empty struct {
+		Items []feedItem `json:"items"`
+		Next  int64      `json:"next"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&empty))
+	resp.Body.Close()
+	assert.Empty(t, empty.Items)
+	assert.Equal(t, seqs[len(seqs)-1], empty.Next)
+}
+
+func TestIssue5_LongPollWakes(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 1)
+	n := w.Node(t, "n0")
+	signer := w.Keys[0].Address
+	n.Allocate(t, signer, 1)
+	broadcastAndMine(t, w, n, signer, 1)
+	w.Mine(int(w.Cfg.Confirmations))
+	done := make(chan []feedItem, 1)
+	go func() {
+		resp, err := http.Get(n.APIURL + "/v1/completions?after=0&wait=20s")
+		if err != nil {
+			done <- nil
+			return
+		}
+		defer resp.Body.Close()
+		var page struct {
+			Items []feedItem `json:"items"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&page)
+		done <- page.Items
+	}()
+	time.Sleep(300 * time.Millisecond)
+	_, err := n.Finality.Pass(ctx)
+	require.NoError(t, err)
+	items := <-done
+	require.Len(t, items, 1, "the waiting poll answers when the outcome lands")
+	assert.Equal(t, txm.StateConfirmed, items[0].State)
+}
+
+func TestIssue5_RevertedOnChain(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 1)
+	n := w.Node(t, "n0")
+	signer := w.Keys[0].Address
+	contract := w.DeployReverter(t) // uses the signer's nonce 0 outside txfence
+	ids := n.AllocateRequests(t, 1, func(int) *txm.Request {
+		return &txm.Request{ChainID: stacktest.ChainID().Uint64(), From: signer, To: &contract, Data: []byte{1, 2, 3, 4}, GasLimit: 60_000}
+	})
+	broadcastAndMine(t, w, n, signer, 2)
+	w.Mine(int(w.Cfg.Confirmations))
+	st, err := n.Finality.Pass(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, st.Failed)
+	tx, err := n.Store.GetTx(ctx, ids[0])
+	require.NoError(t, err)
+	assert.Equal(t, txm.StateFailedFinal, tx.State)
+	require.NotNil(t, tx.Receipt)
+	assert.EqualValues(t, 0, tx.Receipt.Status)
+	assert.Positive(t, tx.Receipt.GasUsed)
+	items := feed(t, n, 0, 10)
+	require.Len(t, items, 1)
+	assert.Equal(t, txm.StateFailedFinal, items[0].State)
+	assert.Equal(t, "TxFailed", items[0].Type)
+}
+
+// minedBlock returns the block hash and parent the chain says tx is in.
+func minedBlock(t *testing.T, w *stacktest.World, n *stacktest.Node, id string) (*txm.Tx, common.Hash) {
+	t.Helper()
+	tx, err := n.Store.GetTx(ctx, id)
+	require.NoError(t, err)
+	require.NotNil(t, tx.Receipt)
+	h, err := w.Chain.Backend.Client().HeaderByHash(ctx, tx.Receipt.BlockHash)
+	require.NoError(t, err)
+	return tx, h.ParentHash
+}
+
+func TestIssue5_ReorgMovesTx(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 1)
+	n := w.Node(t, "n0")
+	signer := w.Keys[0].Address
+	ids := n.Allocate(t, signer, 1)
+	broadcastAndMine(t, w, n, signer, 1)
+	before, parent := minedBlock(t, w, n, ids[0])
+
+	require.NoError(t, w.Chain.Fork(parent))
+	w.Mine(2) // the transaction returns from the pool into a block of the new branch
+	r, err := w.Chain.Backend.Client().TransactionReceipt(ctx, *before.Hash)
+	require.NoError(t, err)
+	require.NotEqual(t, before.Receipt.BlockHash, r.BlockHash, "the transaction moved to another block")
+
+	st, err := n.Finality.Pass(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, st.Reorged)
+	assert.Equal(t, map[string]int{"TRACKING": 1}, w.States(t))
+	_, err = n.Receipts.Execute(ctx, stacktest.ChainID().Uint64(), signer)
+	require.NoError(t, err)
+	w.Mine(int(w.Cfg.Confirmations))
+	st, err = n.Finality.Pass(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, st.Confirmed)
+	after, err := n.Store.GetTx(ctx, ids[0])
+	require.NoError(t, err)
+	assert.Equal(t, txm.StateConfirmed, after.State)
+	assert.Equal(t, r.BlockHash, after.Receipt.BlockHash, "confirmed at the new block")
+	assert.Equal(t, 1, after.ReorgCount)
+	assert.EqualValues(t, 1, n.Metrics.Count("reorg_total"))
+	items := feed(t, n, 0, 10)
+	require.Len(t, items, 1)
+	assert.True(t, items[0].NewFork, "the outcome of a reorged transaction carries newFork")
+}
+
+func TestIssue5_ReorgDropsTx(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 1)
+	n := w.Node(t, "n0")
+	signer := w.Keys[0].Address
+	ids := n.Allocate(t, signer, 1)
+	broadcastAndMine(t, w, n, signer, 1)
+	before, parent := minedBlock(t, w, n, ids[0])
+
+	require.NoError(t, w.Chain.Fork(parent))
+	w.Chain.Rollback()
+	w.Chain.Commit()
+	known, err := n.Client.HasTransaction(ctx, *before.Hash)
+	require.NoError(t, err)
+	require.False(t, known, "the fork dropped the transaction")
+
+	st, err := n.Finality.Pass(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, st.Reorged)
+	assert.Equal(t, 1, st.Rebroadcast, "the persisted attempt is sent again")
+	assert.Equal(t, map[string]int{"TRACKING": 1}, w.States(t))
+	w.MineAll(t, signer, 1)
+	_, err = n.Receipts.Execute(ctx, stacktest.ChainID().Uint64(), signer)
+	require.NoError(t, err)
+	w.Mine(int(w.Cfg.Confirmations))
+	st, err = n.Finality.Pass(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Confirmed)
+	after, err := n.Store.GetTx(ctx, ids[0])
+	require.NoError(t, err)
+	assert.Equal(t, txm.StateConfirmed, after.State)
+	assert.Equal(t, *before.Hash, *after.Hash, "the same signed bytes, never re-signed")
+	assert.Equal(t, 1, after.ReorgCount)
+	assert.Equal(t, map[string]int{ids[0]: 1}, w.AttemptsPerTx(t))
+	items := feed(t, n, 0, 10)
+	require.Len(t, items, 1)
+	assert.True(t, items[0].NewFork)
+}
+
+// TestIssue5_ReportedThenSuperseded: a transaction reported STUCK (TxStuck)
+// that gets mined anyway is reported again, CONFIRMED, with newFork.
+func TestIssue5_ReportedThenSuperseded(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 1, func(c *config.Config) { c.StaleReceiptTimeout = 100 * time.Millisecond })
+	n := w.Node(t, "n0")
+	signer := w.Keys[0].Address
+	ids := n.Allocate(t, signer, 1)
+	// A provider that takes the transaction but answers with an error that
+	// reads as deterministic: txfence reports STUCK, the chain mines it.
+	w.Proxy.Before("eth_sendRawTransaction", func(params json.RawMessage) *rpcproxy.Fault {
+		var raw []hexutil.Bytes
+		var tx types.Transaction
+		if json.Unmarshal(params, &raw) == nil && len(raw) == 1 && tx.UnmarshalBinary(raw[0]) == nil {
+			_ = w.Chain.Backend.Client().SendTransaction(ctx, &tx)
+		}
+		return &rpcproxy.Fault{RPCError: &rpcproxy.RPCError{Code: -32000, Message: "insufficient funds for gas * price + value"}}
+	})
+	_, err := n.Drain.Execute(ctx, stacktest.ChainID().Uint64(), signer)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{"STUCK": 1}, w.States(t))
+	items := feed(t, n, 0, 10)
+	require.Len(t, items, 1)
+	assert.Equal(t, "TxStuck", items[0].Type)
+	assert.False(t, items[0].NewFork)
+
+	w.Proxy.Before("eth_sendRawTransaction", nil)
+	w.MineAll(t, signer, 1)
+	time.Sleep(150 * time.Millisecond) // the stuck transaction's receipt check is now stale
+	st, err := n.Finality.Pass(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, st.Mined, "the sweep picks up the receipt of a stale transaction")
+	w.Mine(int(w.Cfg.Confirmations))
+	_, err = n.Finality.Pass(ctx)
+	require.NoError(t, err)
+	items = feed(t, n, 0, 10)
+	require.Len(t, items, 2)
+	assert.Equal(t, "TxConfirmed", items[1].Type)
+	assert.Equal(t, ids[0], items[1].TxID)
+	assert.True(t, items[1].NewFork, "an earlier reported outcome is superseded")
+}
+
+func TestIssue5_LostLease(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 1, func(c *config.Config) {
+		c.Lease.Duration = 300 * time.Millisecond
+		c.Lease.RenewEvery = 100 * time.Millisecond
+		c.Lease.ClockSkew = 50 * time.Millisecond
+	})
+	a, b := w.Node(t, "A"), w.Node(t, "B")
+	signer := w.Keys[0].Address
+	const total = 20
+	a.Allocate(t, signer, total)
+	broadcastAndMine(t, w, a, signer, total)
+	w.Mine(int(w.Cfg.Confirmations))
+
+	var once sync.Once
+	stalled := make(chan struct{})
+	a.Finality.SetHooks(app.SweepHooks{BeforeWrite: func() {
+		once.Do(func() { a.Leases.Pause(); close(stalled); time.Sleep(time.Second); a.Leases.Unpause() })
+	}})
+	aErr := make(chan error, 1)
+	go func() { _, err := a.Finality.Pass(ctx); aErr <- err }()
+	<-stalled
+	var aToken int64
+	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT fencing_token FROM signer_lease WHERE scope = 'chain'`).Scan(&aToken))
+
+	stacktest.WaitFor(t, "B to take over and finalize", func() bool {
+		st, err := b.Finality.Pass(ctx)
+		return err == nil && st.Confirmed == total
+	})
+	err := <-aErr
+	require.ErrorIs(t, err, txm.ErrFenced)
+	assert.Positive(t, a.Metrics.Count("lease_fenced_total", "op", "finalize"))
+	assert.Equal(t, map[string]int{"CONFIRMED": total}, w.States(t))
+	var completions, stale int
+	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM tx_completion`).Scan(&completions))
+	assert.Equal(t, total, completions, "each outcome reported once")
+	require.NoError(t, w.DB.Pool.QueryRow(ctx, `
+SELECT (SELECT count(*) FROM managed_tx WHERE fencing_token = $1 AND state = 'CONFIRMED')
+     + (SELECT count(*) FROM tx_history WHERE fencing_token = $1 AND reason = 'final')`, aToken).Scan(&stale))
+	assert.Zero(t, stale, "the sweeper that lost its lease wrote nothing")
+}
+
+func TestIssue5_RPCFaults(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 1)
+	n := w.Node(t, "n0")
+	signer := w.Keys[0].Address
+	const total = 10
+	n.Allocate(t, signer, total)
+	for w.States(t)["ALLOCATED"] > 0 {
+		_, err := n.Drain.Execute(ctx, stacktest.ChainID().Uint64(), signer)
+		require.NoError(t, err)
+	}
+	w.MineAll(t, signer, total)
+	chainID := stacktest.ChainID().Uint64()
+
+	faults := []struct {
+		name   string
+		method string
+		fault  rpcproxy.Fault
+	}{
+		{"nonce errors", "eth_getTransactionCount", rpcproxy.Fault{RPCError: &rpcproxy.RPCError{Code: -32603, Message: "internal error"}}},
+		{"nonce timeouts", "eth_getTransactionCount", rpcproxy.Fault{Delay: 3 * time.Second}},
+		{"receipts empty", "eth_getTransactionReceipt", rpcproxy.Fault{EmptyResult: true}},
+		{"receipts 502", "eth_getTransactionReceipt", rpcproxy.Fault{HTTPStatus: http.StatusBadGateway}},
+		{"connection dropped", "eth_getTransactionReceipt", rpcproxy.Fault{Drop: true}},
+	}
+	for _, f := range faults {
+		w.Proxy.Fail(f.method, -1, f.fault)
+		_, err := n.Receipts.Execute(ctx, chainID, signer)
+		require.Error(t, err, f.name)
+		assert.Equal(t, map[string]int{"TRACKING": total}, w.States(t), "%s corrupts nothing", f.name)
+		w.Proxy.Heal()
+	}
+	assert.Positive(t, n.Metrics.Count("receipt_check_total", "result", "rpc_error"))
+	assert.Positive(t, n.Metrics.Count("receipt_check_total", "result", "not_mined"), "empty receipts read as not mined")
+
+	// Healed: receipts land. Then the sweep meets broken block lookups.
+	_, err := n.Receipts.Execute(ctx, chainID, signer)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{"MINED": total}, w.States(t))
+	w.Mine(int(w.Cfg.Confirmations))
+	for _, f := range []rpcproxy.Fault{
+		{RPCError: &rpcproxy.RPCError{Code: -32000, Message: "header not found"}},
+		{HTTPStatus: http.StatusServiceUnavailable},
+		{Delay: 3 * time.Second},
+	} {
+		w.Proxy.Fail("eth_getBlockByNumber", -1, f)
+		_, err := n.Finality.Pass(ctx)
+		require.Error(t, err)
+		assert.Equal(t, map[string]int{"MINED": total}, w.States(t), "a failed pass changes nothing")
+		w.Proxy.Heal()
+	}
+	st, err := n.Finality.Pass(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, total, st.Confirmed, "progress resumes once the node heals")
+	assert.Zero(t, st.Reorged, "an unreachable node is never mistaken for a reorg")
+	var completions int
+	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM tx_completion`).Scan(&completions))
+	assert.Equal(t, total, completions)
+}
+
+func TestIssue5_FinalityModes(t *testing.T) {
+	t.Parallel()
+	t.Run("confirmations", func(t *testing.T) {
+		t.Parallel()
+		w := stacktest.NewWorld(t, 1, func(c *config.Config) { c.Confirmations = 3 })
+		n := w.Node(t, "n0")
+		signer := w.Keys[0].Address
+		ids := n.Allocate(t, signer, 1)
+		broadcastAndMine(t, w, n, signer, 1)
+		tx, err := n.Store.GetTx(ctx, ids[0])
+		require.NoError(t, err)
+		for {
+			head, err := n.Client.Head(ctx)
+			require.NoError(t, err)
+			depth := head.Number - tx.Receipt.BlockNumber + 1
+			st, err := n.Finality.Pass(ctx)
+			require.NoError(t, err)
+			if depth < 3 {
+				require.Zero(t, st.Confirmed, "depth %d is not final", depth)
+				w.Chain.Commit()
+				continue
+			}
+			require.Equal(t, 1, st.Confirmed, "depth %d is final", depth)
+			require.EqualValues(t, 3, depth, "final exactly at the required depth")
+			break
+		}
+	})
+	t.Run("finalized tag", func(t *testing.T) {
+		t.Parallel()
+		w := stacktest.NewWorld(t, 1, func(c *config.Config) { c.FinalityMode = config.FinalityFinalized })
+		n := w.Node(t, "n0")
+		signer := w.Keys[0].Address
+		ids := n.Allocate(t, signer, 1)
+		broadcastAndMine(t, w, n, signer, 1)
+		tx, err := n.Store.GetTx(ctx, ids[0])
+		require.NoError(t, err)
+		for i := 0; i < 80; i++ {
+			fin, err := n.Client.Finalized(ctx)
+			require.NoError(t, err)
+			st, err := n.Finality.Pass(ctx)
+			require.NoError(t, err)
+			if fin.Number < tx.Receipt.BlockNumber {
+				require.Zero(t, st.Confirmed, "block %d is above finalized %d", tx.Receipt.BlockNumber, fin.Number)
+				w.Chain.Commit()
+				continue
+			}
+			require.Equal(t, 1, st.Confirmed, "at or below the finalized block %d", fin.Number)
+			return
+		}
+		t.Fatal("the finalized block never reached the transaction")
+	})
+}
