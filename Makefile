@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO    ?= go
 PGBIN ?= /usr/lib/postgresql/15/bin
 
-.PHONY: all test lint deps postgres-bin fmt vet
+.PHONY: all test lint deps postgres-bin fmt vet build dev e2e
 
 all: test
 
@@ -39,3 +39,19 @@ fmt:
 .PHONY: bench-api
 bench-api: deps
 	$(GO) run ./emulator/cmd/benchapi
+
+## build: the function server (one binary, every function) and the emulator.
+build:
+	$(GO) build -o bin/server ./functions/server
+	$(GO) build -o bin/emulator ./emulator/cmd/emulator
+
+## dev: the whole stack on this machine (PostgreSQL, Pub/Sub, a chain, the
+## functions, schedulers); prints the URLs and a curl. Ctrl-C stops it.
+## Pass flags with ARGS, e.g. make dev ARGS="-servers 2 -block-time 2s".
+dev: deps build
+	./bin/emulator -server bin/server $(ARGS)
+
+## e2e: two function-server processes, several signers, one SIGKILLed
+## mid-run, then every invariant checked (also part of make test).
+e2e: deps
+	$(GO) test -count=1 -timeout 10m -run 'TestIssue6_' -v ./emulator/e2e/

@@ -11,7 +11,7 @@ import (
 	"github.com/txfence/txfence/shared/txm"
 )
 
-func init() { functions.HTTP("Api", serve) }
+func init() { functions.HTTP("Api", Serve) }
 
 var lazy = deps.Lazy[*Handler]{Build: func(_ context.Context, p *deps.Process) (*Handler, error) {
 	readers := map[uint64]app.ChainReader{}
@@ -26,8 +26,8 @@ var lazy = deps.Lazy[*Handler]{Build: func(_ context.Context, p *deps.Process) (
 	return NewHandler(Deps{Config: p.Config, Create: create, Queries: p.Store, Completions: p.Store, Nonces: nonces, Metrics: p.Metrics, Log: p.Log})
 }}
 
-// serve is the deployed entry point: it builds the handler on first use.
-func serve(w http.ResponseWriter, r *http.Request) {
+// Serve is the deployed entry point: it builds the handler on first use.
+func Serve(w http.ResponseWriter, r *http.Request) {
 	h, err := lazy.Get(r.Context())
 	if err != nil {
 		writeProblem(w, unavailable("txfence is starting or its dependencies are unreachable: "+err.Error()))

@@ -1,0 +1,405 @@
+// Package bridge pushes Pub/Sub messages to HTTP function endpoints for the
+// local emulator, the way Eventarc delivers Pub/Sub messages to Cloud Run
+// functions in production.
+//
+// The Pub/Sub fake (pstest) only serves pull subscriptions, so the bridge
+// receives from each routed subscription and POSTs every message as a
+// CloudEvent in HTTP binary content mode (see push.go for the exact format).
+// A 2xx response acknowledges the message; any other response or a transport
+// error is retried with doubling backoff, each retry going to the route's
+// next endpoint, up to MaxAttempts deliveries. A message that exhausts its
+// attempts is published to the dead-letter topic, if one is configured, and
+// acknowledged.
+//
+// Retries happen inside the receive callback while the client library keeps
+// extending the message's ack deadline, so the fake never redelivers a
+// message that is still being retried and never hot-loops on nacks.
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+
+	"github.com/txfence/txfence/shared/logging"
+)
+
+// Attributes the bridge adds to a message it publishes to the dead-letter
+// topic, next to the original message's attributes.
+const (
+	// AttrDeadLetterReason is the error of the last failed delivery.
+	AttrDeadLetterReason = "deadletter_reason"
+	// AttrDeadLetterAttempts is the number of deliveries made, in decimal.
+	AttrDeadLetterAttempts = "deadletter_attempts"
+	// AttrDeadLetterSubscription is the id of the subscription the message
+	// was received from.
+	AttrDeadLetterSubscription = "deadletter_subscription"
+)
+
+// Defaults for the zero fields of Options.
+const (
+	DefaultMaxAttempts = 5
+	DefaultMinBackoff  = 100 * time.Millisecond
+	DefaultMaxBackoff  = 5 * time.Second
+	DefaultConcurrency = 16
+	DefaultTimeout     = 60 * time.Second
+)
+
+// maxAttributeLen bounds an attribute value, as Pub/Sub does (1024 bytes).
+const maxAttributeLen = 1024
+
+// Route delivers the messages of one subscription to a set of endpoints.
+// The topic named in the CloudEvent source is read from the subscription's
+// configuration when Run starts.
+type Route struct {
+	Subscription string   // subscription id in the bridge's project
+	Endpoints    []string // function URLs, e.g. http://127.0.0.1:8081/Submit
+}
+
+// Options tune deliveries. Zero fields take the Default* values.
+type Options struct {
+	MaxAttempts     int           // deliveries per message before dead-lettering
+	MinBackoff      time.Duration // wait before the first retry; doubles per retry
+	MaxBackoff      time.Duration // longest wait between retries
+	DeadLetterTopic string        // topic id for exhausted messages; empty: log and ack them
+	Concurrency     int           // messages in flight per route
+	Timeout         time.Duration // per HTTP delivery
+}
+
+// withDefaults returns o with its zero fields set to the defaults.
+func (o Options) withDefaults() Options {
+	if o.MaxAttempts == 0 {
+		o.MaxAttempts = DefaultMaxAttempts
+	}
+	if o.MinBackoff == 0 {
+		o.MinBackoff = DefaultMinBackoff
+	}
+	if o.MaxBackoff == 0 {
+		o.MaxBackoff = max(DefaultMaxBackoff, o.MinBackoff)
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = DefaultConcurrency
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
+	return o
+}
+
+// validate reports the first invalid field of o, after defaults.
+func (o Options) validate() error {
+	switch {
+	case o.MaxAttempts < 1:
+		return fmt.Errorf("max attempts %d: must be positive", o.MaxAttempts)
+	case o.MinBackoff < 0:
+		return fmt.Errorf("min backoff %s: must not be negative", o.MinBackoff)
+	case o.MaxBackoff < o.MinBackoff:
+		return fmt.Errorf("max backoff %s: below min backoff %s", o.MaxBackoff, o.MinBackoff)
+	case o.Concurrency < 1:
+		return fmt.Errorf("concurrency %d: must be positive", o.Concurrency)
+	case o.Timeout < 0:
+		return fmt.Errorf("timeout %s: must not be negative", o.Timeout)
+	}
+	return nil
+}
+
+// Stats counts what the bridge did since it was built.
+type Stats struct {
+	RouteStats                       // totals over all routes
+	Routes     map[string]RouteStats // by subscription id
+}
+
+// RouteStats counts the outcomes of one route's messages.
+type RouteStats struct {
+	Delivered    uint64 // messages acknowledged after a 2xx response
+	Retried      uint64 // deliveries made after a failed one
+	DeadLettered uint64 // messages that exhausted MaxAttempts (published to the dead-letter topic, or dropped without one)
+}
+
+// Bridge pushes the messages of its routes' subscriptions to their
+// endpoints. Build it with New and start it with Run.
+type Bridge struct {
+	client  *pubsub.Client
+	project string
+	routes  []*route
+	opts    Options
+	log     *slog.Logger
+	http    *http.Client
+	running atomic.Bool
+}
+
+// route is a Route and its counters.
+type route struct {
+	sub       string // subscription id
+	name      string // full subscription name
+	endpoints []string
+	source    string        // CloudEvent source; set by Run before receiving
+	next      atomic.Uint64 // first endpoint of the next message, round-robin
+
+	delivered, retried, deadLettered atomic.Uint64
+}
+
+// New returns a Bridge that receives through client from subscriptions of
+// project. The caller keeps ownership of client.
+func New(client *pubsub.Client, project string, routes []Route, opts Options, log *slog.Logger) (*Bridge, error) {
+	if client == nil {
+		return nil, errors.New("new bridge: nil client")
+	}
+	if project == "" {
+		return nil, errors.New("new bridge: empty project")
+	}
+	if log == nil {
+		return nil, errors.New("new bridge: nil logger")
+	}
+	if len(routes) == 0 {
+		return nil, errors.New("new bridge: no routes")
+	}
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, fmt.Errorf("new bridge: %w", err)
+	}
+	b := &Bridge{client: client, project: project, opts: opts, log: log}
+	seen := make(map[string]bool, len(routes))
+	for _, r := range routes {
+		if err := validateRoute(r); err != nil {
+			return nil, fmt.Errorf("new bridge: %w", err)
+		}
+		if seen[r.Subscription] {
+			return nil, fmt.Errorf("new bridge: subscription %s routed twice", r.Subscription)
+		}
+		seen[r.Subscription] = true
+		b.routes = append(b.routes, &route{
+			sub:       r.Subscription,
+			name:      "projects/" + project + "/subscriptions/" + r.Subscription,
+			endpoints: append([]string(nil), r.Endpoints...),
+		})
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = opts.Concurrency * len(routes)
+	b.http = &http.Client{Transport: transport}
+	return b, nil
+}
+
+// validateRoute checks that r names a subscription id and absolute HTTP
+// endpoints.
+func validateRoute(r Route) error {
+	if r.Subscription == "" {
+		return errors.New("route: empty subscription")
+	}
+	for _, c := range r.Subscription {
+		if c == '/' {
+			return fmt.Errorf("route %s: subscription must be an id, not a resource name", r.Subscription)
+		}
+	}
+	if len(r.Endpoints) == 0 {
+		return fmt.Errorf("route %s: no endpoints", r.Subscription)
+	}
+	for _, e := range r.Endpoints {
+		u, err := url.Parse(e)
+		if err != nil {
+			return fmt.Errorf("route %s: parse endpoint: %w", r.Subscription, err)
+		}
+		if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("route %s: endpoint %q: want an absolute http(s) URL", r.Subscription, e)
+		}
+	}
+	return nil
+}
+
+// Run receives from every route's subscription and delivers the messages
+// until ctx is done. It first reads each subscription's topic, failing if a
+// subscription does not exist. It returns nil once ctx is done and in-flight
+// deliveries have stopped (a delivery cut short is nacked, so Pub/Sub
+// redelivers it), or the first fatal receive error, after stopping the other
+// routes. A Bridge runs at most once at a time.
+func (b *Bridge) Run(ctx context.Context) error {
+	if !b.running.CompareAndSwap(false, true) {
+		return errors.New("run bridge: already running")
+	}
+	defer b.running.Store(false)
+	defer b.http.CloseIdleConnections()
+
+	for _, r := range b.routes {
+		sub, err := b.client.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: r.name})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("run bridge: get subscription %s: %w", r.sub, err)
+		}
+		r.source = "//pubsub.googleapis.com/" + sub.GetTopic()
+	}
+
+	var dlq *pubsub.Publisher
+	if b.opts.DeadLetterTopic != "" {
+		dlq = b.client.Publisher("projects/" + b.project + "/topics/" + b.opts.DeadLetterTopic)
+		dlq.EnableMessageOrdering = true
+		defer dlq.Stop()
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make([]error, len(b.routes))
+	var wg sync.WaitGroup
+	for i, r := range b.routes {
+		wg.Go(func() {
+			if err := b.receive(ctx, r, dlq); err != nil {
+				errs[i] = fmt.Errorf("run bridge: receive %s: %w", r.sub, err)
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// receive delivers r's messages until ctx is done.
+func (b *Bridge) receive(ctx context.Context, r *route, dlq *pubsub.Publisher) error {
+	s := b.client.Subscriber(r.name)
+	s.ReceiveSettings.MaxOutstandingMessages = b.opts.Concurrency
+	s.ReceiveSettings.NumGoroutines = 1
+	// Keep extending the ack deadline for as long as a message may be
+	// retried, with a minute to spare for the dead-letter publish.
+	s.ReceiveSettings.MaxExtension = time.Duration(b.opts.MaxAttempts)*(b.opts.Timeout+b.opts.MaxBackoff) + time.Minute
+	return s.Receive(ctx, func(ctx context.Context, m *pubsub.Message) {
+		b.handle(ctx, r, m, dlq)
+	})
+}
+
+// handle delivers m, retrying with backoff on the route's next endpoints,
+// and acks or nacks it.
+func (b *Bridge) handle(ctx context.Context, r *route, m *pubsub.Message, dlq *pubsub.Publisher) {
+	log := b.log.With(slog.String("subscription", r.sub), slog.String(logging.KeyEventID, m.ID))
+	p, err := newPush(b.project, r, m)
+	if err != nil {
+		// Cannot happen for a message the client library decoded; ack so a
+		// poison message does not cycle forever.
+		log.ErrorContext(ctx, "dropping message that cannot be encoded", slog.Any("error", err))
+		m.Ack()
+		return
+	}
+	first := r.next.Add(1) - 1
+	var lastErr error
+	for attempt := 1; attempt <= b.opts.MaxAttempts; attempt++ {
+		if attempt > 1 {
+			r.retried.Add(1)
+			if !sleep(ctx, b.backoff(attempt-1)) {
+				m.Nack()
+				return
+			}
+		}
+		endpoint := r.endpoints[(first+uint64(attempt-1))%uint64(len(r.endpoints))]
+		err := b.post(ctx, endpoint, p)
+		if err == nil {
+			r.delivered.Add(1)
+			log.DebugContext(ctx, "delivered", slog.String("endpoint", endpoint), slog.Int("attempt", attempt))
+			m.Ack()
+			return
+		}
+		if ctx.Err() != nil {
+			m.Nack()
+			return
+		}
+		lastErr = err
+		log.WarnContext(ctx, "delivery failed", slog.String("endpoint", endpoint), slog.Int("attempt", attempt), slog.Any("error", err))
+	}
+
+	if dlq == nil {
+		r.deadLettered.Add(1)
+		log.ErrorContext(ctx, "dropping message after max attempts", slog.Int("attempts", b.opts.MaxAttempts), slog.Any("error", lastErr))
+		m.Ack()
+		return
+	}
+	if err := b.deadLetter(ctx, dlq, r, m, lastErr); err != nil {
+		log.ErrorContext(ctx, "dead-letter failed; nacking", slog.Any("error", err))
+		m.Nack()
+		return
+	}
+	r.deadLettered.Add(1)
+	log.ErrorContext(ctx, "dead-lettered message after max attempts", slog.String("topic", b.opts.DeadLetterTopic),
+		slog.Int("attempts", b.opts.MaxAttempts), slog.Any("error", lastErr))
+	m.Ack()
+}
+
+// backoff returns the wait before retry n (1-based): MinBackoff doubled
+// n-1 times, capped at MaxBackoff.
+func (b *Bridge) backoff(n int) time.Duration {
+	d := b.opts.MinBackoff
+	for i := 1; i < n && d < b.opts.MaxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, b.opts.MaxBackoff)
+}
+
+// sleep waits d or until ctx is done, reporting whether d elapsed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// deadLetter publishes m to the dead-letter topic with the attributes that
+// say why, and waits for the result.
+func (b *Bridge) deadLetter(ctx context.Context, dlq *pubsub.Publisher, r *route, m *pubsub.Message, cause error) error {
+	attrs := make(map[string]string, len(m.Attributes)+3)
+	maps.Copy(attrs, m.Attributes)
+	reason := "unknown"
+	if cause != nil {
+		reason = cause.Error()
+	}
+	attrs[AttrDeadLetterReason] = truncate(reason, maxAttributeLen)
+	attrs[AttrDeadLetterAttempts] = strconv.Itoa(b.opts.MaxAttempts)
+	attrs[AttrDeadLetterSubscription] = r.sub
+	res := dlq.Publish(ctx, &pubsub.Message{Data: m.Data, Attributes: attrs, OrderingKey: m.OrderingKey})
+	if _, err := res.Get(ctx); err != nil {
+		if m.OrderingKey != "" {
+			dlq.ResumePublish(m.OrderingKey)
+		}
+		return fmt.Errorf("publish to %s: %w", b.opts.DeadLetterTopic, err)
+	}
+	return nil
+}
+
+// truncate shortens s to at most n bytes without splitting a UTF-8 sequence.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 { // continuation byte
+		n--
+	}
+	return s[:n]
+}
+
+// Stats returns the counters so far. It is safe to call while Run runs.
+func (b *Bridge) Stats() Stats {
+	s := Stats{Routes: make(map[string]RouteStats, len(b.routes))}
+	for _, r := range b.routes {
+		rs := RouteStats{
+			Delivered:    r.delivered.Load(),
+			Retried:      r.retried.Load(),
+			DeadLettered: r.deadLettered.Load(),
+		}
+		s.Routes[r.sub] = rs
+		s.Delivered += rs.Delivered
+		s.Retried += rs.Retried
+		s.DeadLettered += rs.DeadLettered
+	}
+	return s
+}

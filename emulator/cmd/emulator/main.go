@@ -1,0 +1,117 @@
+// Command emulator runs the whole txfence stack on this machine, as
+// deployed: `make dev`. It prints the API URL, the RPC URL,
+// PUBSUB_EMULATOR_HOST, the development signers and a ready-to-paste curl,
+// and shuts everything down (removing temporary data) on Ctrl-C.
+//
+// Swap a part for one you already run: DATABASE_URL for PostgreSQL,
+// PUBSUB_EMULATOR_HOST for gcloud's Pub/Sub emulator, -rpc (or RPC_URL) for
+// an external chain such as geth --dev.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/txfence/txfence/emulator/stack"
+	"github.com/txfence/txfence/shared/logging"
+	"github.com/txfence/txfence/shared/txm"
+)
+
+func main() {
+	serverBin := flag.String("server", "bin/server", "the built functions/server binary")
+	port := flag.Int("port", 8080, "port of the (first) function server; the API is at /Api")
+	adminPort := flag.Int("admin-port", 8099, "port of the emulator's admin endpoint (POST /reorg?depth=N[&drop=1])")
+	servers := flag.Int("servers", 1, "function-server processes")
+	signers := flag.Int("signers", 3, "development signers, funded on the simulated chain")
+	blockTime := flag.Duration("block-time", time.Second, "simulated chain block interval")
+	confirmations := flag.Uint64("confirmations", 3, "confirmations required")
+	rpcURL := flag.String("rpc", os.Getenv("RPC_URL"), "use this chain instead of the simulated one")
+	verbose := flag.Bool("v", false, "show the function servers' logs")
+	flag.Parse()
+
+	log := logging.New(os.Stderr, "info")
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	start := time.Now()
+	opts := stack.Options{
+		ServerBinary: *serverBin, Servers: *servers, Signers: *signers, BlockTime: *blockTime,
+		Confirmations: *confirmations, FirstPort: *port, DatabaseURL: os.Getenv("DATABASE_URL"),
+		PubSubHost: os.Getenv("PUBSUB_EMULATOR_HOST"), RPCURL: *rpcURL, Log: log,
+	}
+	if *verbose {
+		opts.ServerOutput = os.Stderr
+	}
+	s, err := stack.Start(ctx, opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "emulator:", err)
+		os.Exit(1)
+	}
+	defer s.Close()
+	admin := serveAdmin(s, *adminPort, log)
+	defer admin.Close()
+
+	body, _ := json.Marshal(map[string]string{"from": txm.CanonicalAddress(s.Signers[0]),
+		"to": "0x000000000000000000000000000000000000dEaD", "value": "1000000000000000"})
+	fmt.Printf(`
+txfence is running (ready in %s). Ctrl-C stops everything and removes its data.
+
+  API                   %s
+  RPC (chain %d)      %s
+  PUBSUB_EMULATOR_HOST  %s
+  database              %s
+  admin                 http://127.0.0.1:%d/reorg?depth=2   (POST; &drop=1 drops the transactions)
+  development signers   (funded; DEVELOPMENT ONLY keys)
+`, time.Since(start).Round(100*time.Millisecond), s.APIURL, 1337, s.RPCURL, s.PubSubHost, s.DatabaseURL, *adminPort)
+	for _, a := range s.Signers {
+		fmt.Printf("                        %s\n", txm.CanonicalAddress(a))
+	}
+	fmt.Printf(`
+Send a transaction:
+
+  curl -s -X POST %s/v1/transactions -H 'Content-Type: application/json' -d '%s'
+
+then follow it:
+
+  curl -s %s/v1/transactions/<id>
+  curl -s '%s/v1/completions?after=0&wait=30s'
+
+`, s.APIURL, body, s.APIURL, s.APIURL)
+	fmt.Println("ready")
+	<-ctx.Done()
+	fmt.Println("\nshutting down ...")
+}
+
+// serveAdmin answers POST /reorg?depth=N[&drop=1] by reorganising the
+// simulated chain.
+func serveAdmin(s *stack.Stack, port int, log *slog.Logger) *http.Server {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /reorg", func(w http.ResponseWriter, r *http.Request) {
+		depth, err := strconv.Atoi(r.URL.Query().Get("depth"))
+		if err != nil || depth < 1 {
+			http.Error(w, "depth must be a positive integer", http.StatusBadRequest)
+			return
+		}
+		if err := s.Reorg(depth, r.URL.Query().Get("drop") != ""); err != nil {
+			http.Error(w, err.Error(), http.StatusConflict)
+			return
+		}
+		log.Info("reorg", slog.Int("depth", depth))
+		fmt.Fprintf(w, "reorganised the last %d blocks\n", depth)
+	})
+	srv := &http.Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.ListenAndServe(); err != nil && err != http.ErrServerClosed {
+			log.Warn("admin endpoint", slog.Any("error", err))
+		}
+	}()
+	return srv
+}
