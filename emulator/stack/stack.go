@@ -92,9 +92,9 @@ type Stack struct {
 }
 
 type server struct {
-	url string
-	cmd *exec.Cmd
-	mu  sync.Mutex
+	url  string
+	cmd  *exec.Cmd
+	mu   sync.Mutex
 	dead bool
 }
 
