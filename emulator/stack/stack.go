@@ -159,7 +159,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 	s.APIURL = s.ServerURLs[0] + "/Api"
 	for _, u := range s.ServerURLs {
-		if err := waitReady(ctx, u+"/Api/healthz"); err != nil {
+		if err := WaitReady(ctx, u+"/Api/healthz"); err != nil {
 			return nil, err
 		}
 	}
@@ -303,7 +303,7 @@ func (s *Stack) serverEnv() []string {
 func (s *Stack) startServer(port int) (*server, error) {
 	if port == 0 {
 		var err error
-		if port, err = freePort(); err != nil {
+		if port, err = FreePort(); err != nil {
 			return nil, err
 		}
 	}
@@ -425,7 +425,9 @@ func (s *Stack) Close() error {
 	return nil
 }
 
-func waitReady(ctx context.Context, url string) error {
+// WaitReady polls url until it answers 204 No Content (a function server's
+// health route), for at most a minute.
+func WaitReady(ctx context.Context, url string) error {
 	deadline := time.Now().Add(60 * time.Second)
 	var last string
 	for time.Now().Before(deadline) {
@@ -449,7 +451,8 @@ func waitReady(ctx context.Context, url string) error {
 	return fmt.Errorf("%s not ready: %s", url, last)
 }
 
-func freePort() (int, error) {
+// FreePort returns a port on 127.0.0.1 that was free a moment ago.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err

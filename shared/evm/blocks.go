@@ -77,50 +77,16 @@ func (c *Client) Finalized(ctx context.Context) (txm.Header, error) {
 // HeadersByNumber fetches canonical headers in one batch of
 // eth_getBlockByNumber; a number with no block yields nil at its index.
 func (c *Client) HeadersByNumber(ctx context.Context, numbers []uint64) ([]*txm.Header, error) {
-	if len(numbers) == 0 {
-		return nil, nil
-	}
-	results := make([]*rpcHeader, len(numbers))
-	var elems []rpc.BatchElem
-	err := c.do(ctx, func(ctx context.Context, rc *rpc.Client) error {
-		elems = make([]rpc.BatchElem, len(numbers))
-		for i, n := range numbers {
-			results[i] = nil
-			elems[i] = rpc.BatchElem{
-				Method: "eth_getBlockByNumber",
-				Args:   []any{hexutil.Uint64(n), false},
-				Result: &results[i],
+	return batchCall(ctx, c, "get headers", "eth_getBlockByNumber", numbers,
+		func(n uint64) []any { return []any{hexutil.Uint64(n), false} },
+		func(n uint64, raw *rpcHeader) (*txm.Header, error) {
+			h, err := raw.toTxm()
+			if err == nil && h.Number != n {
+				err = fmt.Errorf("node returned block %d", h.Number)
 			}
-		}
-		return rc.BatchCallContext(ctx, elems)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("get headers: %w", err)
-	}
-	var errs []error
-	out := make([]*txm.Header, len(numbers))
-	for i, n := range numbers {
-		if err := elems[i].Error; err != nil {
-			errs = append(errs, fmt.Errorf("block %d: %w", n, err))
-			continue
-		}
-		if results[i] == nil {
-			continue
-		}
-		h, err := results[i].toTxm()
-		if err == nil && h.Number != n {
-			err = fmt.Errorf("node returned block %d", h.Number)
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("block %d: %w", n, err))
-			continue
-		}
-		out[i] = &h
-	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("get headers: %w", errors.Join(errs...))
-	}
-	return out, nil
+			return &h, err
+		},
+		func(n uint64) string { return fmt.Sprintf("block %d", n) })
 }
 
 // HasTransaction reports whether eth_getTransactionByHash knows the

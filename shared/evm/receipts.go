@@ -7,7 +7,6 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
-	"github.com/ethereum/go-ethereum/rpc"
 
 	"github.com/txfence/txfence/shared/txm"
 )
@@ -49,45 +48,8 @@ func (r *rpcReceipt) toTxm(want common.Hash) (*txm.Receipt, error) {
 // hash with no receipt (not mined, or dropped by a reorg) yields nil at its
 // index. Any element's error fails the whole call.
 func (c *Client) Receipts(ctx context.Context, hashes []common.Hash) ([]*txm.Receipt, error) {
-	if len(hashes) == 0 {
-		return nil, nil
-	}
-	results := make([]*rpcReceipt, len(hashes))
-	var elems []rpc.BatchElem
-	err := c.do(ctx, func(ctx context.Context, rc *rpc.Client) error {
-		elems = make([]rpc.BatchElem, len(hashes))
-		for i, h := range hashes {
-			results[i] = nil
-			elems[i] = rpc.BatchElem{
-				Method: "eth_getTransactionReceipt",
-				Args:   []any{h},
-				Result: &results[i],
-			}
-		}
-		return rc.BatchCallContext(ctx, elems)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("get receipts: %w", err)
-	}
-	var errs []error
-	out := make([]*txm.Receipt, len(hashes))
-	for i, h := range hashes {
-		if err := elems[i].Error; err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", h, err))
-			continue
-		}
-		if results[i] == nil {
-			continue
-		}
-		r, err := results[i].toTxm(h)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", h, err))
-			continue
-		}
-		out[i] = r
-	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("get receipts: %w", errors.Join(errs...))
-	}
-	return out, nil
+	return batchCall(ctx, c, "get receipts", "eth_getTransactionReceipt", hashes,
+		func(h common.Hash) []any { return []any{h} },
+		func(h common.Hash, raw *rpcReceipt) (*txm.Receipt, error) { return raw.toTxm(h) },
+		func(h common.Hash) string { return h.Hex() })
 }

@@ -11,22 +11,19 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"math/big"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/txfence/txfence/emulator/loadgen"
+	"github.com/txfence/txfence/emulator/stack"
 	"github.com/txfence/txfence/shared/evm/evmtest"
 	"github.com/txfence/txfence/shared/pgtest"
 	"github.com/txfence/txfence/shared/postgres"
@@ -140,7 +137,7 @@ func runScenario(ctx context.Context, sc scenario, server, dbURL, rpcURL string,
 		}
 	}()
 	for i := 0; i < sc.procs; i++ {
-		port, err := freePort()
+		port, err := stack.FreePort()
 		if err != nil {
 			return loadgen.Result{}, err
 		}
@@ -164,7 +161,7 @@ func runScenario(ctx context.Context, sc scenario, server, dbURL, rpcURL string,
 		}
 		procs = append(procs, cmd)
 		url := fmt.Sprintf("http://127.0.0.1:%d", port)
-		if err := waitHealthy(ctx, url); err != nil {
+		if err := stack.WaitReady(ctx, url+"/healthz"); err != nil {
 			return loadgen.Result{}, err
 		}
 		urls = append(urls, url)
@@ -178,30 +175,6 @@ func runScenario(ctx context.Context, sc scenario, server, dbURL, rpcURL string,
 		return loadgen.Result{}, err
 	}
 	return loadgen.Run(ctx, loadgen.Config{URLs: urls, ChainID: 1337, Signers: use, Concurrency: conc, Requests: n})
-}
-
-func waitHealthy(ctx context.Context, url string) error {
-	deadline := time.Now().Add(30 * time.Second)
-	last := ""
-	for time.Now().Before(deadline) {
-		resp, err := http.Get(url + "/healthz")
-		if err == nil {
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusNoContent {
-				return nil
-			}
-			last = fmt.Sprintf("%d %s", resp.StatusCode, body)
-		} else {
-			last = err.Error()
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	return fmt.Errorf("%s did not become healthy: %s", url, last)
 }
 
 func checkContiguous(ctx context.Context, pool *pgxpool.Pool) error {
@@ -218,13 +191,4 @@ SELECT count(*) FROM (
 		return fmt.Errorf("%d signers have gaps or duplicate nonces", bad)
 	}
 	return nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

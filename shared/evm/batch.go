@@ -1,0 +1,54 @@
+package evm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/ethereum/go-ethereum/rpc"
+)
+
+// batchCall sends method once per key in one JSON-RPC batch (retried as a
+// whole on failover) and converts each non-null result; a null result
+// yields the zero value at its index. Any element's error fails the whole
+// call, each named by name(key).
+func batchCall[K any, R any, T any](ctx context.Context, c *Client, what, method string, keys []K,
+	args func(K) []any, convert func(K, *R) (T, error), name func(K) string) ([]T, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	results := make([]*R, len(keys))
+	var elems []rpc.BatchElem
+	err := c.do(ctx, func(ctx context.Context, rc *rpc.Client) error {
+		elems = make([]rpc.BatchElem, len(keys))
+		for i, k := range keys {
+			results[i] = nil
+			elems[i] = rpc.BatchElem{Method: method, Args: args(k), Result: &results[i]}
+		}
+		return rc.BatchCallContext(ctx, elems)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	var errs []error
+	out := make([]T, len(keys))
+	for i, k := range keys {
+		if err := elems[i].Error; err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name(k), err))
+			continue
+		}
+		if results[i] == nil {
+			continue
+		}
+		v, err := convert(k, results[i])
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name(k), err))
+			continue
+		}
+		out[i] = v
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%s: %w", what, errors.Join(errs...))
+	}
+	return out, nil
+}
