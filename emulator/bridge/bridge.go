@@ -13,7 +13,11 @@
 //
 // Retries happen inside the receive callback while the client library keeps
 // extending the message's ack deadline, so the fake never redelivers a
-// message that is still being retried and never hot-loops on nacks.
+// message that is still being retried and never hot-loops on nacks. On a
+// subscription with message ordering the library hands over a key's next
+// message only once the callback for the previous one has returned, so
+// retries keep the order. When Run stops, deliveries in flight are cut short
+// and their messages nacked, to be redelivered by the next Run.
 package bridge
 
 import (
@@ -25,6 +29,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -197,10 +202,8 @@ func validateRoute(r Route) error {
 	if r.Subscription == "" {
 		return errors.New("route: empty subscription")
 	}
-	for _, c := range r.Subscription {
-		if c == '/' {
-			return fmt.Errorf("route %s: subscription must be an id, not a resource name", r.Subscription)
-		}
+	if strings.Contains(r.Subscription, "/") {
+		return fmt.Errorf("route %s: subscription must be an id, not a resource name", r.Subscription)
 	}
 	if len(r.Endpoints) == 0 {
 		return fmt.Errorf("route %s: no endpoints", r.Subscription)
@@ -293,11 +296,11 @@ func (b *Bridge) handle(ctx context.Context, r *route, m *pubsub.Message, dlq *p
 	var lastErr error
 	for attempt := 1; attempt <= b.opts.MaxAttempts; attempt++ {
 		if attempt > 1 {
-			r.retried.Add(1)
 			if !sleep(ctx, b.backoff(attempt-1)) {
 				m.Nack()
 				return
 			}
+			r.retried.Add(1)
 		}
 		endpoint := r.endpoints[(first+uint64(attempt-1))%uint64(len(r.endpoints))]
 		err := b.post(ctx, endpoint, p)
@@ -312,7 +315,7 @@ func (b *Bridge) handle(ctx context.Context, r *route, m *pubsub.Message, dlq *p
 			return
 		}
 		lastErr = err
-		log.WarnContext(ctx, "delivery failed", slog.String("endpoint", endpoint), slog.Int("attempt", attempt), slog.Any("error", err))
+		log.DebugContext(ctx, "delivery failed, will retry", slog.String("endpoint", endpoint), slog.Int("attempt", attempt), slog.Any("error", err))
 	}
 
 	if dlq == nil {

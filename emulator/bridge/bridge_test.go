@@ -489,20 +489,28 @@ func TestBridge_RunReturnsOnCancel(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	entered := make(chan struct{}, 1)
+	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Reading the body to EOF lets the server notice the client going
+		// away and cancel r's context.
+		_, _ = io.Copy(io.Discard, r.Body)
 		select {
 		case entered <- struct{}{}:
 		default:
 		}
-		<-r.Context().Done() // hang until the bridge gives up
+		select { // hang until the bridge gives up
+		case <-r.Context().Done():
+		case <-release:
+		}
 	}))
 	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) })
 	b := e.newBridge(t, fastOpts(), srv.URL)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- b.Run(ctx) }()
-	e.publish(t, "stuck", nil)
+	id := e.publish(t, "stuck", nil)
 	select {
 	case <-entered:
 	case <-time.After(5 * time.Second):
@@ -516,6 +524,12 @@ func TestBridge_RunReturnsOnCancel(t *testing.T) {
 		t.Fatal("Run did not return after cancel")
 	}
 	assert.Zero(t, b.Stats().Delivered)
+
+	// The cut-short delivery was nacked, so the message is still there.
+	left, err := e.ps.Pull(context.Background(), sub, 10, 5*time.Second)
+	require.NoError(t, err)
+	require.Len(t, left, 1)
+	assert.Equal(t, id, left[0].ID)
 }
 
 func TestBridge_RunFailsOnMissingSubscription(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"cloud.google.com/go/pubsub/v2"
 	"google.golang.org/api/option"
@@ -132,6 +133,9 @@ func (p *Publisher) publisher(topic string) (*pubsub.Publisher, error) {
 	if !ok {
 		pub = p.client.Publisher(name)
 		pub.EnableMessageOrdering = true
+		// The outbox relay publishes a few messages and waits for each: the
+		// default 10ms batching delay would only add latency.
+		pub.PublishSettings.DelayThreshold = time.Millisecond
 		p.topics[name] = pub
 	}
 	return pub, nil
