@@ -4,6 +4,7 @@
 package config
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"math/big"
@@ -552,14 +553,18 @@ func (p *parser) signers(env string, dst *[]Signer) {
 	*dst = out
 }
 
-// defaultInstanceID names this process: the Cloud Run revision and instance
-// when known, the host name otherwise, plus the process id.
+// defaultInstanceID names this process: the Cloud Run revision (or the
+// host name) and a random suffix. The suffix matters: every instance of a
+// revision has the same revision name and, in a container, the same pid, and
+// lease owners must differ between instances.
 func defaultInstanceID(lookup func(string) (string, bool)) string {
 	base, ok := lookup("K_REVISION")
 	if !ok || base == "" {
 		base, _ = os.Hostname()
 	}
-	return fmt.Sprintf("%s-%d", base, os.Getpid())
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%x", base, b)
 }
 
 // ErrConfig matches every *Error under errors.Is.

@@ -45,6 +45,9 @@ func TestIssue2_Config(t *testing.T) {
 		_, ok := c.Signer(common.HexToAddress("0xdac17f958d2ee523a2206206994597c13d831ec7"))
 		assert.True(t, ok)
 		assert.NotEmpty(t, c.InstanceID)
+		again, err := Load(env(validEnv()))
+		require.NoError(t, err)
+		assert.NotEqual(t, c.InstanceID, again.InstanceID, "two instances of one revision get different ids")
 		require.NoError(t, c.Validate())
 	})
 

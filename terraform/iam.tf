@@ -1,0 +1,99 @@
+# Identities and what they may do, least privilege:
+#
+#   txfence-api, -submit, -receipt, -finality, -outbox   one per function
+#   txfence-migrate                                       the migration job
+#   txfence-pusher                                        the caller identity of
+#       Pub/Sub push and Cloud Scheduler: its OIDC tokens are what the
+#       non-public services accept (roles/run.invoker on exactly those).
+#
+# Topic publisher grants are in pubsub.tf, KMS grants in kms.tf, invoker
+# grants next to the services in run.tf.
+
+locals {
+  # Runtime identities: the functions plus the migrate job.
+  runtime_identities = merge(
+    { for k, f in local.functions : k => f.description },
+    { migrate = "txfence migration job (goose up): owns the database schema." },
+  )
+
+  # Service account ids (6-30 characters).
+  runtime_account_ids = {
+    api      = "txfence-api"
+    submit   = "txfence-submit"
+    receipt  = "txfence-receipt"
+    finality = "txfence-finality"
+    outbox   = "txfence-outbox"
+    migrate  = "txfence-migrate"
+  }
+}
+
+resource "google_service_account" "runtime" {
+  for_each = local.runtime_identities
+
+  account_id   = local.runtime_account_ids[each.key]
+  display_name = "txfence ${each.key}"
+  description  = substr(each.value, 0, 256)
+
+  depends_on = [google_project_service.apis]
+}
+
+resource "google_service_account" "pusher" {
+  account_id   = "txfence-pusher"
+  display_name = "txfence pusher"
+  description  = "Identity of Pub/Sub push deliveries and Cloud Scheduler calls to the txfence functions (OIDC tokens; run.invoker on those services only)."
+
+  depends_on = [google_project_service.apis]
+}
+
+# Cloud SQL: connect through the connector (cloudsql.client) and log in as the
+# IAM database user (cloudsql.instanceUser). Both are project-level roles;
+# the project is expected to hold only this instance, otherwise add an IAM
+# condition on resource.name == "projects/PROJECT/instances/INSTANCE".
+locals {
+  sql_role_bindings = {
+    for pair in setproduct(keys(local.runtime_identities), ["roles/cloudsql.client", "roles/cloudsql.instanceUser"]) :
+    "${pair[0]}/${pair[1]}" => { identity = pair[0], role = pair[1] }
+  }
+}
+
+resource "google_project_iam_member" "sql" {
+  for_each = local.sql_role_bindings
+
+  project = var.project
+  role    = each.value.role
+  member  = "serviceAccount:${google_service_account.runtime[each.value.identity].email}"
+}
+
+# Pub/Sub push with OIDC: the Pub/Sub service agent mints the pusher's
+# tokens, so it needs token-creator on that one service account (required
+# for projects created before April 2021, harmless after).
+locals {
+  pubsub_service_agent = "serviceAccount:service-${data.google_project.this.number}@gcp-sa-pubsub.iam.gserviceaccount.com"
+}
+
+resource "google_service_account_iam_member" "pubsub_agent_mints_pusher_tokens" {
+  service_account_id = google_service_account.pusher.name
+  role               = "roles/iam.serviceAccountTokenCreator"
+  member             = local.pubsub_service_agent
+
+  depends_on = [google_project_service.apis]
+}
+
+# CI/CD: the identity running cloudbuild.yaml updates the services and the
+# migrate job (run.developer) and must be allowed to deploy revisions that
+# run as the runtime service accounts (serviceAccountUser on each).
+resource "google_project_iam_member" "deployer_run" {
+  count = var.deployer_service_account != "" ? 1 : 0
+
+  project = var.project
+  role    = "roles/run.developer"
+  member  = "serviceAccount:${var.deployer_service_account}"
+}
+
+resource "google_service_account_iam_member" "deployer_acts_as" {
+  for_each = var.deployer_service_account != "" ? local.runtime_identities : {}
+
+  service_account_id = google_service_account.runtime[each.key].name
+  role               = "roles/iam.serviceAccountUser"
+  member             = "serviceAccount:${var.deployer_service_account}"
+}

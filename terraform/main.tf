@@ -1,0 +1,211 @@
+# Shared settings. Every function is one entry of local.functions; run.tf,
+# iam.tf, pubsub.tf and scheduler.tf iterate over it, so a function's
+# settings live in one place.
+
+data "google_project" "this" {
+  project_id = var.project
+}
+
+# APIs the deployment uses. disable_on_destroy = false: turning an API off
+# on destroy would break anything else in the project that uses it.
+resource "google_project_service" "apis" {
+  for_each = toset([
+    "artifactregistry.googleapis.com",
+    "cloudbuild.googleapis.com",
+    "cloudkms.googleapis.com",
+    "cloudscheduler.googleapis.com",
+    "compute.googleapis.com",
+    "iam.googleapis.com",
+    "iamcredentials.googleapis.com",
+    "pubsub.googleapis.com",
+    "run.googleapis.com",
+    "sqladmin.googleapis.com",
+  ])
+  project            = var.project
+  service            = each.value
+  disable_on_destroy = false
+}
+
+locals {
+  # Topic ids. The functions read them from TXFENCE_TOPIC_*; the defaults of
+  # shared/config and the emulator (emulator/stack) use the same names.
+  topics = {
+    submit     = "txfence-submit"
+    receipt    = "txfence-receipt"
+    completion = "txfence-completion"
+    deadletter = "txfence-deadletter"
+  }
+
+  # Time budgets the functions work within (TXFENCE_SUBMIT_BUDGET,
+  # TXFENCE_FINALITY_BUDGET; both are the shared/config defaults). Request
+  # timeouts, ack deadlines and Scheduler deadlines are derived from them.
+  submit_budget_seconds   = 30
+  finality_budget_seconds = 50
+
+  # One entry per deployed function (FUNCTION_TARGET picks it in the shared
+  # image). Fields:
+  #   service      Cloud Run service name
+  #   target       FUNCTION_TARGET (the name registered in functions/*)
+  #   trigger      "http" (API), "push" (Pub/Sub push subscription) or
+  #                "schedule" (Cloud Scheduler)
+  #   timeout      request timeout, seconds
+  #   concurrency  requests per instance
+  #   min, max     default instance bounds (var.min_instances / max_instances override)
+  #   db_conns     TXFENCE_DB_MAX_CONNS: pool size per instance. Sum over
+  #                functions of max x db_conns = 10x10 + 20x5 + 20x5 + 2x4 + 2x2
+  #                = 312, under the 400 connections of the default tier.
+  #   publishes    topics (keys of local.topics) it writes outbox rows for and
+  #                publishes to: api creates (submit prompt); submit marks
+  #                TRACKING (receipt) or STUCK (completion); receipt marks
+  #                MINED, which frees in-flight room (submit); the finality
+  #                sweep marks MINED too (submit), handles reorgs (receipt)
+  #                and writes outcomes (completion); the outbox sweep relays
+  #                anyone's rows (all three).
+  #   signs        needs the KMS keys (only Submit signs; rebroadcasts reuse
+  #                the persisted raw bytes)
+  #   env          function-specific environment
+  functions = {
+    api = {
+      service     = "txfence-api"
+      target      = "Api"
+      description = "txfence HTTP API (create, query, completions feed, signer status), behind the external HTTPS load balancer."
+      trigger     = "http"
+      timeout     = 60 # completions long-poll holds up to 30s
+      concurrency = 80
+      min         = 1 # keeps create latency low and the per-instance allocation batching warm
+      max         = 10
+      db_conns    = 10
+      cpu         = "1"
+      memory      = "512Mi"
+      publishes   = ["submit"]
+      signs       = false
+      env         = {}
+    }
+    submit = {
+      service     = "txfence-submit"
+      target      = "Submit"
+      description = "txfence Submit: Pub/Sub push from txfence-submit; drains a signer's ALLOCATED transactions (sign with KMS, persist, broadcast)."
+      trigger     = "push"
+      timeout     = 2 * local.submit_budget_seconds
+      concurrency = 10
+      min         = 0
+      max         = 20
+      db_conns    = 5
+      cpu         = "1"
+      memory      = "512Mi"
+      publishes   = ["receipt", "completion"]
+      signs       = true
+      env         = { TXFENCE_SUBMIT_BUDGET = "${local.submit_budget_seconds}s" }
+    }
+    receipt = {
+      service     = "txfence-receipt"
+      target      = "Receipt"
+      description = "txfence Receipt: Pub/Sub push from txfence-receipt; fetches receipts of TRACKING transactions."
+      trigger     = "push"
+      timeout     = 60
+      concurrency = 20
+      min         = 0
+      max         = 20
+      db_conns    = 5
+      cpu         = "1"
+      memory      = "512Mi"
+      publishes   = ["submit"]
+      signs       = false
+      env         = {}
+    }
+    finality = {
+      service     = "txfence-finality-sweep"
+      target      = "FinalitySweep"
+      description = "txfence FinalitySweep: Cloud Scheduler every minute; sweeps confirmations, reorgs and outcomes for most of the minute."
+      trigger     = "schedule"
+      timeout     = 120 # > the ~50s sweep plus start-up and the last pass
+      concurrency = 1   # one sweep per instance: it is a long, CPU-light loop
+      min         = 0
+      max         = 2
+      db_conns    = 4
+      cpu         = "1"
+      memory      = "512Mi"
+      publishes   = ["submit", "receipt", "completion"]
+      signs       = false
+      env         = { TXFENCE_FINALITY_BUDGET = "${local.finality_budget_seconds}s" }
+    }
+    outbox = {
+      service     = "txfence-outbox-sweep"
+      target      = "OutboxSweep"
+      description = "txfence OutboxSweep: Cloud Scheduler every minute; publishes outbox rows their writers did not."
+      trigger     = "schedule"
+      timeout     = 90 # the sweep stops itself after 50s
+      concurrency = 1
+      min         = 0
+      max         = 2
+      db_conns    = 2
+      cpu         = "1"
+      memory      = "512Mi"
+      publishes   = ["submit", "receipt", "completion"]
+      signs       = false
+      env         = {}
+    }
+  }
+
+  # Instance bounds after the per-function overrides.
+  min_instances = { for k, f in local.functions : k => lookup(var.min_instances, k, f.min) }
+  max_instances = { for k, f in local.functions : k => lookup(var.max_instances, k, f.max) }
+
+  # TXFENCE_CHAINS: "ID=URL|URL,ID=URL".
+  chains_env = join(",", [for id in sort(keys(var.chains)) : "${id}=${join("|", var.chains[id])}"])
+
+  # TXFENCE_SIGNERS: addresses only for the functions that never sign,
+  # ADDRESS=kms:KEY_VERSION for Submit.
+  signers_addresses_env = join(",", [for s in var.signers : s.address])
+  signers_keys_env      = join(",", [for s in var.signers : "${s.address}=kms:${s.kms_key_version}"])
+
+  # Database connection. The functions and the migrate job dial Cloud SQL with
+  # the Go connector (cloud.google.com/go/cloudsqlconn) when
+  # TXFENCE_CLOUDSQL_INSTANCE is set, with automatic IAM database
+  # authentication: the login is the runtime service account's IAM database
+  # user, no password exists anywhere. The connector encrypts the connection
+  # itself, hence sslmode=disable; the DSN host is ignored.
+  db_name = "txfence"
+
+  # Environment shared by every function and the migrate job.
+  common_env = {
+    TXFENCE_CLOUDSQL_INSTANCE = google_sql_database_instance.main.connection_name
+    TXFENCE_CLOUDSQL_IAM_AUTH = "true"
+    TXFENCE_LOG_LEVEL         = var.log_level
+  }
+
+  # Per-function environment: FUNCTION_TARGET, the shared TXFENCE_* settings,
+  # the function's own, then the caller's overrides.
+  function_env = {
+    for k, f in local.functions : k => merge(
+      local.common_env,
+      {
+        FUNCTION_TARGET          = f.target
+        TXFENCE_DATABASE_URL     = "user=${local.db_users[k]} dbname=${local.db_name} sslmode=disable"
+        TXFENCE_DB_MAX_CONNS     = tostring(f.db_conns)
+        TXFENCE_PROJECT          = var.project
+        TXFENCE_TOPIC_SUBMIT     = local.topics.submit
+        TXFENCE_TOPIC_RECEIPT    = local.topics.receipt
+        TXFENCE_TOPIC_COMPLETION = local.topics.completion
+        TXFENCE_CHAINS           = local.chains_env
+        TXFENCE_SIGNERS          = f.signs ? local.signers_keys_env : local.signers_addresses_env
+        TXFENCE_FINALITY_MODE    = var.finality_mode
+        TXFENCE_CONFIRMATIONS    = tostring(var.confirmations)
+        TXFENCE_MAX_IN_FLIGHT    = tostring(var.max_in_flight)
+      },
+      f.env,
+      var.extra_env,
+      lookup(var.function_env, k, {}),
+    )
+  }
+
+  # The migrate command reads only the database variables.
+  migrate_env = merge(
+    local.common_env,
+    { TXFENCE_DATABASE_URL = "user=${local.db_users["migrate"]} dbname=${local.db_name} sslmode=disable" },
+    var.extra_env,
+  )
+
+  # The external load balancer exists only with a domain for its certificate.
+  lb_enabled = var.api_domain != ""
+}

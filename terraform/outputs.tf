@@ -1,0 +1,72 @@
+output "api_url" {
+  description = "Public base URL of the API (through the load balancer), or null without api_domain. Its routes are under /v1."
+  value       = local.lb_enabled ? "https://${var.api_domain}" : null
+}
+
+output "api_ip" {
+  description = "Global IP of the load balancer: point an A record for api_domain at it. Null without api_domain."
+  value       = one(google_compute_global_address.api[*].address)
+}
+
+output "service_urls" {
+  description = "run.app URL of each Cloud Run service. Only IAM-authenticated callers get through (and for the API, with a load balancer, nobody: its ingress is internal + load balancer)."
+  value       = { for k, s in google_cloud_run_v2_service.fn : k => s.uri }
+}
+
+output "service_names" {
+  description = "Cloud Run service name of each function (cloudbuild.yaml deploys these)."
+  value       = { for k, s in google_cloud_run_v2_service.fn : k => s.name }
+}
+
+output "topics" {
+  description = "Pub/Sub topic ids. Subscribe to completion for outcomes (with enable_message_ordering for per-signer order)."
+  value       = { for k, t in google_pubsub_topic.this : k => t.name }
+}
+
+output "deadletter_subscription" {
+  description = "Pull subscription holding prompts that exhausted their deliveries."
+  value       = google_pubsub_subscription.deadletter_pull.name
+}
+
+output "sql_connection_name" {
+  description = "Cloud SQL instance connection name (project:region:instance), as in TXFENCE_CLOUDSQL_INSTANCE."
+  value       = google_sql_database_instance.main.connection_name
+}
+
+output "db_users" {
+  description = "IAM database user of each runtime service account."
+  value       = local.db_users
+}
+
+output "db_bootstrap_sql" {
+  description = "SQL to run once as user postgres in database txfence before the first migration (README, First deployment)."
+  value       = local.db_bootstrap_sql
+}
+
+output "migrate_job" {
+  description = "Name of the Cloud Run job that applies the migrations."
+  value       = google_cloud_run_v2_job.migrate.name
+}
+
+output "service_accounts" {
+  description = "Email of each runtime service account, and of the pusher (Pub/Sub push and Cloud Scheduler caller identity)."
+  value = merge(
+    { for k, sa in google_service_account.runtime : k => sa.email },
+    { pusher = google_service_account.pusher.email },
+  )
+}
+
+output "signer_key_versions" {
+  description = "Full names of the key versions created by signer_keys (version 1 of each key). Derive their addresses with terraform/tools/kmsaddress and add them to signers."
+  value       = [for id in local.created_key_ids : "${id}/cryptoKeyVersions/1"]
+}
+
+output "signer_public_keys" {
+  description = "PEM public key of each created key version, in the order of signer_key_versions."
+  value       = [for v in data.google_kms_crypto_key_version.signer : v.public_key[0].pem]
+}
+
+output "signers_configured" {
+  description = "TXFENCE_SIGNERS as given to the functions other than Submit (addresses only)."
+  value       = local.signers_addresses_env
+}

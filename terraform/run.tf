@@ -1,0 +1,184 @@
+# Cloud Run: one service per function, all from the same image
+# (functions/Dockerfile; FUNCTION_TARGET selects the function, served at /),
+# and the migration job.
+#
+# Ingress and authentication:
+#   api      ingress "internal and Cloud Load Balancing" behind the external
+#            HTTPS load balancer (lb.tf); invokers from api_invoker_members.
+#            Without api_domain there is no load balancer: ingress all, but
+#            IAM-authenticated callers only.
+#   others   ingress all (Pub/Sub push and Cloud Scheduler come from Google's
+#            network, not a VPC) but no public invoker: only the pusher
+#            service account's OIDC tokens are accepted.
+#
+# Image rollouts after the first apply are done by Cloud Build
+# (cloudbuild.yaml: gcloud run services update --image), so terraform ignores
+# the image and the client fields gcloud sets; everything else (environment,
+# scaling, identity) stays terraform's.
+
+resource "google_cloud_run_v2_service" "fn" {
+  for_each = local.functions
+
+  name        = each.value.service
+  location    = var.region
+  description = each.value.description
+
+  ingress = (
+    each.key == "api" && local.lb_enabled
+    ? "INGRESS_TRAFFIC_INTERNAL_LOAD_BALANCER"
+    : "INGRESS_TRAFFIC_ALL"
+  )
+
+  # IAM-authenticated API callers through the load balancer may use the
+  # public domain as the ID token audience.
+  custom_audiences = each.key == "api" && local.lb_enabled ? ["https://${var.api_domain}"] : null
+
+  deletion_protection = var.run_deletion_protection
+
+  labels = {
+    function = each.key
+  }
+
+  template {
+    service_account = google_service_account.runtime[each.key].email
+    timeout         = "${each.value.timeout}s"
+
+    max_instance_request_concurrency = each.value.concurrency
+
+    # Second generation: full Linux compatibility and faster networking.
+    execution_environment = "EXECUTION_ENVIRONMENT_GEN2"
+
+    scaling {
+      min_instance_count = local.min_instances[each.key]
+      max_instance_count = local.max_instances[each.key]
+    }
+
+    containers {
+      image = var.image
+
+      resources {
+        limits = {
+          cpu    = each.value.cpu
+          memory = each.value.memory
+        }
+        # CPU only during requests: no goroutine outlives its request
+        # (DESIGN.md section 2), so nothing runs between them.
+        cpu_idle          = true
+        startup_cpu_boost = true
+      }
+
+      dynamic "env" {
+        for_each = local.function_env[each.key]
+        content {
+          name  = env.key
+          value = env.value
+        }
+      }
+    }
+  }
+
+  lifecycle {
+    ignore_changes = [
+      template[0].containers[0].image,
+      client,
+      client_version,
+    ]
+  }
+
+  depends_on = [
+    google_project_service.apis,
+    google_project_iam_member.sql,
+    google_sql_user.runtime,
+    google_sql_database.txfence,
+  ]
+}
+
+# The pusher may invoke the functions it triggers: Submit and Receipt (Pub/Sub
+# push), FinalitySweep and OutboxSweep (Cloud Scheduler). Not the API.
+resource "google_cloud_run_v2_service_iam_member" "pusher_invokes" {
+  for_each = { for k, f in local.functions : k => f if f.trigger != "http" }
+
+  project  = var.project
+  location = var.region
+  name     = google_cloud_run_v2_service.fn[each.key].name
+  role     = "roles/run.invoker"
+  member   = "serviceAccount:${google_service_account.pusher.email}"
+}
+
+# API invokers. allUsers is only ever granted when the load balancer (and its
+# optional Cloud Armor policy) is the way in; then the run.app URL is closed
+# by the ingress setting.
+locals {
+  api_invokers = toset([
+    for m in var.api_invoker_members : m
+    if local.lb_enabled || !contains(["allUsers", "allAuthenticatedUsers"], m)
+  ])
+}
+
+resource "google_cloud_run_v2_service_iam_member" "api_invokers" {
+  for_each = local.api_invokers
+
+  project  = var.project
+  location = var.region
+  name     = google_cloud_run_v2_service.fn["api"].name
+  role     = "roles/run.invoker"
+  member   = each.value
+}
+
+# Schema migrations (goose up, embedded in the image as /migrate). Run as a
+# job after every image build and before the services are updated
+# (cloudbuild.yaml), never from a function. Roll back by hand with
+#   gcloud run jobs execute txfence-migrate --region REGION --args=down-to,N --wait
+resource "google_cloud_run_v2_job" "migrate" {
+  name     = "txfence-migrate"
+  location = var.region
+
+  deletion_protection = var.run_deletion_protection
+
+  template {
+    task_count  = 1
+    parallelism = 1
+
+    template {
+      service_account = google_service_account.runtime["migrate"].email
+      timeout         = "900s" # the command gives itself 10 minutes
+      max_retries     = 0      # a failed migration wants a human, not a retry
+
+      containers {
+        image   = var.image
+        command = ["/migrate"]
+        args    = ["up"]
+
+        resources {
+          limits = {
+            cpu    = "1"
+            memory = "512Mi"
+          }
+        }
+
+        dynamic "env" {
+          for_each = local.migrate_env
+          content {
+            name  = env.key
+            value = env.value
+          }
+        }
+      }
+    }
+  }
+
+  lifecycle {
+    ignore_changes = [
+      template[0].template[0].containers[0].image,
+      client,
+      client_version,
+    ]
+  }
+
+  depends_on = [
+    google_project_service.apis,
+    google_project_iam_member.sql,
+    google_sql_user.runtime,
+    google_sql_database.txfence,
+  ]
+}

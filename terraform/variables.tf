@@ -1,0 +1,288 @@
+# Inputs. Only project, image and chains are required; everything else has a
+# production-leaning default. The TXFENCE_* settings that are not exposed here
+# keep the defaults of shared/config (DESIGN.md section 8) and can be set
+# through extra_env / function_env.
+
+# --- Where -------------------------------------------------------------------
+
+variable "project" {
+  description = "Google Cloud project id to deploy into."
+  type        = string
+}
+
+variable "region" {
+  description = "Region for Cloud Run, Cloud SQL, Cloud Scheduler, the serverless NEG and (unless kms_location is set) the signer key ring."
+  type        = string
+  default     = "us-central1"
+}
+
+variable "image" {
+  description = <<-EOT
+    Full reference of the txfence image built from functions/Dockerfile, e.g.
+    us-central1-docker.pkg.dev/PROJECT/txfence/txfence:abc1234. Used when the
+    services and the migrate job are created; later rollouts are done by Cloud
+    Build (gcloud run ... update --image), which terraform then leaves alone
+    (see lifecycle.ignore_changes in run.tf).
+  EOT
+  type        = string
+}
+
+# --- What txfence talks to -----------------------------------------------------
+
+variable "chains" {
+  description = <<-EOT
+    EVM chains served: chain id => list of RPC URLs (tried in order). Rendered
+    as TXFENCE_CHAINS = "ID=URL|URL,ID=URL". RPC URLs often embed provider API
+    keys; they end up in the Cloud Run service configuration, readable by
+    anyone with run.services.get.
+  EOT
+  type        = map(list(string))
+
+  validation {
+    condition     = length(var.chains) > 0 && alltrue([for id, urls in var.chains : can(regex("^[1-9][0-9]*$", id)) && length(urls) > 0])
+    error_message = "chains needs at least one entry; keys are positive decimal chain ids, each with at least one RPC URL."
+  }
+  validation {
+    condition     = alltrue(flatten([for urls in values(var.chains) : [for u in urls : can(regex("^(https?|wss?)://", u)) && !strcontains(u, ",") && !strcontains(u, "|")]]))
+    error_message = "Every RPC URL must start with http://, https://, ws:// or wss:// and contain neither ',' nor '|' (the TXFENCE_CHAINS separators)."
+  }
+}
+
+variable "signers" {
+  description = <<-EOT
+    Signing addresses and their Cloud KMS key versions. Every function gets the
+    addresses (TXFENCE_SIGNERS, which the API and the sweeps use to know which
+    signers this deployment serves); only Submit gets the key references
+    (ADDRESS=kms:KEY_VERSION) and KMS permissions. Keys created by this module
+    (signer_keys) appear here only after their addresses are derived: see
+    README, "Signer keys".
+  EOT
+  type = list(object({
+    address         = string
+    kms_key_version = string
+  }))
+  default = []
+
+  validation {
+    condition     = alltrue([for s in var.signers : can(regex("^0x[0-9a-fA-F]{40}$", s.address))])
+    error_message = "Each signer address must be 0x followed by 40 hex digits."
+  }
+  validation {
+    condition     = alltrue([for s in var.signers : can(regex("^projects/[^/]+/locations/[^/]+/keyRings/[^/]+/cryptoKeys/[^/]+/cryptoKeyVersions/[0-9]+$", s.kms_key_version))])
+    error_message = "Each kms_key_version must be a full name projects/P/locations/L/keyRings/R/cryptoKeys/K/cryptoKeyVersions/N."
+  }
+  validation {
+    condition     = length(distinct([for s in var.signers : lower(s.address)])) == length(var.signers)
+    error_message = "A signer address is listed twice."
+  }
+}
+
+variable "signer_keys" {
+  description = "Number of HSM-backed EC_SIGN_SECP256K1_SHA256 keys to create in a key ring of this module (0: bring your own keys through signers). Keys cannot be deleted by terraform (prevent_destroy) and Cloud KMS never deletes key rings, so only ever raise this number."
+  type        = number
+  default     = 0
+
+  validation {
+    condition     = var.signer_keys >= 0 && var.signer_keys == floor(var.signer_keys)
+    error_message = "signer_keys must be a non-negative integer."
+  }
+}
+
+variable "kms_location" {
+  description = "Location of the created key ring (null: the region). Must offer the HSM protection level."
+  type        = string
+  default     = null
+}
+
+variable "kms_key_ring" {
+  description = "Name of the key ring created for signer_keys."
+  type        = string
+  default     = "txfence-signers"
+}
+
+# --- txfence behaviour ---------------------------------------------------------
+
+variable "finality_mode" {
+  description = "TXFENCE_FINALITY_MODE: \"confirmations\" (final at `confirmations` blocks deep) or \"finalized\" (at or below the chain's finalized block)."
+  type        = string
+  default     = "confirmations"
+
+  validation {
+    condition     = contains(["confirmations", "finalized"], var.finality_mode)
+    error_message = "finality_mode must be \"confirmations\" or \"finalized\"."
+  }
+}
+
+variable "confirmations" {
+  description = "TXFENCE_CONFIRMATIONS: blocks required in confirmations mode."
+  type        = number
+  default     = 20
+
+  validation {
+    condition     = var.confirmations >= 1
+    error_message = "confirmations must be at least 1."
+  }
+}
+
+variable "max_in_flight" {
+  description = "TXFENCE_MAX_IN_FLIGHT: broadcast-but-unmined transactions per signer."
+  type        = number
+  default     = 64
+
+  validation {
+    condition     = var.max_in_flight >= 1
+    error_message = "max_in_flight must be at least 1."
+  }
+}
+
+variable "log_level" {
+  description = "TXFENCE_LOG_LEVEL for every function: debug, info, warn or error."
+  type        = string
+  default     = "info"
+
+  validation {
+    condition     = contains(["debug", "info", "warn", "error"], var.log_level)
+    error_message = "log_level must be debug, info, warn or error."
+  }
+}
+
+variable "extra_env" {
+  description = "Extra environment for every function and the migrate job (e.g. TXFENCE_LEASE_DURATION). Overrides what this module sets; use with care."
+  type        = map(string)
+  default     = {}
+}
+
+variable "function_env" {
+  description = "Extra environment per function, keyed api, submit, receipt, finality, outbox. Applied after extra_env."
+  type        = map(map(string))
+  default     = {}
+
+  validation {
+    condition     = alltrue([for k in keys(var.function_env) : contains(["api", "submit", "receipt", "finality", "outbox"], k)])
+    error_message = "function_env keys must be among api, submit, receipt, finality, outbox."
+  }
+}
+
+# --- Capacity ------------------------------------------------------------------
+
+variable "min_instances" {
+  description = "Minimum Cloud Run instances per function (keys api, submit, receipt, finality, outbox); missing keys keep the defaults of main.tf (api 1, others 0)."
+  type        = map(number)
+  default     = {}
+}
+
+variable "max_instances" {
+  description = "Maximum Cloud Run instances per function; missing keys keep the defaults of main.tf. Mind the database: max_instances x TXFENCE_DB_MAX_CONNS summed over the functions must stay under the instance's max_connections."
+  type        = map(number)
+  default     = {}
+}
+
+variable "max_delivery_attempts" {
+  description = "Pub/Sub deliveries per message before it goes to txfence-deadletter (5-100), for the submit and receipt push subscriptions. Receipt prompts are retried while transactions are unmined, so they get more; the finality sweep also picks up anything left behind."
+  type = object({
+    submit  = number
+    receipt = number
+  })
+  default = {
+    submit  = 10
+    receipt = 20
+  }
+
+  validation {
+    condition     = alltrue([for n in values(var.max_delivery_attempts) : n >= 5 && n <= 100])
+    error_message = "max_delivery_attempts values must be between 5 and 100 (a Pub/Sub limit)."
+  }
+}
+
+# --- Database ------------------------------------------------------------------
+
+variable "db_instance_name" {
+  description = "Cloud SQL instance name. Instance names cannot be reused for about a week after deletion."
+  type        = string
+  default     = "txfence"
+}
+
+variable "db_tier" {
+  description = "Cloud SQL machine tier (Enterprise edition), e.g. db-custom-2-7680 (2 vCPU, 7.5 GB: max_connections 400 by default)."
+  type        = string
+  default     = "db-custom-2-7680"
+}
+
+variable "db_availability_type" {
+  description = "REGIONAL (high availability, synchronous standby in another zone) or ZONAL. PostgreSQL is txfence's only authority, so REGIONAL is the default."
+  type        = string
+  default     = "REGIONAL"
+
+  validation {
+    condition     = contains(["REGIONAL", "ZONAL"], var.db_availability_type)
+    error_message = "db_availability_type must be REGIONAL or ZONAL."
+  }
+}
+
+variable "db_disk_size_gb" {
+  description = "Initial disk size; the disk grows automatically."
+  type        = number
+  default     = 20
+}
+
+variable "db_deletion_protection" {
+  description = "Protect the Cloud SQL instance from deletion, both in terraform and in the Cloud SQL API. Set false (and apply) before a deliberate destroy."
+  type        = bool
+  default     = true
+}
+
+# --- API exposure --------------------------------------------------------------
+
+variable "api_domain" {
+  description = <<-EOT
+    Domain name for the API (e.g. txfence.example.com). When set, an external
+    HTTPS load balancer with a Google-managed certificate fronts the Api
+    service, whose ingress is then restricted to internal + load balancer
+    traffic. Point an A record at the api_ip output; the certificate becomes
+    ACTIVE once DNS resolves. When empty, no load balancer is created and the
+    Api service is reachable only with IAM authentication (an ID token of a
+    member of api_invoker_members) at its run.app URL.
+  EOT
+  type        = string
+  default     = ""
+}
+
+variable "api_invoker_members" {
+  description = <<-EOT
+    Members granted roles/run.invoker on the Api service. The default
+    ["allUsers"] lets the load balancer forward unauthenticated requests;
+    restrict who reaches it with api_allowed_cidrs (Cloud Armor) or put IAP in
+    front. allUsers / allAuthenticatedUsers are dropped when api_domain is
+    empty, so the run.app URL is never public. With IAM-authenticated callers
+    through the load balancer, the ID token audience may be
+    https://<api_domain> (set as a custom audience).
+  EOT
+  type        = list(string)
+  default     = ["allUsers"]
+}
+
+variable "api_allowed_cidrs" {
+  description = "Source CIDRs allowed through the load balancer. Non-empty: a Cloud Armor policy allows these and denies everything else (403). Empty: no policy."
+  type        = list(string)
+  default     = []
+}
+
+# --- Misc ----------------------------------------------------------------------
+
+variable "scheduler_region" {
+  description = "Region of the Cloud Scheduler jobs (null: the region). Cloud Scheduler is not offered in every Cloud Run region."
+  type        = string
+  default     = null
+}
+
+variable "deployer_service_account" {
+  description = "Email of the identity that deploys new images (the Cloud Build service account of the trigger running cloudbuild.yaml). When set, it gets roles/run.developer and may act as the txfence runtime service accounts. Empty: grant those yourself."
+  type        = string
+  default     = ""
+}
+
+variable "run_deletion_protection" {
+  description = "Terraform-side deletion protection of the Cloud Run services and the migrate job. They hold no state, so it is off by default."
+  type        = bool
+  default     = false
+}
