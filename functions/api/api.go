@@ -17,8 +17,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ethereum/go-ethereum/common"
-
 	"github.com/txfence/txfence/shared/app"
 	"github.com/txfence/txfence/shared/config"
 	"github.com/txfence/txfence/shared/logging"
@@ -374,5 +372,3 @@ func isUnavailable(err error) bool {
 	return errors.Is(err, txm.ErrUnavailable) || errors.Is(err, txm.ErrFenced) || errors.Is(err, txm.ErrLeaseHeld) ||
 		errors.Is(err, app.ErrChainUnavailable) || errors.Is(err, context.DeadlineExceeded)
 }
-
-var _ = common.Address{}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -447,7 +448,7 @@ func TestIssue3_MalformedRequests(t *testing.T) {
 }
 
 func mustJSON(v any) string {
-	j, err := jsonMarshal(v)
+	j, err := json.Marshal(v)
 	if err != nil {
 		panic(err)
 	}

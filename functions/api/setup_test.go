@@ -249,5 +249,3 @@ func requireContiguous(t testing.TB, nonces []int64, start int64, msg string) {
 		}
 	}
 }
-
-func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }

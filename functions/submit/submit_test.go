@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -341,5 +340,3 @@ func cursorOf(t testing.TB, w *stacktest.World, signer common.Address) int64 {
 		txm.CanonicalAddress(signer)).Scan(&n))
 	return n
 }
-
-var _ = errors.Is

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -396,5 +395,3 @@ func fencedLogLines(t *testing.T, text string) []map[string]any {
 	}
 	return out
 }
-
-var _ = slog.Default

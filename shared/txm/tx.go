@@ -99,10 +99,9 @@ type Tx struct {
 	LastError   string
 	ReorgCount  int
 
-	Hash          *common.Hash // the latest attempt's hash, once signed
-	Attempts      int
-	Receipt       *Receipt // once mined
-	ReceiptStatus *uint64
+	Hash     *common.Hash // the latest attempt's hash, once signed
+	Attempts int
+	Receipt  *Receipt // once mined
 
 	CreatedAt time.Time
 	UpdatedAt time.Time
