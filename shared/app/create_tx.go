@@ -35,8 +35,9 @@ type CreateStore interface {
 // CreateTx allocates nonces for create requests. Requests for one signer
 // meet in one of Workers in-process slots (hash(chain, signer) % Workers),
 // which batches them: the first request to arrive at an idle slot leads, runs
-// a batch in its own goroutine, and hands leadership to a waiting request
-// when its own result is in. No goroutine outlives its request. Across
+// a batch (all queued requests up to the batch size, whichever signers of
+// the slot they are for) as one database transaction in its own goroutine,
+// and hands leadership to a waiting request when its own result is in. No goroutine outlives its request. Across
 // instances only the signer's nonce lease serializes.
 type CreateTx struct {
 	store   CreateStore
@@ -307,72 +308,93 @@ func (c *CreateTx) lead(ctx context.Context, s *slot, self *waiter) {
 	}
 }
 
-// take removes up to n waiters for the first waiter's signer, keeping the
-// others' order. Callers hold s.mu.
+// take removes the first n waiters, whatever their signers. Callers hold s.mu.
 func (s *slot) take(n int) []*waiter {
-	if len(s.queue) == 0 {
-		return nil
+	n = min(n, len(s.queue))
+	batch := make([]*waiter, n)
+	copy(batch, s.queue[:n])
+	for _, w := range batch {
+		w.designated = false
 	}
-	key := s.queue[0].key
-	var batch, rest []*waiter
-	for _, w := range s.queue {
-		if w.key == key && len(batch) < n {
-			w.designated = false
-			batch = append(batch, w)
-		} else {
-			rest = append(rest, w)
-		}
-	}
-	s.queue = rest
+	s.queue = append(s.queue[:0:0], s.queue[n:]...)
 	return batch
 }
 
-// runBatch allocates one batch and delivers every waiter's result.
+// runBatch allocates one batch, which may hold several signers' requests,
+// in one database transaction, and delivers every waiter's result.
 func (c *CreateTx) runBatch(ctx context.Context, owner string, batch []*waiter) {
-	key := batch[0].key
-	deliver := func(i int, res result) {
-		c.metrics.AllocationLatency(ctx, time.Since(batch[i].enqueued).Seconds())
-		batch[i].done <- res
+	deliver := func(w *waiter, res result) {
+		c.metrics.AllocationLatency(ctx, time.Since(w.enqueued).Seconds())
+		w.done <- res
 	}
-	fail := func(err error) {
-		for i := range batch {
-			deliver(i, result{err: err})
+	fail := func(ws []*waiter, err error) {
+		for _, w := range ws {
+			deliver(w, result{err: err})
 		}
 	}
+	var keys []signerKey
+	groups := map[signerKey][]*waiter{}
+	for _, w := range batch {
+		if _, ok := groups[w.key]; !ok {
+			keys = append(keys, w.key)
+		}
+		groups[w.key] = append(groups[w.key], w)
+	}
+	var batches []txm.AllocationBatch
+	var members [][]*waiter
+	for _, key := range keys {
+		ws := groups[key]
+		pending, err := c.chainPending(ctx, key)
+		if err != nil {
+			fail(ws, err)
+			continue
+		}
+		reqs := make([]*txm.Request, len(ws))
+		for i, w := range ws {
+			reqs[i] = w.req
+		}
+		batches = append(batches, txm.AllocationBatch{ChainID: key.chainID, Signer: key.signer, Owner: owner, ChainPending: pending, Requests: reqs})
+		members = append(members, ws)
+	}
+	if len(batches) == 0 {
+		return
+	}
+	results, outbox, err := c.store.Allocate(ctx, batches)
+	if err != nil {
+		c.log.WarnContext(ctx, "allocation batch failed", slog.String(logging.KeyOwner, owner), slog.Int("signers", len(batches)),
+			slog.Int("size", len(batch)), slog.Any("error", err))
+		for _, ws := range members {
+			fail(ws, err)
+		}
+		return
+	}
+	for g, ws := range members {
+		for i, res := range results[g] {
+			if res.Outcome == txm.OutcomeCreated {
+				c.log.DebugContext(ctx, "allocated", slog.String(logging.KeySigner, txm.CanonicalAddress(ws[i].key.signer)),
+					slog.String(logging.KeyTxID, res.Tx.ID), slog.Uint64(logging.KeyNonce, res.Tx.Nonce), slog.String(logging.KeyOwner, owner))
+			}
+			deliver(ws[i], result{created: res})
+		}
+	}
+	// One submit prompt per signer and batch, published after everyone has
+	// an answer.
+	c.relay.Publish(ctx, outbox)
+}
+
+// chainPending asks the chain for the signer's pending nonce when the
+// shared cursor's sync is stale (or absent); nil when the cursor is trusted.
+func (c *CreateTx) chainPending(ctx context.Context, key signerKey) (*uint64, error) {
 	cur, err := c.store.CursorState(ctx, key.chainID, key.signer)
 	if err != nil {
-		fail(err)
-		return
+		return nil, err
 	}
-	var pending *uint64
-	if cur.NeedsChainSync(c.cfg.NonceStateTimeout) {
-		n, err := c.chains[key.chainID].PendingNonce(ctx, key.signer)
-		if err != nil {
-			fail(fmt.Errorf("%w: pending nonce: %w", ErrChainUnavailable, err))
-			return
-		}
-		pending = &n
+	if !cur.NeedsChainSync(c.cfg.NonceStateTimeout) {
+		return nil, nil
 	}
-	reqs := make([]*txm.Request, len(batch))
-	for i, w := range batch {
-		reqs[i] = w.req
-	}
-	results, outbox, err := c.store.Allocate(ctx, txm.AllocationBatch{
-		ChainID: key.chainID, Signer: key.signer, Owner: owner, ChainPending: pending, Requests: reqs,
-	})
+	n, err := c.chains[key.chainID].PendingNonce(ctx, key.signer)
 	if err != nil {
-		c.log.WarnContext(ctx, "allocation batch failed", slog.String(logging.KeySigner, txm.CanonicalAddress(key.signer)),
-			slog.String(logging.KeyOwner, owner), slog.Int("size", len(batch)), slog.Any("error", err))
-		fail(err)
-		return
+		return nil, fmt.Errorf("%w: pending nonce: %w", ErrChainUnavailable, err)
 	}
-	for i, res := range results {
-		if res.Outcome == txm.OutcomeCreated {
-			c.log.DebugContext(ctx, "allocated", slog.String(logging.KeySigner, txm.CanonicalAddress(key.signer)),
-				slog.String(logging.KeyTxID, res.Tx.ID), slog.Uint64(logging.KeyNonce, res.Tx.Nonce), slog.String(logging.KeyOwner, owner))
-		}
-		deliver(i, result{created: res})
-	}
-	// One submit prompt per batch, published after everyone has an answer.
-	c.relay.Publish(ctx, outbox)
+	return &n, nil
 }

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	kmsapi "cloud.google.com/go/kms/apiv1"
 	"cloud.google.com/go/kms/apiv1/kmspb"
@@ -262,8 +263,12 @@ func TestIssue4_KMSSigner(t *testing.T) {
 	backend.Commit()
 
 	for i, tx := range sent {
-		receipt, err := client.TransactionReceipt(ctx, tx.Hash())
-		require.NoError(t, err, "tx %d (%s)", i, plan[i].name)
+		// The backend indexes transactions asynchronously after a commit.
+		var receipt *types.Receipt
+		require.Eventually(t, func() bool {
+			receipt, err = client.TransactionReceipt(ctx, tx.Hash())
+			return err == nil
+		}, 5*time.Second, 10*time.Millisecond, "tx %d (%s): %v", i, plan[i].name, err)
 		assert.Equal(t, types.ReceiptStatusSuccessful, receipt.Status, "tx %d (%s)", i, plan[i].name)
 	}
 	nonce, err := client.NonceAt(ctx, b.addr, nil)

@@ -1,10 +1,12 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math/big"
+	"sort"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -36,20 +38,39 @@ FROM signer_nonce_cursor WHERE chain_id = $1 AND signer = $2`,
 	return c, nil
 }
 
-// Allocate implements txm.Allocator. See the port for the contract.
-func (s *Store) Allocate(ctx context.Context, b txm.AllocationBatch) ([]txm.Created, []int64, error) {
-	if len(b.Requests) == 0 {
-		return nil, nil, nil
+// Allocate implements txm.Allocator. Batches take their nonce leases in
+// (chain, signer) order, so allocators that share signers cannot deadlock.
+func (s *Store) Allocate(ctx context.Context, batches []txm.AllocationBatch) ([][]txm.Created, []int64, error) {
+	order := make([]int, len(batches))
+	for i := range order {
+		order[i] = i
 	}
-	var results []txm.Created
+	sort.Slice(order, func(a, b int) bool {
+		x, y := batches[order[a]], batches[order[b]]
+		if x.ChainID != y.ChainID {
+			return x.ChainID < y.ChainID
+		}
+		return bytes.Compare(x.Signer.Bytes(), y.Signer.Bytes()) < 0
+	})
+	results := make([][]txm.Created, len(batches))
 	var outbox []int64
 	err := WithTx(ctx, s.pool, func(tx pgx.Tx) error {
-		var err error
-		results, outbox, err = s.allocate(ctx, tx, b)
-		return err
+		for _, i := range order {
+			b := batches[i]
+			if len(b.Requests) == 0 {
+				continue
+			}
+			res, ids, err := s.allocate(ctx, tx, b)
+			if err != nil {
+				return fmt.Errorf("allocate %d for %s: %w", len(b.Requests), txm.CanonicalAddress(b.Signer), err)
+			}
+			results[i] = res
+			outbox = append(outbox, ids...)
+		}
+		return nil
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("allocate %d for %s: %w", len(b.Requests), txm.CanonicalAddress(b.Signer), err)
+		return nil, nil, err
 	}
 	return results, outbox, nil
 }

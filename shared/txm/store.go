@@ -23,13 +23,13 @@ type AllocationBatch struct {
 type Allocator interface {
 	// CursorState reads the signer's cursor and how old its chain sync is.
 	CursorState(ctx context.Context, chainID uint64, signer common.Address) (CursorState, error)
-	// Allocate runs one batch in one database transaction: nonce lease,
-	// idempotency re-check (existing request ids are answered without a
-	// nonce), contiguous nonces from max(cursor, ChainPending), rows, cursor,
-	// a `submit` outbox row, release. It returns one Created per request, in
-	// order, and the ids of the outbox rows it wrote; on error nothing was
-	// written.
-	Allocate(ctx context.Context, b AllocationBatch) ([]Created, []int64, error)
+	// Allocate runs batches, one per signer, in one database transaction.
+	// For each: nonce lease, idempotency re-check (existing request ids are
+	// answered without a nonce), contiguous nonces from max(cursor,
+	// ChainPending), rows, cursor, a `submit` outbox row, release. It returns
+	// one Created per request of each batch, in order, and the ids of the
+	// outbox rows it wrote; on error nothing was written.
+	Allocate(ctx context.Context, batches []AllocationBatch) ([][]Created, []int64, error)
 }
 
 // TxFilter selects transactions to list. Zero fields do not filter.
