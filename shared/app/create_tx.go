@@ -370,11 +370,7 @@ func (c *CreateTx) runBatch(ctx context.Context, owner string, batch []*waiter) 
 	}
 	for g, ws := range members {
 		for i, res := range results[g] {
-			if res.Outcome == txm.OutcomeCreated {
-				c.log.DebugContext(ctx, "allocated", slog.String(logging.KeySigner, txm.CanonicalAddress(ws[i].key.signer)),
-					slog.String(logging.KeyTxID, res.Tx.ID), slog.Uint64(logging.KeyNonce, res.Tx.Nonce), slog.String(logging.KeyOwner, owner))
-			}
-			deliver(ws[i], result{created: res})
+			deliver(ws[i], result{created: res}) // the store logs each allocation with its token
 		}
 	}
 	// One submit prompt per signer and batch, published after everyone has

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/big"
 	"sort"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/txfence/txfence/shared/logging"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -164,6 +166,15 @@ WHERE c.next_nonce <= EXCLUDED.next_nonce`, int64(nonce), b.ChainPending != nil)
 	}
 	if err := s.leases.release(ctx, tx, lease); err != nil {
 		return nil, nil, err
+	}
+	if len(fresh) > 0 {
+		ids := make([]string, len(fresh))
+		for i, t := range fresh {
+			ids[i] = t.ID
+		}
+		s.log.DebugContext(ctx, "allocated", slog.String(logging.KeySigner, signer), slog.String(logging.KeyOwner, lease.Owner),
+			slog.Int64(logging.KeyToken, lease.Token), slog.Uint64(logging.KeyNonce, fresh[0].Nonce), slog.Int("count", len(fresh)),
+			slog.Any(logging.KeyTxID, ids))
 	}
 	return results, outbox, nil
 }
