@@ -4,7 +4,8 @@
 // bridge, an EVM chain (go-ethereum's simulated backend over HTTP JSON-RPC
 // with a block ticker, or an RPC URL), funded development signers, one or
 // more function-server processes running the same binary as Cloud Run, and
-// tickers standing in for Cloud Scheduler. `make dev` and `make e2e` use it.
+// tickers standing in for Cloud Scheduler (FinalitySweep, OutboxSweep,
+// ResubmitSweep). `make dev` and `make e2e` use it.
 package stack
 
 import (
@@ -179,6 +180,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	s.goRun(func() { _ = s.Bridge.Run(runCtx) })
 	s.goRun(func() { s.schedule(runCtx, "/FinalitySweep", opts.ScheduleEvery) })
 	s.goRun(func() { s.schedule(runCtx, "/OutboxSweep", 2*opts.ScheduleEvery) })
+	s.goRun(func() { s.schedule(runCtx, "/ResubmitSweep", 2*opts.ScheduleEvery) })
 	return s, nil
 }
 
@@ -285,6 +287,7 @@ func (s *Stack) serverEnv() []string {
 		"TXFENCE_FINALITY_BUDGET=" + (s.opts.ScheduleEvery - s.opts.ScheduleEvery/5).String(),
 		"TXFENCE_FINALITY_INTERVAL=500ms",
 		"TXFENCE_STALE_RECEIPT_TIMEOUT=5s",
+		"TXFENCE_RESUBMIT_INTERVAL=10s",
 		"TXFENCE_LEASE_DURATION=3s",
 		"TXFENCE_LEASE_RENEW=1s",
 		"TXFENCE_CLOCK_SKEW=500ms",

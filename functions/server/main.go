@@ -15,6 +15,7 @@ import (
 	_ "github.com/txfence/txfence/functions/finality"
 	_ "github.com/txfence/txfence/functions/outbox"
 	_ "github.com/txfence/txfence/functions/receipt"
+	_ "github.com/txfence/txfence/functions/resubmit"
 	_ "github.com/txfence/txfence/functions/submit"
 )
 

@@ -192,7 +192,7 @@ func (d *DrainSigner) submitBatch(ctx context.Context, log *slog.Logger, lease t
 		if reason.Deterministic() || reason == txm.ReasonReverted {
 			// The same bytes can never succeed: STUCK with the reason, and
 			// stop here, since later nonces cannot be mined before this one.
-			ids, serr := d.store.MarkStuck(ctx, lease, a.TxID, reason, err.Error())
+			ids, serr := d.store.MarkStuck(ctx, lease, a.TxID, string(reason), err.Error())
 			if serr != nil {
 				stop = serr
 			} else {

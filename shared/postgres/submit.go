@@ -182,7 +182,7 @@ func (s *Store) writeOutbox(ctx context.Context, tx pgx.Tx, topic string, key tx
 
 // MarkStuck implements txm.SubmitStore. Entering STUCK is a reported
 // outcome (TxStuck); a transaction already STUCK only records the new reason.
-func (s *Store) MarkStuck(ctx context.Context, l txm.Lease, txID string, reason txm.BroadcastReason, detail string) ([]int64, error) {
+func (s *Store) MarkStuck(ctx context.Context, l txm.Lease, txID string, subState string, detail string) ([]int64, error) {
 	var outbox []int64
 	err := WithTx(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, completionLock); err != nil {
@@ -203,7 +203,7 @@ WITH moved AS (
     SELECT id, from_state, 'STUCK', $7, $8, $4::text, $5::bigint FROM moved
 )
 SELECT id::text, chain_id, signer, nonce, from_state, fork FROM moved`,
-			append(fenceArgs(l), txID, string(reason), detail)...).Scan(&f.id, &f.chainID, &f.signer, &f.nonce, &from, &f.fork)
+			append(fenceArgs(l), txID, subState, detail)...).Scan(&f.id, &f.chainID, &f.signer, &f.nonce, &from, &f.fork)
 		if err == pgx.ErrNoRows {
 			if err := s.leases.check(ctx, tx, l, "mark_stuck", txID); err != nil {
 				return err
@@ -223,7 +223,7 @@ SELECT id::text, chain_id, signer, nonce, from_state, fork FROM moved`,
 	if err != nil {
 		return nil, err
 	}
-	s.metrics.Stuck(ctx, string(reason))
+	s.metrics.Stuck(ctx, subState)
 	return outbox, nil
 }
 

@@ -69,9 +69,10 @@ type SubmitStore interface {
 	// attempts as broadcast, and writes one `receipt` outbox row, in one
 	// transaction. It returns the outbox ids written.
 	MarkTracking(ctx context.Context, l Lease, done []Broadcasted) ([]int64, error)
-	// MarkStuck moves a transaction to STUCK with reason as its sub-state
+	// MarkStuck moves a transaction to STUCK with subState (a broadcast
+	// reason, or why progress stopped) as its sub-state
 	// and detail as its last error. It returns the outbox ids written.
-	MarkStuck(ctx context.Context, l Lease, txID string, reason BroadcastReason, detail string) ([]int64, error)
+	MarkStuck(ctx context.Context, l Lease, txID string, subState string, detail string) ([]int64, error)
 	// NoteBroadcastError records a retryable broadcast failure on the
 	// transaction (sub-state and last error) without changing its state.
 	NoteBroadcastError(ctx context.Context, l Lease, txID string, reason BroadcastReason, detail string) error

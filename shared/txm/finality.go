@@ -101,3 +101,22 @@ type ReceiptStore interface {
 type CompletionFeed interface {
 	CompletionsAfter(ctx context.Context, after int64, limit int) ([]Completion, error)
 }
+
+// ResubmitStore is the storage the ResubmitSweep needs.
+type ResubmitStore interface {
+	// PromptStranded writes a `submit` prompt for every signer with ALLOCATED
+	// transactions untouched for olderThan (their prompt was lost or given
+	// up on) and returns the outbox ids.
+	PromptStranded(ctx context.Context, olderThan time.Duration) ([]int64, error)
+	// SignersWithStaleBroadcasts lists signers with TRACKING transactions
+	// last broadcast at least olderThan ago.
+	SignersWithStaleBroadcasts(ctx context.Context, olderThan time.Duration) ([]SignerRef, error)
+	// StaleBroadcasts returns those transactions of one signer with their
+	// attempts, in nonce order.
+	StaleBroadcasts(ctx context.Context, chainID uint64, signer common.Address, olderThan time.Duration) ([]Tracked, error)
+	// NoteRebroadcast records that the transactions' latest attempts were
+	// broadcast again.
+	NoteRebroadcast(ctx context.Context, l Lease, txIDs []string) error
+	// MarkStuck is as for SubmitStore.
+	MarkStuck(ctx context.Context, l Lease, txID string, subState string, detail string) ([]int64, error)
+}

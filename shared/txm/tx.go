@@ -99,9 +99,10 @@ type Tx struct {
 	LastError   string
 	ReorgCount  int
 
-	Hash     *common.Hash // the latest attempt's hash, once signed
-	Attempts int
-	Receipt  *Receipt // once mined
+	Hash           *common.Hash // the latest attempt's hash, once signed
+	Attempts       int
+	BroadcastCount int      // broadcasts of its attempts so far
+	Receipt        *Receipt // once mined
 
 	CreatedAt time.Time
 	UpdatedAt time.Time

@@ -104,6 +104,7 @@ type Node struct {
 	Drain    *app.DrainSigner
 	Receipts *app.CheckReceipts
 	Finality *app.SweepFinality
+	Resubmit *app.SweepResubmit
 	Create   *app.CreateTx
 	Metrics  *metrics.Metrics
 	APIURL   string
@@ -145,6 +146,8 @@ func (w *World) Node(t *testing.T, name string) *Node {
 	n.Receipts, err = app.NewCheckReceipts(store, leases, chains, relay, cfg, m, log)
 	require.NoError(t, err)
 	n.Finality, err = app.NewSweepFinality(store, leases, chains, relay, cfg, m, log)
+	require.NoError(t, err)
+	n.Resubmit, err = app.NewSweepResubmit(store, leases, chains, relay, cfg, m, log)
 	require.NoError(t, err)
 	n.Create, err = app.NewCreateTx(store, map[uint64]app.ChainReader{evmtest.ChainID: client}, relay, cfg, m, log)
 	require.NoError(t, err)

@@ -1,0 +1,97 @@
+package resubmit
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/txfence/txfence/functions/internal/stacktest"
+	"github.com/txfence/txfence/shared/app"
+	"github.com/txfence/txfence/shared/config"
+	"github.com/txfence/txfence/shared/evm/rpcproxy"
+	"github.com/txfence/txfence/shared/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+var ctx = context.Background()
+
+func fast(c *config.Config) {
+	c.ResubmitInterval = 100 * time.Millisecond
+	c.MaxRebroadcasts = 2
+}
+
+func TestResubmit_PromptsStrandedWork(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 1, fast)
+	n := w.Node(t, "n0")
+	n.Allocate(t, w.Keys[0].Address, 3)
+	var prompts int
+	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE topic = $1`, w.Cfg.TopicSubmit).Scan(&prompts))
+	time.Sleep(150 * time.Millisecond)
+	st, err := n.Resubmit.Pass(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, st.Prompted, "one prompt for the signer, not one per transaction")
+	var after int
+	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE topic = $1`, w.Cfg.TopicSubmit).Scan(&after))
+	assert.Equal(t, prompts+1, after)
+}
+
+func TestResubmit_RebroadcastsLostBroadcast(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 1, fast)
+	n := w.Node(t, "n0")
+	signer := w.Keys[0].Address
+	ids := n.Allocate(t, signer, 1)
+	// The provider says "already known" but never passes the transaction on.
+	w.Proxy.Fail("eth_sendRawTransaction", 1, rpcproxy.Fault{RPCError: &rpcproxy.RPCError{Code: -32000, Message: "already known"}})
+	_, err := n.Drain.Execute(ctx, stacktest.ChainID().Uint64(), signer)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{"TRACKING": 1}, w.States(t))
+	hashes := w.AttemptHashes(t)
+
+	time.Sleep(150 * time.Millisecond)
+	st, err := n.Resubmit.Pass(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, st.Rebroadcast)
+	w.MineAll(t, signer, 1)
+	_, err = n.Receipts.Execute(ctx, stacktest.ChainID().Uint64(), signer)
+	require.NoError(t, err)
+	tx, err := n.Store.GetTx(ctx, ids[0])
+	require.NoError(t, err)
+	assert.Equal(t, "MINED", string(tx.State))
+	assert.Equal(t, 2, tx.BroadcastCount)
+	assert.Equal(t, hashes, w.AttemptHashes(t), "the same persisted bytes, not a new signature")
+}
+
+func TestResubmit_StuckAfterTooManyRebroadcasts(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 1, fast)
+	n := w.Node(t, "n0")
+	signer := w.Keys[0].Address
+	n.Allocate(t, signer, 1)
+	w.Proxy.Fail("eth_sendRawTransaction", -1, rpcproxy.Fault{RPCError: &rpcproxy.RPCError{Code: -32000, Message: "already known"}})
+	_, err := n.Drain.Execute(ctx, stacktest.ChainID().Uint64(), signer)
+	require.NoError(t, err)
+	stuck := 0
+	for i := 0; i < 10 && stuck == 0; i++ {
+		time.Sleep(120 * time.Millisecond)
+		st, err := n.Resubmit.Pass(ctx)
+		require.NoError(t, err)
+		stuck += st.Stuck
+	}
+	require.Equal(t, 1, stuck)
+	var sub string
+	var reported int
+	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT sub_state FROM managed_tx`).Scan(&sub))
+	assert.Equal(t, app.SubStateTooManyRebroadcasts, sub)
+	time.Sleep(120 * time.Millisecond)
+	st, err := n.Resubmit.Pass(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, st.Stuck+st.Rebroadcast, "a STUCK transaction is left to the stuck policy")
+	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM tx_completion WHERE state = 'STUCK'`).Scan(&reported))
+	assert.Equal(t, 1, reported, "reported once as TxStuck")
+}
