@@ -1,6 +1,6 @@
 # Identities and what they may do, least privilege:
 #
-#   txfence-api, -submit, -receipt, -finality, -outbox   one per function
+#   txfence-api, -submit, -receipt, -finality, -outbox, -resubmit   one per function
 #   txfence-migrate                                       the migration job
 #   txfence-pusher                                        the caller identity of
 #       Pub/Sub push and Cloud Scheduler: its OIDC tokens are what the
@@ -23,6 +23,7 @@ locals {
     receipt  = "txfence-receipt"
     finality = "txfence-finality"
     outbox   = "txfence-outbox"
+    resubmit = "txfence-resubmit"
     migrate  = "txfence-migrate"
   }
 }

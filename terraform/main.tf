@@ -145,6 +145,22 @@ locals {
       signs       = false
       env         = {}
     }
+    resubmit = {
+      service     = "txfence-resubmit-sweep"
+      target      = "ResubmitSweep"
+      description = "txfence ResubmitSweep: Cloud Scheduler every minute; re-prompts stranded work, rebroadcasts persisted attempts, marks STUCK."
+      trigger     = "schedule"
+      timeout     = 120
+      concurrency = 1
+      min         = 0
+      max         = 2
+      db_conns    = 4
+      cpu         = "1"
+      memory      = "512Mi"
+      publishes   = ["submit", "completion"]
+      signs       = false
+      env         = {}
+    }
   }
 
   # Instance bounds after the per-function overrides.

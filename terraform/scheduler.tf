@@ -25,6 +25,11 @@ locals {
       schedule = "* * * * *"
       deadline = "120s"
     }
+    resubmit = {
+      name     = "txfence-resubmit-sweep"
+      schedule = "* * * * *"
+      deadline = "150s"
+    }
   }
 }
 

@@ -153,20 +153,20 @@ variable "extra_env" {
 }
 
 variable "function_env" {
-  description = "Extra environment per function, keyed api, submit, receipt, finality, outbox. Applied after extra_env."
+  description = "Extra environment per function, keyed api, submit, receipt, finality, outbox, resubmit. Applied after extra_env."
   type        = map(map(string))
   default     = {}
 
   validation {
-    condition     = alltrue([for k in keys(var.function_env) : contains(["api", "submit", "receipt", "finality", "outbox"], k)])
-    error_message = "function_env keys must be among api, submit, receipt, finality, outbox."
+    condition     = alltrue([for k in keys(var.function_env) : contains(["api", "submit", "receipt", "finality", "outbox", "resubmit"], k)])
+    error_message = "function_env keys must be among api, submit, receipt, finality, outbox, resubmit."
   }
 }
 
 # --- Capacity ------------------------------------------------------------------
 
 variable "min_instances" {
-  description = "Minimum Cloud Run instances per function (keys api, submit, receipt, finality, outbox); missing keys keep the defaults of main.tf (api 1, others 0)."
+  description = "Minimum Cloud Run instances per function (keys api, submit, receipt, finality, outbox, resubmit); missing keys keep the defaults of main.tf (api 1, others 0)."
   type        = map(number)
   default     = {}
 }
