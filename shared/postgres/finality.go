@@ -290,17 +290,21 @@ ORDER BY 1, 2`, staleAfter)
 	if err != nil {
 		return nil, fmt.Errorf("signers with work: %w", translate(err))
 	}
-	defer rows.Close()
-	var out []txm.SignerRef
-	for rows.Next() {
+	return scanSignerRefs(rows)
+}
+
+// scanSignerRefs reads (chain_id, signer) rows.
+func scanSignerRefs(rows pgx.Rows) ([]txm.SignerRef, error) {
+	refs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (txm.SignerRef, error) {
 		var chainID int64
 		var signer string
-		if err := rows.Scan(&chainID, &signer); err != nil {
-			return nil, fmt.Errorf("signers with work: %w", translate(err))
-		}
-		out = append(out, txm.SignerRef{ChainID: uint64(chainID), Signer: common.HexToAddress(signer)})
+		err := r.Scan(&chainID, &signer)
+		return txm.SignerRef{ChainID: uint64(chainID), Signer: common.HexToAddress(signer)}, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read signers: %w", translate(err))
 	}
-	return out, rows.Err()
+	return refs, nil
 }
 
 // CompletionsAfter implements txm.CompletionFeed.

@@ -42,17 +42,7 @@ func (s *Store) SignersWithStaleBroadcasts(ctx context.Context, olderThan time.D
 	if err != nil {
 		return nil, fmt.Errorf("signers with stale broadcasts: %w", translate(err))
 	}
-	defer rows.Close()
-	var out []txm.SignerRef
-	for rows.Next() {
-		var chainID int64
-		var signer string
-		if err := rows.Scan(&chainID, &signer); err != nil {
-			return nil, fmt.Errorf("signers with stale broadcasts: %w", translate(err))
-		}
-		out = append(out, txm.SignerRef{ChainID: uint64(chainID), Signer: common.HexToAddress(signer)})
-	}
-	return out, rows.Err()
+	return scanSignerRefs(rows)
 }
 
 // StaleBroadcasts implements txm.ResubmitStore.
