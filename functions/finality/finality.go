@@ -7,7 +7,6 @@ package finality
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -16,6 +15,7 @@ import (
 	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
 
 	"github.com/txfence/txfence/functions/internal/deps"
+	"github.com/txfence/txfence/functions/internal/scheduled"
 	"github.com/txfence/txfence/shared/app"
 )
 
@@ -35,18 +35,11 @@ func NewHandler(sweep *app.SweepFinality, budget, interval time.Duration, log *s
 	return &Handler{sweep: sweep, log: log, budget: budget, interval: interval}, nil
 }
 
-// ServeHTTP sweeps for the budget and reports what it did. A failed pass
-// answers 500 so Cloud Scheduler records it; the next run starts afresh.
+// ServeHTTP sweeps for the budget and reports what it did.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	st, err := h.sweep.Run(r.Context(), h.budget, h.interval)
-	w.Header().Set("Content-Type", "application/json")
-	body := map[string]any{"stats": st}
-	if err != nil {
-		h.log.WarnContext(r.Context(), "finality sweep", slog.Any("stats", st), slog.Any("error", err))
-		body["error"] = err.Error()
-		w.WriteHeader(http.StatusInternalServerError)
-	}
-	_ = json.NewEncoder(w).Encode(body)
+	scheduled.Serve(w, r, h.log, "finality sweep", func(ctx context.Context) (any, error) {
+		return h.sweep.Run(ctx, h.budget, h.interval)
+	})
 }
 
 func init() { functions.HTTP("FinalitySweep", serve) }

@@ -6,7 +6,6 @@ package outbox
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -15,6 +14,7 @@ import (
 	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
 
 	"github.com/txfence/txfence/functions/internal/deps"
+	"github.com/txfence/txfence/functions/internal/scheduled"
 	"github.com/txfence/txfence/shared/app"
 )
 
@@ -59,13 +59,10 @@ func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
 
 // ServeHTTP runs one sweep.
 func (s *Sweeper) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	n, err := s.Sweep(r.Context())
-	w.Header().Set("Content-Type", "application/json")
-	if err != nil {
-		s.log.WarnContext(r.Context(), "outbox sweep", slog.Int("sent", n), slog.Any("error", err))
-		w.WriteHeader(http.StatusInternalServerError) // Cloud Scheduler retries per its policy
-	}
-	_ = json.NewEncoder(w).Encode(map[string]any{"sent": n})
+	scheduled.Serve(w, r, s.log, "outbox sweep", func(ctx context.Context) (any, error) {
+		n, err := s.Sweep(ctx)
+		return map[string]int{"sent": n}, err
+	})
 }
 
 var lazy = deps.Lazy[*Sweeper]{Build: func(_ context.Context, p *deps.Process) (*Sweeper, error) {

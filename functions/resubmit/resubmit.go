@@ -6,7 +6,6 @@ package resubmit
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -14,6 +13,7 @@ import (
 	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
 
 	"github.com/txfence/txfence/functions/internal/deps"
+	"github.com/txfence/txfence/functions/internal/scheduled"
 	"github.com/txfence/txfence/shared/app"
 )
 
@@ -31,18 +31,9 @@ func NewHandler(sweep *app.SweepResubmit, log *slog.Logger) (*Handler, error) {
 	return &Handler{sweep: sweep, log: log}, nil
 }
 
-// ServeHTTP sweeps once and reports what it did; a failure answers 500 so
-// Cloud Scheduler records it.
+// ServeHTTP sweeps once and reports what it did.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	st, err := h.sweep.Pass(r.Context())
-	w.Header().Set("Content-Type", "application/json")
-	body := map[string]any{"stats": st}
-	if err != nil {
-		h.log.WarnContext(r.Context(), "resubmit sweep", slog.Any("stats", st), slog.Any("error", err))
-		body["error"] = err.Error()
-		w.WriteHeader(http.StatusInternalServerError)
-	}
-	_ = json.NewEncoder(w).Encode(body)
+	scheduled.Serve(w, r, h.log, "resubmit sweep", func(ctx context.Context) (any, error) { return h.sweep.Pass(ctx) })
 }
 
 func init() { functions.HTTP("ResubmitSweep", serve) }

@@ -1,0 +1,25 @@
+// Package scheduled answers the HTTP calls Cloud Scheduler makes to the
+// sweep functions in one way: run the job, report its stats as JSON, and
+// answer 500 on failure so the scheduler records it (the next run starts
+// afresh, so jobs are not retried).
+package scheduled
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+)
+
+// Serve runs job for the request and writes its outcome.
+func Serve(w http.ResponseWriter, r *http.Request, log *slog.Logger, name string, job func(ctx context.Context) (any, error)) {
+	stats, err := job(r.Context())
+	w.Header().Set("Content-Type", "application/json")
+	body := map[string]any{"stats": stats}
+	if err != nil {
+		log.WarnContext(r.Context(), name, slog.Any("stats", stats), slog.Any("error", err))
+		body["error"] = err.Error()
+		w.WriteHeader(http.StatusInternalServerError)
+	}
+	_ = json.NewEncoder(w).Encode(body)
+}
