@@ -164,14 +164,21 @@ func (d *DrainSigner) submitBatch(ctx context.Context, log *slog.Logger, lease t
 		return false, err
 	}
 
+	// One round trip for the whole batch, in nonce order; the answers are
+	// then read in that order up to the first that stops the drain (the
+	// transactions after it are persisted and will be sent again).
+	raws := make([][]byte, len(items))
+	for i, it := range items {
+		raws[i] = it.Attempt.Raw
+	}
+	t0 := time.Now()
+	errs := chain.SendRawTransactions(ctx, raws)
+	d.metrics.BroadcastLatency(ctx, time.Since(t0).Seconds())
 	var done []txm.Broadcasted
 	var stop error
 	more := true
-	for _, it := range items {
-		a := it.Attempt
-		t0 := time.Now()
-		err := chain.SendRawTransaction(ctx, a.Raw)
-		d.metrics.BroadcastLatency(ctx, time.Since(t0).Seconds())
+	for i, it := range items {
+		a, err := it.Attempt, errs[i]
 		reason := txm.ReasonOf(err)
 		switch {
 		case err == nil:

@@ -54,6 +54,9 @@ type FeeOracle interface {
 // *BroadcastError whose Reason is one of the closed set below.
 type Broadcaster interface {
 	SendRawTransaction(ctx context.Context, raw []byte) error
+	// SendRawTransactions sends several in order in one round trip and
+	// returns one (classified) error per transaction, nil where accepted.
+	SendRawTransactions(ctx context.Context, raws [][]byte) []error
 }
 
 // Receipt is the part of a receipt txfence keeps.
