@@ -220,36 +220,74 @@ ORDER BY m.nonce`, append(fenceArgs(l), txIDs)...)
 }
 
 // writeCompletions writes one completion and one completion-topic outbox
-// row per outcome. The caller holds completionLock. newFork is set when the
+// row per outcome, two statements for any number. The caller holds
+// completionLock; seqs follow the order of done. newFork is set when the
 // transaction was reorged since its last report or was reported before.
 func (s *Store) writeCompletions(ctx context.Context, tx pgx.Tx, done []finalized) ([]int64, error) {
-	var outbox []int64
-	for _, f := range done {
-		var seq int64
-		var newFork bool
-		err := tx.QueryRow(ctx, `
+	if len(done) == 0 {
+		return nil, nil
+	}
+	n := len(done)
+	ids, chains, signers, states, forks := make([]string, n), make([]int64, n), make([]string, n), make([]string, n), make([]bool, n)
+	for i, f := range done {
+		ids[i], chains[i], signers[i], states[i], forks[i] = f.id, f.chainID, f.signer, f.state, f.fork
+	}
+	rows, err := tx.Query(ctx, `
 INSERT INTO tx_completion (tx_id, chain_id, signer, state, new_fork)
-VALUES ($1::uuid, $2, $3::text, $4, $5 OR EXISTS (SELECT 1 FROM tx_completion c WHERE c.tx_id = $1::uuid))
-RETURNING seq, new_fork`, f.id, f.chainID, f.signer, f.state, f.fork).Scan(&seq, &newFork)
-		if err != nil {
-			return nil, fmt.Errorf("write completion: %w", translate(err))
+SELECT u.id, u.chain_id, u.signer, u.state,
+    u.fork OR EXISTS (SELECT 1 FROM tx_completion c WHERE c.tx_id = u.id)
+FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::bool[]) WITH ORDINALITY
+    AS u(id, chain_id, signer, state, fork, ord)
+ORDER BY u.ord
+RETURNING seq, tx_id::text, new_fork`, ids, chains, signers, states, forks)
+	if err != nil {
+		return nil, fmt.Errorf("write completions: %w", translate(err))
+	}
+	type written struct {
+		seq     int64
+		newFork bool
+	}
+	byTx := map[string]written{}
+	for rows.Next() {
+		var w written
+		var id string
+		if err := rows.Scan(&w.seq, &id, &w.newFork); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("write completions: %w", translate(err))
 		}
-		msg := txm.CompletionMessage{Type: txm.EventFor(txm.State(f.state)), Seq: seq, TxID: f.id, ChainID: uint64(f.chainID),
-			Signer: f.signer, State: txm.State(f.state), NewFork: newFork, Nonce: uint64(f.nonce)}
+		byTx[id] = w
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("write completions: %w", translate(err))
+	}
+	keys, payloads, attrs := make([]string, n), make([][]byte, n), make([][]byte, n)
+	for i, f := range done {
+		w := byTx[f.id]
+		msg := txm.CompletionMessage{Type: txm.EventFor(txm.State(f.state)), Seq: w.seq, TxID: f.id, ChainID: uint64(f.chainID),
+			Signer: f.signer, State: txm.State(f.state), NewFork: w.newFork, Nonce: uint64(f.nonce)}
 		if f.hash != nil {
 			msg.Hash = *f.hash
 		}
-		payload, _ := json.Marshal(msg)
-		attrs, _ := json.Marshal(map[string]string{
+		keys[i] = f.signer
+		payloads[i], _ = json.Marshal(msg)
+		attrs[i], _ = json.Marshal(map[string]string{
 			"chain": strconv.FormatInt(f.chainID, 10), "signer": f.signer, "state": f.state,
-			"seq": strconv.FormatInt(seq, 10), "type": string(msg.Type), "newFork": strconv.FormatBool(newFork),
+			"seq": strconv.FormatInt(w.seq, 10), "type": string(msg.Type), "newFork": strconv.FormatBool(w.newFork),
 		})
-		var id int64
-		if err := tx.QueryRow(ctx, `INSERT INTO outbox (topic, ordering_key, payload, attributes) VALUES ($1, $2, $3, $4) RETURNING id`,
-			s.topics.Completion, f.signer, payload, attrs).Scan(&id); err != nil {
-			return nil, fmt.Errorf("write completion outbox: %w", translate(err))
-		}
-		outbox = append(outbox, id)
+	}
+	orows, err := tx.Query(ctx, `
+INSERT INTO outbox (topic, ordering_key, payload, attributes)
+SELECT $1, u.key, u.payload, u.attrs
+FROM unnest($2::text[], $3::jsonb[], $4::jsonb[]) WITH ORDINALITY AS u(key, payload, attrs, ord)
+ORDER BY u.ord
+RETURNING id`, s.topics.Completion, keys, payloads, attrs)
+	if err != nil {
+		return nil, fmt.Errorf("write completion outbox: %w", translate(err))
+	}
+	outbox, err := pgx.CollectRows(orows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("write completion outbox: %w", translate(err))
 	}
 	return outbox, nil
 }
