@@ -27,12 +27,19 @@ func NewRelay(store txm.OutboxStore, pub txm.Publisher, log *slog.Logger) (*Rela
 	return &Relay{store: store, pub: pub, log: log}, nil
 }
 
+// publishTimeout bounds an invocation's own relay: a Pub/Sub outage must
+// not hold up the request (or the callers batched behind it); the sweep
+// publishes what is left.
+const publishTimeout = 3 * time.Second
+
 // Publish relays the given rows. Failures are logged, not returned: the rows
 // stay unsent and the sweep picks them up.
 func (r *Relay) Publish(ctx context.Context, ids []int64) {
 	if r == nil || len(ids) == 0 {
 		return
 	}
+	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	defer cancel()
 	if _, err := r.store.Relay(ctx, ids, 0, len(ids), r.pub.Publish); err != nil {
 		r.log.WarnContext(ctx, "relay outbox", slog.Any("ids", ids), slog.Any("error", err))
 	}
