@@ -520,3 +520,53 @@ func TestIssue5_FinalityModes(t *testing.T) {
 		t.Fatal("the finalized block never reached the transaction")
 	})
 }
+
+// TestIssue5_ReorgAfterReport: a reorg deeper than the confirmation depth,
+// within the watch window, drops a transaction whose CONFIRMED outcome was
+// already reported; it is reopened, rebroadcast, confirmed again, and the
+// new outcome carries newFork.
+func TestIssue5_ReorgAfterReport(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 1, func(c *config.Config) { c.Confirmations = 2 })
+	n := w.Node(t, "n0")
+	signer := w.Keys[0].Address
+	ids := n.Allocate(t, signer, 1)
+	broadcastAndMine(t, w, n, signer, 1)
+	before, parent := minedBlock(t, w, n, ids[0])
+	w.Mine(2)
+	st, err := n.Finality.Pass(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Confirmed)
+	first := feed(t, n, 0, 10)
+	require.Len(t, first, 1)
+	assert.False(t, first[0].NewFork)
+
+	// A longer branch from below the block: the reported transaction is gone.
+	require.NoError(t, w.Chain.Fork(parent))
+	w.Chain.Rollback()
+	w.Mine(5)
+	known, err := n.Client.HasTransaction(ctx, *before.Hash)
+	require.NoError(t, err)
+	require.False(t, known)
+
+	st, err = n.Finality.Pass(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, st.Reorged)
+	assert.Equal(t, 1, st.Rebroadcast)
+	assert.Equal(t, map[string]int{"TRACKING": 1}, w.States(t))
+	w.MineAll(t, signer, 1)
+	_, err = n.Receipts.Execute(ctx, stacktest.ChainID().Uint64(), signer)
+	require.NoError(t, err)
+	w.Mine(2)
+	st, err = n.Finality.Pass(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Confirmed)
+	items := feed(t, n, 0, 10)
+	require.Len(t, items, 2, "the first report stands in the feed; the new one follows it")
+	assert.Equal(t, ids[0], items[1].TxID)
+	assert.True(t, items[1].NewFork, "the earlier reported outcome is superseded")
+	after, err := n.Store.GetTx(ctx, ids[0])
+	require.NoError(t, err)
+	assert.Equal(t, 1, after.ReorgCount)
+	assert.Equal(t, *before.Hash, *after.Hash, "the same signed bytes")
+}

@@ -124,7 +124,7 @@ func (v *chainView) load(ctx context.Context, numbers []uint64) error {
 // chain and is returned after the others were swept.
 func (s *SweepFinality) Pass(ctx context.Context) (PassStats, error) {
 	var st PassStats
-	refs, err := s.store.SignersWithWork(ctx, s.cfg.StaleReceiptTimeout)
+	refs, err := s.store.SignersWithWork(ctx, s.cfg.StaleReceiptTimeout, s.watch())
 	if err != nil {
 		return st, err
 	}
@@ -201,6 +201,9 @@ func (s *SweepFinality) sweepSigner(ctx context.Context, view *chainView, ref tx
 			st.Mined = len(found)
 		}
 
+		if err := s.checkReported(ctx, l, view, ref, &st); err != nil {
+			return err
+		}
 		mined, err := s.store.MinedTxs(ctx, ref.ChainID, ref.Signer)
 		if err != nil || len(mined) == 0 {
 			return err
@@ -253,6 +256,56 @@ func (s *SweepFinality) isFinal(view *chainView, block uint64) bool {
 	return view.head.Number >= block && view.head.Number-block+1 >= s.cfg.Confirmations
 }
 
+// watch is how long reported outcomes stay watched: only in confirmations
+// mode, since a finalized block does not reorg.
+func (s *SweepFinality) watch() time.Duration {
+	if s.cfg.FinalityMode == config.FinalityFinalized {
+		return 0
+	}
+	return s.cfg.ReorgWatch
+}
+
+// checkReported re-checks the blocks of outcomes reported within the watch
+// window; a block that left the canonical chain (a reorg deeper than the
+// confirmation depth) reopens its transactions, whose next outcome then
+// carries newFork.
+func (s *SweepFinality) checkReported(ctx context.Context, l txm.Lease, view *chainView, ref txm.SignerRef, st *PassStats) error {
+	blocks, err := s.store.ReportedBlocks(ctx, ref.ChainID, ref.Signer, s.watch())
+	if err != nil || len(blocks) == 0 {
+		return err
+	}
+	heights := make([]uint64, len(blocks))
+	for i, b := range blocks {
+		heights[i] = b.Number
+	}
+	if err := view.load(ctx, heights); err != nil {
+		s.metrics.ReceiptCheck(ctx, "rpc_error")
+		return err
+	}
+	for _, b := range blocks {
+		h := view.headers[b.Number]
+		if h != nil && h.Hash == b.Hash {
+			continue
+		}
+		detail := fmt.Sprintf("reported block %d %s is no longer canonical", b.Number, b.Hash.Hex())
+		reopened, err := s.store.ReopenBlock(ctx, l, b, detail)
+		if err != nil {
+			return err
+		}
+		for _, t := range reopened {
+			st.Reorged++
+			s.metrics.Reorg(ctx)
+			s.log.WarnContext(ctx, "deep reorg reopened a reported transaction", slog.String(logging.KeyTxID, t.Tx.ID),
+				slog.String(logging.KeySigner, txm.CanonicalAddress(t.Tx.From)), slog.Uint64(logging.KeyNonce, t.Tx.Nonce),
+				slog.String("detail", detail), slog.Int64(logging.KeyToken, l.Token))
+			if err := s.rebroadcastLost(ctx, view, t, st); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // reorged handles a mined transaction whose receipt block is no longer
 // canonical: back to TRACKING, and the attempt that was mined rebroadcast
 // if the node no longer knows it.
@@ -268,7 +321,12 @@ func (s *SweepFinality) reorged(ctx context.Context, l txm.Lease, view *chainVie
 	s.metrics.Reorg(ctx)
 	s.log.WarnContext(ctx, "reorg", slog.String(logging.KeyTxID, m.Tx.ID), slog.String(logging.KeySigner, txm.CanonicalAddress(m.Tx.From)),
 		slog.Uint64(logging.KeyNonce, m.Tx.Nonce), slog.String("detail", detail), slog.Int64(logging.KeyToken, l.Token))
-	for _, a := range m.Attempts {
+	return s.rebroadcastLost(ctx, view, m, st)
+}
+
+// rebroadcastLost sends again every attempt of t the node no longer knows.
+func (s *SweepFinality) rebroadcastLost(ctx context.Context, view *chainView, t txm.Tracked, st *PassStats) error {
+	for _, a := range t.Attempts {
 		known, err := view.chain.HasTransaction(ctx, a.Hash)
 		if err != nil {
 			return fmt.Errorf("has transaction: %w", err)
@@ -279,7 +337,7 @@ func (s *SweepFinality) reorged(ctx context.Context, l txm.Lease, view *chainVie
 		if err := view.chain.SendRawTransaction(ctx, a.Raw); err != nil {
 			r := txm.ReasonOf(err)
 			if r != txm.ReasonKnown && r != txm.ReasonNonceTooLow {
-				s.log.WarnContext(ctx, "rebroadcast after reorg", slog.String(logging.KeyTxID, m.Tx.ID), slog.Any("error", err))
+				s.log.WarnContext(ctx, "rebroadcast after reorg", slog.String(logging.KeyTxID, t.Tx.ID), slog.Any("error", err))
 			}
 			continue
 		}

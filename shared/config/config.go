@@ -99,6 +99,11 @@ type Config struct {
 	Confirmations    uint64
 	FinalityBudget   time.Duration // how long one FinalitySweep invocation keeps sweeping
 	FinalityInterval time.Duration // pause between sweep passes
+	// ReorgWatch is how long after reporting an outcome the finality sweep
+	// keeps checking its block (confirmations mode): a reorg deeper than the
+	// confirmation depth reopens the transaction and its next outcome
+	// carries newFork. Zero turns the watch off.
+	ReorgWatch time.Duration
 
 	Project         string // Google Cloud project for Pub/Sub
 	TopicSubmit     string
@@ -134,6 +139,7 @@ func Defaults() Config {
 		Confirmations:       20,
 		FinalityBudget:      50 * time.Second,
 		FinalityInterval:    2 * time.Second,
+		ReorgWatch:          10 * time.Minute,
 		TopicSubmit:         "txfence-submit",
 		TopicReceipt:        "txfence-receipt",
 		TopicCompletion:     "txfence-completion",
@@ -172,6 +178,7 @@ const (
 	EnvConfirmations       = "TXFENCE_CONFIRMATIONS"
 	EnvFinalityBudget      = "TXFENCE_FINALITY_BUDGET"
 	EnvFinalityInterval    = "TXFENCE_FINALITY_INTERVAL"
+	EnvReorgWatch          = "TXFENCE_REORG_WATCH"
 	EnvProject             = "TXFENCE_PROJECT"
 	EnvTopicSubmit         = "TXFENCE_TOPIC_SUBMIT"
 	EnvTopicReceipt        = "TXFENCE_TOPIC_RECEIPT"
@@ -221,6 +228,7 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 	p.uint(EnvConfirmations, &c.Confirmations)
 	p.duration(EnvFinalityBudget, &c.FinalityBudget)
 	p.duration(EnvFinalityInterval, &c.FinalityInterval)
+	p.duration(EnvReorgWatch, &c.ReorgWatch)
 	p.str(EnvProject, &c.Project)
 	p.str(EnvTopicSubmit, &c.TopicSubmit)
 	p.str(EnvTopicReceipt, &c.TopicReceipt)
@@ -335,6 +343,9 @@ func (c Config) validate() []Problem {
 	}
 	if c.FinalityBudget <= 0 {
 		bad(EnvFinalityBudget, "must be positive, got %s", c.FinalityBudget)
+	}
+	if c.ReorgWatch < 0 {
+		bad(EnvReorgWatch, "must not be negative, got %s", c.ReorgWatch)
 	}
 	if c.FinalityInterval <= 0 {
 		bad(EnvFinalityInterval, "must be positive, got %s", c.FinalityInterval)

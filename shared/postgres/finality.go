@@ -318,13 +318,16 @@ SELECT id, 'MINED', 'TRACKING', 'reorged', $7, $4::text, $5::bigint FROM moved`,
 }
 
 // SignersWithWork implements txm.ReceiptStore.
-func (s *Store) SignersWithWork(ctx context.Context, staleAfter time.Duration) ([]txm.SignerRef, error) {
+func (s *Store) SignersWithWork(ctx context.Context, staleAfter, watch time.Duration) ([]txm.SignerRef, error) {
 	rows, err := s.pool.Query(ctx, `
 SELECT DISTINCT chain_id, signer FROM managed_tx WHERE state = 'MINED'
 UNION
 SELECT DISTINCT chain_id, signer FROM managed_tx
 WHERE state IN ('TRACKING', 'STUCK') AND updated_at <= clock_timestamp() - $1::interval
-ORDER BY 1, 2`, staleAfter)
+UNION
+SELECT DISTINCT chain_id, signer FROM managed_tx
+WHERE $2::interval > '0s' AND state IN ('CONFIRMED', 'FAILED_FINAL') AND finalized_at >= clock_timestamp() - $2::interval
+ORDER BY 1, 2`, staleAfter, watch)
 	if err != nil {
 		return nil, fmt.Errorf("signers with work: %w", translate(err))
 	}
@@ -377,4 +380,65 @@ WHERE c.seq > $1 ORDER BY c.seq LIMIT $2`, after, limit)
 		out = append(out, c)
 	}
 	return out, rows.Err()
+}
+
+// ReportedBlocks implements txm.ReceiptStore.
+func (s *Store) ReportedBlocks(ctx context.Context, chainID uint64, signer common.Address, watch time.Duration) ([]txm.Header, error) {
+	if watch <= 0 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, `
+SELECT DISTINCT receipt_block_number, receipt_block_hash::text FROM managed_tx
+WHERE chain_id = $1 AND signer = $2 AND state IN ('CONFIRMED', 'FAILED_FINAL')
+  AND finalized_at >= clock_timestamp() - $3::interval
+ORDER BY 1`, int64(chainID), txm.CanonicalAddress(signer), watch)
+	if err != nil {
+		return nil, fmt.Errorf("reported blocks: %w", translate(err))
+	}
+	blocks, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (txm.Header, error) {
+		var n int64
+		var h string
+		err := r.Scan(&n, &h)
+		return txm.Header{Number: uint64(n), Hash: common.HexToHash(h)}, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reported blocks: %w", translate(err))
+	}
+	return blocks, nil
+}
+
+// ReopenBlock implements txm.ReceiptStore.
+func (s *Store) ReopenBlock(ctx context.Context, l txm.Lease, block txm.Header, detail string) ([]txm.Tracked, error) {
+	var ids []string
+	err := WithTx(ctx, s.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `
+WITH moved AS (
+    UPDATE managed_tx t SET state = 'TRACKING', sub_state = 'reorged', reorg_count = t.reorg_count + 1,
+        fork_pending = true, receipt_attempt_no = NULL, receipt_block_number = NULL, receipt_block_hash = NULL,
+        receipt_status = NULL, receipt_gas_used = NULL, receipt_effective_gas_price = NULL, mined_at = NULL,
+        finalized_at = NULL, fencing_token = $5::bigint, updated_at = clock_timestamp()
+    WHERE t.chain_id = $1::bigint AND t.signer = $2::text AND t.state IN ('CONFIRMED', 'FAILED_FINAL')
+      AND t.receipt_block_number = $6 AND t.receipt_block_hash = $7 AND `+fenceHeld+`
+    RETURNING t.id, (SELECT o.state FROM managed_tx o WHERE o.id = t.id) AS from_state
+), hist AS (
+    INSERT INTO tx_history (tx_id, from_state, to_state, sub_state, reason, owner, fencing_token)
+    SELECT id, from_state, 'TRACKING', 'reorged', $8, $4::text, $5::bigint FROM moved
+)
+SELECT id::text FROM moved`, append(fenceArgs(l), int64(block.Number), block.Hash.Hex(), detail)...)
+		if err != nil {
+			return fmt.Errorf("reopen block %d: %w", block.Number, translate(err))
+		}
+		if ids, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			return fmt.Errorf("reopen block %d: %w", block.Number, translate(err))
+		}
+		if len(ids) == 0 {
+			return s.leases.check(ctx, tx, l, "reopen_block", "")
+		}
+		_, err = s.writeOutbox(ctx, tx, s.topics.Receipt, l.Key)
+		return err
+	})
+	if err != nil || len(ids) == 0 {
+		return nil, err
+	}
+	return s.trackedTxs(ctx, `t.id = ANY($1::uuid[])`, ids)
 }

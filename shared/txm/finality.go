@@ -92,9 +92,16 @@ type ReceiptStore interface {
 	// Reorged moves a MINED transaction back to TRACKING: its receipt block
 	// left the canonical chain.
 	Reorged(ctx context.Context, l Lease, txID string, detail string) error
-	// SignersWithWork lists signers with MINED transactions, or TRACKING ones
-	// untouched for staleAfter.
-	SignersWithWork(ctx context.Context, staleAfter time.Duration) ([]SignerRef, error)
+	// SignersWithWork lists signers with MINED transactions, TRACKING ones
+	// untouched for staleAfter, or outcomes reported within watch.
+	SignersWithWork(ctx context.Context, staleAfter, watch time.Duration) ([]SignerRef, error)
+	// ReportedBlocks lists the receipt blocks of the signer's outcomes
+	// reported within watch.
+	ReportedBlocks(ctx context.Context, chainID uint64, signer common.Address, watch time.Duration) ([]Header, error)
+	// ReopenBlock moves the signer's reported transactions whose receipt is
+	// in block (number, hash) back to TRACKING — a reorg deeper than the
+	// confirmation depth — and returns them with their attempts.
+	ReopenBlock(ctx context.Context, l Lease, block Header, detail string) ([]Tracked, error)
 }
 
 // CompletionFeed reads reported outcomes in seq order.

@@ -39,15 +39,20 @@ func (s State) Valid() bool {
 	return false
 }
 
-// Terminal reports whether no further transition can leave s.
+// Terminal reports whether s is a reported final outcome. Only a reorg
+// deeper than the confirmation depth (seen while the finality sweep still
+// watches the block) can move a terminal transaction, back to TRACKING.
 func (s State) Terminal() bool { return s == StateConfirmed || s == StateFailedFinal }
 
-// transitions lists the legal moves. A reorg moves MINED back to TRACKING.
+// transitions lists the legal moves. A reorg moves MINED (or, deeper than
+// the confirmation depth, a reported outcome) back to TRACKING.
 var transitions = map[State][]State{
-	StateAllocated: {StateTracking, StateStuck},
-	StateTracking:  {StateTracking, StateMined, StateStuck},
-	StateMined:     {StateConfirmed, StateFailedFinal, StateTracking},
-	StateStuck:     {StateTracking, StateMined, StateStuck},
+	StateAllocated:   {StateTracking, StateStuck},
+	StateTracking:    {StateTracking, StateMined, StateStuck},
+	StateMined:       {StateConfirmed, StateFailedFinal, StateTracking},
+	StateStuck:       {StateTracking, StateMined, StateStuck},
+	StateConfirmed:   {StateTracking},
+	StateFailedFinal: {StateTracking},
 }
 
 // CanMove reports whether from → to is a legal transition.

@@ -95,13 +95,14 @@ func TestTransitions(t *testing.T) {
 	assert.NoError(t, CheckMove(StateAllocated, StateTracking))
 	assert.NoError(t, CheckMove(StateMined, StateTracking), "a reorg")
 	assert.NoError(t, CheckMove(StateStuck, StateMined), "a stuck transaction that gets mined still confirms")
-	assert.ErrorIs(t, CheckMove(StateConfirmed, StateTracking), ErrIllegalTransition)
+	assert.NoError(t, CheckMove(StateConfirmed, StateTracking), "a reorg deeper than the confirmation depth")
+	assert.ErrorIs(t, CheckMove(StateConfirmed, StateMined), ErrIllegalTransition)
 	assert.ErrorIs(t, CheckMove(StateAllocated, StateConfirmed), ErrIllegalTransition)
 	for _, s := range States {
 		assert.True(t, s.Valid())
 		if s.Terminal() {
 			for _, to := range States {
-				assert.False(t, CanMove(s, to), "%s is terminal", s)
+				assert.Equal(t, to == StateTracking, CanMove(s, to), "%s is terminal but for a deep reorg", s)
 			}
 		}
 	}
