@@ -2,6 +2,9 @@ package resubmit
 
 import (
 	"context"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,6 +41,13 @@ func TestResubmit_PromptsStrandedWork(t *testing.T) {
 	var after int
 	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE topic = $1`, w.Cfg.TopicSubmit).Scan(&after))
 	assert.Equal(t, prompts+1, after)
+	var text strings.Builder
+	require.NoError(t, n.Metrics.WritePrometheus(ctx, &text))
+	m := regexp.MustCompile(`pending_oldest_age_seconds (\S+)`).FindStringSubmatch(text.String())
+	require.Len(t, m, 2, "the gauge is exported")
+	age, err := strconv.ParseFloat(m[1], 64)
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, age, 0.15, "the oldest pending transaction waited at least the sleep")
 }
 
 func TestResubmit_RebroadcastsLostBroadcast(t *testing.T) {

@@ -58,6 +58,11 @@ type ResubmitStats struct {
 // Pass runs the sweep once.
 func (s *SweepResubmit) Pass(ctx context.Context) (ResubmitStats, error) {
 	var st ResubmitStats
+	age, err := s.store.OldestPending(ctx)
+	if err != nil {
+		return st, err
+	}
+	s.metrics.PendingOldest(ctx, age.Seconds())
 	ids, err := s.store.PromptStranded(ctx, s.cfg.ResubmitInterval)
 	if err != nil {
 		return st, err

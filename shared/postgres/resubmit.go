@@ -76,3 +76,18 @@ FROM moved WHERE a.tx_id = moved.id
 		return nil
 	})
 }
+
+// OldestPending implements txm.ResubmitStore.
+func (s *Store) OldestPending(ctx context.Context) (time.Duration, error) {
+	var secs *float64
+	err := s.pool.QueryRow(ctx, `
+SELECT extract(epoch FROM clock_timestamp() - min(created_at))::float8 FROM managed_tx
+WHERE state IN ('ALLOCATED', 'TRACKING', 'MINED', 'STUCK')`).Scan(&secs)
+	if err != nil {
+		return 0, fmt.Errorf("oldest pending: %w", translate(err))
+	}
+	if secs == nil {
+		return 0, nil
+	}
+	return time.Duration(*secs * float64(time.Second)), nil
+}

@@ -126,4 +126,7 @@ type ResubmitStore interface {
 	NoteRebroadcast(ctx context.Context, l Lease, txIDs []string) error
 	// MarkStuck is as for SubmitStore.
 	MarkStuck(ctx context.Context, l Lease, txID string, subState string, detail string) ([]int64, error)
+	// OldestPending is the age of the oldest non-final transaction (zero
+	// when there is none), for the pending_oldest_age_seconds gauge.
+	OldestPending(ctx context.Context) (time.Duration, error)
 }
