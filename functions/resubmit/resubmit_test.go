@@ -43,7 +43,7 @@ func TestResubmit_PromptsStrandedWork(t *testing.T) {
 	assert.Equal(t, prompts+1, after)
 	var text strings.Builder
 	require.NoError(t, n.Metrics.WritePrometheus(ctx, &text))
-	m := regexp.MustCompile(`pending_oldest_age_seconds (\S+)`).FindStringSubmatch(text.String())
+	m := regexp.MustCompile(`(?m)^pending_oldest_age_seconds (\S+)$`).FindStringSubmatch(text.String())
 	require.Len(t, m, 2, "the gauge is exported")
 	age, err := strconv.ParseFloat(m[1], 64)
 	require.NoError(t, err)
