@@ -256,16 +256,21 @@ func TestIssue3_LeaseLostMidBatch(t *testing.T) {
 		}
 		return nil
 	}})
-	var stalled []response
+	type sent struct {
+		requestID string
+		response
+	}
+	var stalled []sent
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	for i := 0; i < 5; i++ {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			r := b.create(t, b.insts[0], transfer(signer, 10, fmt.Sprintf("stalled-%d", i)))
+			rid := fmt.Sprintf("stalled-%d", i)
+			r := b.create(t, b.insts[0], transfer(signer, 10, rid))
 			mu.Lock()
-			stalled = append(stalled, r)
+			stalled = append(stalled, sent{rid, r})
 			mu.Unlock()
 		}(i)
 	}
@@ -289,14 +294,22 @@ func TestIssue3_LeaseLostMidBatch(t *testing.T) {
 	for _, r := range others {
 		require.Equal(t, http.StatusAccepted, r.status, "%s", r.raw)
 	}
-	// Nothing of the stalled batch committed: its ids are absent.
+	// Nothing of the stalled batch committed: the request ids answered 503
+	// name no transaction.
 	for _, r := range stalled {
 		if r.status != http.StatusServiceUnavailable {
 			continue
 		}
-		_, err := b.insts[1].store.FindByRequestID(context.Background(), testChain, signer, "never")
-		require.True(t, errors.Is(err, txm.ErrNotFound))
+		_, err := b.insts[1].store.FindByRequestID(context.Background(), testChain, signer, r.requestID)
+		require.True(t, errors.Is(err, txm.ErrNotFound), "%s: %v", r.requestID, err)
 	}
+	// Invariant 8: every committed batch wrote its submit prompt with it, and
+	// the rolled-back one wrote none (each batch takes a new nonce-lease token).
+	var prompts, batches int
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `
+SELECT (SELECT count(*) FROM outbox WHERE topic = $1), (SELECT count(DISTINCT fencing_token) FROM managed_tx)`,
+		b.cfg.TopicSubmit).Scan(&prompts, &batches))
+	assert.Equal(t, batches, prompts, "one outbox row per committed batch, none for the fenced one")
 	var failedRows int
 	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM managed_tx WHERE request_id LIKE 'stalled-%'`).Scan(&failedRows))
 	assert.Equal(t, len(stalled)-stalledFailed, failedRows, "the fenced batch committed nothing")
