@@ -18,10 +18,25 @@ var (
 	_ txm.CompletionFeed = (*Store)(nil)
 )
 
-// trackedTxs loads transactions matching where (over alias t, parameters
-// from $1) with all their attempts, in nonce order.
-func (s *Store) trackedTxs(ctx context.Context, where string, args ...any) ([]txm.Tracked, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+txColumns+` FROM `+txFrom+` WHERE `+where+` ORDER BY t.nonce`, args...)
+// attemptColumns is the column list trackedTxs reads for attempts (alias at).
+const attemptColumns = `at.tx_id::text, at.attempt_no, at.kind, at.tx_hash, at.raw_tx, at.nonce, at.gas_limit,
+    at.max_fee_per_gas::text, at.max_priority_fee_per_gas::text, at.gas_price::text, at.created_at,
+    at.broadcast_at, at.broadcast_count`
+
+func scanAttemptInto(a *txm.Attempt, hash string, maxFee, maxPrio, gasPrice *string, nonce, gas int64, kind string) {
+	a.Hash = common.HexToHash(hash)
+	a.Nonce, a.GasLimit, a.Kind = uint64(nonce), uint64(gas), txm.AttemptKind(kind)
+	a.MaxFeePerGas, a.MaxPriorityFeePerGas, a.GasPrice = parseBig(maxFee), parseBig(maxPrio), parseBig(gasPrice)
+}
+
+// trackedTxs loads up to limit (0: all) transactions matching where (over
+// alias t, parameters from $1) with all their attempts, in nonce order.
+func (s *Store) trackedTxs(ctx context.Context, where string, limit int, args ...any) ([]txm.Tracked, error) {
+	q := `SELECT ` + txColumns + ` FROM ` + txFrom + ` WHERE ` + where + ` ORDER BY t.nonce`
+	if limit > 0 {
+		q += fmt.Sprintf(" LIMIT %d", limit)
+	}
+	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("load tracked: %w", translate(err))
 	}
@@ -77,12 +92,12 @@ func (s *Store) trackedTxs(ctx context.Context, where string, args ...any) ([]tx
 func (s *Store) Tracking(ctx context.Context, chainID uint64, signer common.Address, olderThan time.Duration) ([]txm.Tracked, error) {
 	return s.trackedTxs(ctx, `t.chain_id = $1 AND t.signer = $2 AND t.state IN ('TRACKING', 'STUCK')
     AND EXISTS (SELECT 1 FROM tx_attempt x WHERE x.tx_id = t.id)
-    AND t.updated_at <= clock_timestamp() - $3::interval`, int64(chainID), txm.CanonicalAddress(signer), olderThan)
+    AND t.updated_at <= clock_timestamp() - $3::interval`, 0, int64(chainID), txm.CanonicalAddress(signer), olderThan)
 }
 
 // MinedTxs implements txm.ReceiptStore.
 func (s *Store) MinedTxs(ctx context.Context, chainID uint64, signer common.Address) ([]txm.Tracked, error) {
-	return s.trackedTxs(ctx, `t.chain_id = $1 AND t.signer = $2 AND t.state = 'MINED'`, int64(chainID), txm.CanonicalAddress(signer))
+	return s.trackedTxs(ctx, `t.chain_id = $1 AND t.signer = $2 AND t.state = 'MINED'`, 0, int64(chainID), txm.CanonicalAddress(signer))
 }
 
 // MarkMined implements txm.ReceiptStore.
@@ -440,5 +455,5 @@ SELECT id::text FROM moved`, append(fenceArgs(l), int64(block.Number), block.Has
 	if err != nil || len(ids) == 0 {
 		return nil, err
 	}
-	return s.trackedTxs(ctx, `t.id = ANY($1::uuid[])`, ids)
+	return s.trackedTxs(ctx, `t.id = ANY($1::uuid[])`, 0, ids)
 }

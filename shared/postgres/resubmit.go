@@ -47,7 +47,7 @@ func (s *Store) SignersWithStaleBroadcasts(ctx context.Context, olderThan time.D
 
 // StaleBroadcasts implements txm.ResubmitStore.
 func (s *Store) StaleBroadcasts(ctx context.Context, chainID uint64, signer common.Address, olderThan time.Duration) ([]txm.Tracked, error) {
-	return s.trackedTxs(ctx, `t.chain_id = $1 AND t.signer = $2 AND `+fmt.Sprintf(staleBroadcast, 3),
+	return s.trackedTxs(ctx, `t.chain_id = $1 AND t.signer = $2 AND `+fmt.Sprintf(staleBroadcast, 3), 0,
 		int64(chainID), txm.CanonicalAddress(signer), olderThan)
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/jackc/pgx/v5"
@@ -12,69 +11,22 @@ import (
 	"github.com/txfence/txfence/shared/txm"
 )
 
-// attemptColumns is the column list scanAttempt reads (alias at).
-const attemptColumns = `at.tx_id::text, at.attempt_no, at.kind, at.tx_hash, at.raw_tx, at.nonce, at.gas_limit,
-    at.max_fee_per_gas::text, at.max_priority_fee_per_gas::text, at.gas_price::text, at.created_at,
-    at.broadcast_at, at.broadcast_count`
-
-func scanAttemptInto(a *txm.Attempt, hash string, maxFee, maxPrio, gasPrice *string, nonce, gas int64, kind string) {
-	a.Hash = common.HexToHash(hash)
-	a.Nonce, a.GasLimit, a.Kind = uint64(nonce), uint64(gas), txm.AttemptKind(kind)
-	a.MaxFeePerGas, a.MaxPriorityFeePerGas, a.GasPrice = parseBig(maxFee), parseBig(maxPrio), parseBig(gasPrice)
-}
-
 // NextToSubmit implements txm.SubmitStore.
 func (s *Store) NextToSubmit(ctx context.Context, chainID uint64, signer common.Address, limit int) ([]txm.SubmitItem, error) {
-	rows, err := s.pool.Query(ctx, `
-SELECT `+txColumns+`, at.attempt_no IS NOT NULL, `+attemptColumns+`
-FROM `+txFrom+`
-LEFT JOIN tx_attempt at ON at.tx_id = t.id AND at.attempt_no = a.attempt_no
-WHERE t.chain_id = $1 AND t.signer = $2 AND t.state = 'ALLOCATED'
-ORDER BY t.nonce
-LIMIT $3`, int64(chainID), txm.CanonicalAddress(signer), limit)
+	txs, err := s.trackedTxs(ctx, `t.chain_id = $1 AND t.signer = $2 AND t.state = 'ALLOCATED'`, limit,
+		int64(chainID), txm.CanonicalAddress(signer))
 	if err != nil {
-		return nil, fmt.Errorf("next to submit: %w", translate(err))
+		return nil, fmt.Errorf("next to submit: %w", err)
 	}
-	defer rows.Close()
-	var out []txm.SubmitItem
-	for rows.Next() {
-		var (
-			hasAttempt                bool
-			a                         txm.Attempt
-			txID, kind                *string
-			no, bcount                *int32
-			hash                      *string
-			nonce, gas                *int64
-			maxFee, maxPrio, gasPrice *string
-			created                   *time.Time
-		)
-		t, err := scanTx(rowsWithExtra{rows, []any{&hasAttempt, &txID, &no, &kind, &hash, &a.Raw, &nonce, &gas,
-			&maxFee, &maxPrio, &gasPrice, &created, &a.BroadcastAt, &bcount}})
-		if err != nil {
-			return nil, fmt.Errorf("next to submit: %w", translate(err))
+	out := make([]txm.SubmitItem, len(txs))
+	for i, t := range txs {
+		out[i].Tx = t.Tx
+		if n := len(t.Attempts); n > 0 {
+			out[i].Attempt = &t.Attempts[n-1]
 		}
-		item := txm.SubmitItem{Tx: t}
-		if hasAttempt {
-			a.TxID, a.No, a.CreatedAt, a.BroadcastCount = *txID, int(*no), *created, int(*bcount)
-			scanAttemptInto(&a, *hash, maxFee, maxPrio, gasPrice, *nonce, *gas, *kind)
-			item.Attempt = &a
-		}
-		out = append(out, item)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("next to submit: %w", translate(err))
 	}
 	return out, nil
 }
-
-// rowsWithExtra lets scanTx read the transaction columns of a row that has
-// more columns after them.
-type rowsWithExtra struct {
-	pgx.Rows
-	extra []any
-}
-
-func (r rowsWithExtra) Scan(dest ...any) error { return r.Rows.Scan(append(dest, r.extra...)...) }
 
 // InFlight implements txm.SubmitStore.
 func (s *Store) InFlight(ctx context.Context, chainID uint64, signer common.Address) (int, error) {
