@@ -124,7 +124,7 @@ WITH u AS (
         receipt_block_number = u.bnum, receipt_block_hash = u.bhash, receipt_status = u.status,
         receipt_gas_used = u.used, receipt_effective_gas_price = u.price::numeric,
         mined_at = clock_timestamp(), fencing_token = $5::bigint, updated_at = clock_timestamp()
-    FROM u WHERE t.id = u.id AND t.state IN ('TRACKING', 'STUCK') AND `+fenceHeld+`
+    FROM u WHERE t.id = u.id AND `+moveMined.guard()+` AND `+fenceHeld+`
     RETURNING t.id, u.bnum, (SELECT o.state FROM managed_tx o WHERE o.id = t.id) AS from_state
 )
 INSERT INTO tx_history (tx_id, from_state, to_state, reason, owner, fencing_token)
@@ -193,7 +193,7 @@ WITH moved AS (
     UPDATE managed_tx t SET state = CASE WHEN t.receipt_status = 1 THEN 'CONFIRMED' ELSE 'FAILED_FINAL' END,
         finalized_at = clock_timestamp(), fork_pending = false, sub_state = NULL,
         fencing_token = $5::bigint, updated_at = clock_timestamp()
-    WHERE t.id = ANY($6::uuid[]) AND t.state = 'MINED' AND `+fenceHeld+`
+    WHERE t.id = ANY($6::uuid[]) AND `+moveFinal.guard()+` AND `+fenceHeld+`
     RETURNING t.id, t.chain_id, t.signer::text, t.state, t.nonce, t.receipt_attempt_no,
         (SELECT o.fork_pending FROM managed_tx o WHERE o.id = t.id) AS fork
 ), hist AS (
@@ -316,7 +316,7 @@ WITH moved AS (
         fork_pending = true, receipt_attempt_no = NULL, receipt_block_number = NULL, receipt_block_hash = NULL,
         receipt_status = NULL, receipt_gas_used = NULL, receipt_effective_gas_price = NULL, mined_at = NULL,
         fencing_token = $5::bigint, updated_at = clock_timestamp()
-    WHERE t.id = $6::uuid AND t.state = 'MINED' AND `+fenceHeld+`
+    WHERE t.id = $6::uuid AND `+moveReorg.guard()+` AND `+fenceHeld+`
     RETURNING t.id
 )
 INSERT INTO tx_history (tx_id, from_state, to_state, sub_state, reason, owner, fencing_token)
@@ -432,7 +432,7 @@ WITH moved AS (
         fork_pending = true, receipt_attempt_no = NULL, receipt_block_number = NULL, receipt_block_hash = NULL,
         receipt_status = NULL, receipt_gas_used = NULL, receipt_effective_gas_price = NULL, mined_at = NULL,
         finalized_at = NULL, fencing_token = $5::bigint, updated_at = clock_timestamp()
-    WHERE t.chain_id = $1::bigint AND t.signer = $2::text AND t.state IN ('CONFIRMED', 'FAILED_FINAL')
+    WHERE t.chain_id = $1::bigint AND t.signer = $2::text AND `+moveReopen.guard()+`
       AND t.receipt_block_number = $6 AND t.receipt_block_hash = $7 AND `+fenceHeld+`
     RETURNING t.id, (SELECT o.state FROM managed_tx o WHERE o.id = t.id) AS from_state
 ), hist AS (

@@ -94,7 +94,7 @@ WITH u AS (
     UPDATE managed_tx t SET state = 'TRACKING', sub_state = u.outcome, last_error = NULL,
         broadcast_count = t.broadcast_count + 1, last_broadcast_at = clock_timestamp(),
         fencing_token = $5::bigint, updated_at = clock_timestamp()
-    FROM u WHERE t.id = u.id AND t.state IN ('ALLOCATED', 'STUCK') AND `+fenceHeld+`
+    FROM u WHERE t.id = u.id AND `+moveBroadcast.guard()+` AND `+fenceHeld+`
     RETURNING t.id, u.no, u.outcome, (SELECT o.state FROM managed_tx o WHERE o.id = t.id) AS from_state
 ), stamped AS (
     UPDATE tx_attempt at SET broadcast_at = coalesce(at.broadcast_at, clock_timestamp()),
@@ -146,7 +146,7 @@ func (s *Store) MarkStuck(ctx context.Context, l txm.Lease, txID string, subStat
 WITH moved AS (
     UPDATE managed_tx t SET state = 'STUCK', sub_state = $7, last_error = $8,
         fencing_token = $5::bigint, updated_at = clock_timestamp()
-    WHERE t.id = $6::uuid AND t.state IN ('ALLOCATED', 'TRACKING', 'STUCK') AND `+fenceHeld+`
+    WHERE t.id = $6::uuid AND `+moveStuck.guard()+` AND `+fenceHeld+`
     RETURNING t.id, t.chain_id, t.signer::text, t.nonce,
         (SELECT o.state FROM managed_tx o WHERE o.id = t.id) AS from_state,
         (SELECT o.fork_pending FROM managed_tx o WHERE o.id = t.id) AS fork

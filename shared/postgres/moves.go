@@ -1,0 +1,39 @@
+package postgres
+
+import (
+	"strings"
+
+	"github.com/txfence/txfence/shared/txm"
+)
+
+// move is a state change a store method makes: the states a row may be in
+// for the statement to touch it, and the states it may leave the row in.
+// The SQL renders from as its guard, and a test checks every move against
+// the domain's transition table, so the statements cannot allow a move the
+// lifecycle forbids.
+type move struct {
+	from []txm.State
+	to   []txm.State
+}
+
+var (
+	moveBroadcast = move{from: []txm.State{txm.StateAllocated, txm.StateStuck}, to: []txm.State{txm.StateTracking}}
+	moveStuck     = move{from: []txm.State{txm.StateAllocated, txm.StateTracking, txm.StateStuck}, to: []txm.State{txm.StateStuck}}
+	moveMined     = move{from: []txm.State{txm.StateTracking, txm.StateStuck}, to: []txm.State{txm.StateMined}}
+	moveFinal     = move{from: []txm.State{txm.StateMined}, to: []txm.State{txm.StateConfirmed, txm.StateFailedFinal}}
+	moveReorg     = move{from: []txm.State{txm.StateMined}, to: []txm.State{txm.StateTracking}}
+	moveReopen    = move{from: []txm.State{txm.StateConfirmed, txm.StateFailedFinal}, to: []txm.State{txm.StateTracking}}
+
+	// moves lists every move, for the test.
+	moves = map[string]move{"broadcast": moveBroadcast, "stuck": moveStuck, "mined": moveMined, "final": moveFinal,
+		"reorg": moveReorg, "reopen": moveReopen}
+)
+
+// guard is the SQL condition "t.state may make this move".
+func (m move) guard() string {
+	q := make([]string, len(m.from))
+	for i, s := range m.from {
+		q[i] = "'" + string(s) + "'"
+	}
+	return "t.state IN (" + strings.Join(q, ", ") + ")"
+}
