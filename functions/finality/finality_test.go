@@ -264,16 +264,7 @@ func TestIssue5_ReorgMovesTx(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEqual(t, before.Receipt.BlockHash, r.BlockHash, "the transaction moved to another block")
 
-	st, err := n.Finality.Pass(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, 1, st.Reorged)
-	assert.Equal(t, map[string]int{"TRACKING": 1}, w.States(t))
-	_, err = n.Receipts.Execute(ctx, stacktest.ChainID().Uint64(), signer)
-	require.NoError(t, err)
-	w.Mine(int(w.Cfg.Confirmations))
-	st, err = n.Finality.Pass(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, 1, st.Confirmed)
+	reconfirm(t, w, n, signer, 0) // the node still has it: nothing to rebroadcast
 	after, err := n.Store.GetTx(ctx, ids[0])
 	require.NoError(t, err)
 	assert.Equal(t, txm.StateConfirmed, after.State)
@@ -301,18 +292,7 @@ func TestIssue5_ReorgDropsTx(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, known, "the fork dropped the transaction")
 
-	st, err := n.Finality.Pass(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, 1, st.Reorged)
-	assert.Equal(t, 1, st.Rebroadcast, "the persisted attempt is sent again")
-	assert.Equal(t, map[string]int{"TRACKING": 1}, w.States(t))
-	w.MineAll(t, signer, 1)
-	_, err = n.Receipts.Execute(ctx, stacktest.ChainID().Uint64(), signer)
-	require.NoError(t, err)
-	w.Mine(int(w.Cfg.Confirmations))
-	st, err = n.Finality.Pass(ctx)
-	require.NoError(t, err)
-	require.Equal(t, 1, st.Confirmed)
+	reconfirm(t, w, n, signer, 1) // the persisted attempt is sent again
 	after, err := n.Store.GetTx(ctx, ids[0])
 	require.NoError(t, err)
 	assert.Equal(t, txm.StateConfirmed, after.State)
@@ -549,18 +529,7 @@ func TestIssue5_ReorgAfterReport(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, known)
 
-	st, err = n.Finality.Pass(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, 1, st.Reorged)
-	assert.Equal(t, 1, st.Rebroadcast)
-	assert.Equal(t, map[string]int{"TRACKING": 1}, w.States(t))
-	w.MineAll(t, signer, 1)
-	_, err = n.Receipts.Execute(ctx, stacktest.ChainID().Uint64(), signer)
-	require.NoError(t, err)
-	w.Mine(2)
-	st, err = n.Finality.Pass(ctx)
-	require.NoError(t, err)
-	require.Equal(t, 1, st.Confirmed)
+	reconfirm(t, w, n, signer, 1)
 	items := feed(t, n, 0, 10)
 	require.Len(t, items, 2, "the first report stands in the feed; the new one follows it")
 	assert.Equal(t, ids[0], items[1].TxID)
@@ -569,4 +538,23 @@ func TestIssue5_ReorgAfterReport(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 1, after.ReorgCount)
 	assert.Equal(t, *before.Hash, *after.Hash, "the same signed bytes")
+}
+
+// reconfirm follows a reorged transaction back to its outcome: a pass that
+// finds the reorg (and reports how many attempts it had to rebroadcast), the
+// receipt again, enough blocks, and a pass that confirms it.
+func reconfirm(t *testing.T, w *stacktest.World, n *stacktest.Node, signer common.Address, rebroadcast int) {
+	t.Helper()
+	st, err := n.Finality.Pass(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, st.Reorged)
+	assert.Equal(t, rebroadcast, st.Rebroadcast)
+	assert.Equal(t, map[string]int{"TRACKING": 1}, w.States(t))
+	w.MineAll(t, signer, 1)
+	_, err = n.Receipts.Execute(ctx, stacktest.ChainID().Uint64(), signer)
+	require.NoError(t, err)
+	w.Mine(int(w.Cfg.Confirmations))
+	st, err = n.Finality.Pass(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Confirmed)
 }
