@@ -59,6 +59,40 @@ type Chain struct {
 	RPCURLs []string
 }
 
+// ChainFees is the fee policy of one chain: caps on what automatic attempts
+// (first signings and replacements) may pay, the tip floor, and how many
+// replacements a transaction may get.
+type ChainFees struct {
+	MaxFee   *big.Int // max fee per gas (EIP-1559) or gas price (legacy), in wei
+	MaxTip   *big.Int // max priority fee per gas, in wei
+	MinTip   *big.Int // no suggested tip is below this, in wei
+	MaxBumps int      // replacements per transaction before fee_cap_reached
+}
+
+// FeeOverride is TXFENCE_CHAIN_FEES's entry for one chain; nil fields (and
+// a negative MaxBumps) keep the global setting.
+type FeeOverride struct {
+	MaxFee, MaxTip, MinTip *big.Int
+	MaxBumps               int
+}
+
+// StuckRule picks the stuck-resolution action for the STUCK transactions of
+// a chain (ChainID 0: any) and signer (nil: any). The most specific rule
+// wins: chain and signer, then signer, then chain, then the default.
+type StuckRule struct {
+	ChainID uint64
+	Signer  *common.Address
+	Action  string // noop, bump, cancel, placeholder or webhook
+}
+
+// StuckWebhook is where the webhook stuck-resolution policy asks. Secret
+// signs requests and verifies answers (HMAC-SHA256); it is never logged.
+type StuckWebhook struct {
+	URL     string
+	Secret  string
+	Timeout time.Duration
+}
+
 // Signer is one configured signing address and where its key lives. KeyRef
 // is "local:env:VAR", "local:file:/path" or "kms:projects/.../cryptoKeyVersions/N";
 // it may be empty for processes that never sign (the API).
@@ -87,11 +121,25 @@ type Config struct {
 	MaxDataBytes int      // largest calldata a create may carry
 	MaxFeeCap    *big.Int // largest maxFeePerGas / gasPrice a create may ask for, in wei
 
-	MaxInFlight         int           // broadcast-but-unmined transactions per signer
+	MaxTipCap      *big.Int // largest priority fee an automatic attempt pays (nil: MaxFeeCap)
+	MinPriorityFee *big.Int // no suggested tip is below this floor, in wei
+	MaxBumps       int      // fee replacements per transaction
+	BumpAfter      time.Duration
+	BumpPercent    int // each replacement pays at least this much more (>= 10)
+	// ChainFees overrides the fee settings above per chain.
+	ChainFees map[uint64]FeeOverride
+
+	MaxInFlight         int           // broadcast-but-unmined transactions per signer, STUCK included
 	SubmitBudget        time.Duration // how long one Submit invocation drains
 	ResubmitInterval    time.Duration // rebroadcast an attempt unseen for this long
-	MaxRebroadcasts     int           // rebroadcasts before STUCK
-	StuckAfter          time.Duration // pending longer than this is STUCK
+	ResubmitBudget      time.Duration // how long one ResubmitSweep invocation keeps sweeping
+	ResubmitPass        time.Duration // pause between its passes
+	MaxRebroadcasts     int           // rebroadcasts of the next nonce to be mined before STUCK
+	StuckAfter          time.Duration // pending (or failing to leave ALLOCATED) longer than this is STUCK
+	RetryBackoffMin     time.Duration // first wait after a failed round of work on a transaction
+	RetryBackoffMax     time.Duration // longest wait between rounds (doubling from the first)
+	StuckPolicy         []StuckRule   // stuck-resolution rules; default noop
+	StuckWebhook        StuckWebhook
 	ReceiptWorkers      int
 	StaleReceiptTimeout time.Duration // the finality sweep checks TRACKING untouched this long
 
@@ -128,11 +176,20 @@ func Defaults() Config {
 		MaxGasLimit:         30_000_000,
 		MaxDataBytes:        128 * 1024,
 		MaxFeeCap:           new(big.Int).Mul(big.NewInt(10_000), big.NewInt(1_000_000_000)), // 10,000 gwei
+		MinPriorityFee:      big.NewInt(1_000_000),                                           // 0.001 gwei: geth's default miner minimum tip
+		MaxBumps:            15,
+		BumpAfter:           30 * time.Second,
+		BumpPercent:         20,
 		MaxInFlight:         64,
 		SubmitBudget:        30 * time.Second,
 		ResubmitInterval:    60 * time.Second,
+		ResubmitBudget:      50 * time.Second,
+		ResubmitPass:        5 * time.Second,
 		MaxRebroadcasts:     10,
 		StuckAfter:          30 * time.Minute,
+		RetryBackoffMin:     5 * time.Second,
+		RetryBackoffMax:     10 * time.Minute,
+		StuckWebhook:        StuckWebhook{Timeout: 5 * time.Second},
 		ReceiptWorkers:      10,
 		StaleReceiptTimeout: 60 * time.Second,
 		FinalityMode:        FinalityConfirmations,
@@ -167,6 +224,20 @@ const (
 	EnvMaxGasLimit         = "TXFENCE_MAX_GAS_LIMIT"
 	EnvMaxDataBytes        = "TXFENCE_MAX_DATA_BYTES"
 	EnvMaxFeeCap           = "TXFENCE_MAX_FEE_CAP_WEI"
+	EnvMaxTipCap           = "TXFENCE_MAX_TIP_CAP_WEI"
+	EnvMinPriorityFee      = "TXFENCE_MIN_PRIORITY_FEE_WEI"
+	EnvMaxBumps            = "TXFENCE_MAX_BUMPS"
+	EnvBumpAfter           = "TXFENCE_BUMP_AFTER"
+	EnvBumpPercent         = "TXFENCE_BUMP_PERCENT"
+	EnvChainFees           = "TXFENCE_CHAIN_FEES"
+	EnvResubmitBudget      = "TXFENCE_RESUBMIT_BUDGET"
+	EnvResubmitPass        = "TXFENCE_RESUBMIT_PASS_INTERVAL"
+	EnvRetryBackoffMin     = "TXFENCE_RETRY_BACKOFF_MIN"
+	EnvRetryBackoffMax     = "TXFENCE_RETRY_BACKOFF_MAX"
+	EnvStuckPolicy         = "TXFENCE_STUCK_POLICY"
+	EnvStuckWebhookURL     = "TXFENCE_STUCK_WEBHOOK_URL"
+	EnvStuckWebhookSecret  = "TXFENCE_STUCK_WEBHOOK_SECRET"
+	EnvStuckWebhookTimeout = "TXFENCE_STUCK_WEBHOOK_TIMEOUT"
 	EnvMaxInFlight         = "TXFENCE_MAX_IN_FLIGHT"
 	EnvSubmitBudget        = "TXFENCE_SUBMIT_BUDGET"
 	EnvResubmitInterval    = "TXFENCE_RESUBMIT_INTERVAL"
@@ -214,11 +285,25 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 	p.uint(EnvMaxGasLimit, &c.MaxGasLimit)
 	p.integer(EnvMaxDataBytes, &c.MaxDataBytes)
 	p.bigInt(EnvMaxFeeCap, &c.MaxFeeCap)
+	p.bigInt(EnvMaxTipCap, &c.MaxTipCap)
+	p.bigInt(EnvMinPriorityFee, &c.MinPriorityFee)
+	p.integer(EnvMaxBumps, &c.MaxBumps)
+	p.duration(EnvBumpAfter, &c.BumpAfter)
+	p.integer(EnvBumpPercent, &c.BumpPercent)
+	p.chainFees(EnvChainFees, &c.ChainFees)
 	p.integer(EnvMaxInFlight, &c.MaxInFlight)
 	p.duration(EnvSubmitBudget, &c.SubmitBudget)
 	p.duration(EnvResubmitInterval, &c.ResubmitInterval)
+	p.duration(EnvResubmitBudget, &c.ResubmitBudget)
+	p.duration(EnvResubmitPass, &c.ResubmitPass)
 	p.integer(EnvMaxRebroadcasts, &c.MaxRebroadcasts)
 	p.duration(EnvStuckAfter, &c.StuckAfter)
+	p.duration(EnvRetryBackoffMin, &c.RetryBackoffMin)
+	p.duration(EnvRetryBackoffMax, &c.RetryBackoffMax)
+	p.stuckPolicy(EnvStuckPolicy, &c.StuckPolicy)
+	p.str(EnvStuckWebhookURL, &c.StuckWebhook.URL)
+	p.str(EnvStuckWebhookSecret, &c.StuckWebhook.Secret)
+	p.duration(EnvStuckWebhookTimeout, &c.StuckWebhook.Timeout)
 	p.integer(EnvReceiptWorkers, &c.ReceiptWorkers)
 	p.duration(EnvStaleReceiptTimeout, &c.StaleReceiptTimeout)
 	var mode string
@@ -314,8 +399,69 @@ func (c Config) validate() []Problem {
 	if c.MaxFeeCap == nil || c.MaxFeeCap.Sign() <= 0 {
 		bad(EnvMaxFeeCap, "must be a positive number of wei")
 	}
+	if c.MaxTipCap != nil && c.MaxTipCap.Sign() <= 0 {
+		bad(EnvMaxTipCap, "must be a positive number of wei")
+	}
+	if c.MinPriorityFee == nil || c.MinPriorityFee.Sign() < 0 {
+		bad(EnvMinPriorityFee, "must be a non-negative number of wei")
+	}
+	if c.MaxBumps < 0 || c.MaxBumps > 1000 {
+		bad(EnvMaxBumps, "must be between 0 and 1000, got %d", c.MaxBumps)
+	}
+	if c.BumpAfter <= 0 {
+		bad(EnvBumpAfter, "must be positive, got %s", c.BumpAfter)
+	}
+	if c.BumpPercent < txm.MinBumpPercent || c.BumpPercent > 1000 {
+		bad(EnvBumpPercent, "must be between %d (the nodes' replacement rule) and 1000, got %d", txm.MinBumpPercent, c.BumpPercent)
+	}
+	for id := range c.ChainFees {
+		if _, ok := c.Chain(id); !ok {
+			bad(EnvChainFees, "chain %d is not in %s", id, EnvChains)
+			continue
+		}
+		f := c.FeesFor(id)
+		if c.MaxFeeCap != nil && f.MaxFee.Cmp(c.MaxFeeCap) > 0 {
+			bad(EnvChainFees, "chain %d: maxFee %s is above %s (%s)", id, f.MaxFee, EnvMaxFeeCap, c.MaxFeeCap)
+		}
+		if f.MinTip != nil && f.MaxTip != nil && f.MinTip.Cmp(f.MaxTip) > 0 {
+			bad(EnvChainFees, "chain %d: minTip %s is above maxTip %s", id, f.MinTip, f.MaxTip)
+		}
+	}
+	if c.MinPriorityFee != nil && c.MaxTipCap != nil && c.MinPriorityFee.Cmp(c.MaxTipCap) > 0 {
+		bad(EnvMinPriorityFee, "is above %s", EnvMaxTipCap)
+	}
 	if c.MaxInFlight < 1 {
 		bad(EnvMaxInFlight, "must be at least 1, got %d", c.MaxInFlight)
+	}
+	if c.ResubmitBudget <= 0 {
+		bad(EnvResubmitBudget, "must be positive, got %s", c.ResubmitBudget)
+	}
+	if c.ResubmitPass <= 0 {
+		bad(EnvResubmitPass, "must be positive, got %s", c.ResubmitPass)
+	}
+	if c.RetryBackoffMin <= 0 {
+		bad(EnvRetryBackoffMin, "must be positive, got %s", c.RetryBackoffMin)
+	}
+	if c.RetryBackoffMax < c.RetryBackoffMin {
+		bad(EnvRetryBackoffMax, "must be at least %s (%s), got %s", EnvRetryBackoffMin, c.RetryBackoffMin, c.RetryBackoffMax)
+	}
+	webhookRules := false
+	for _, r := range c.StuckPolicy {
+		webhookRules = webhookRules || r.Action == StuckWebhookAction
+	}
+	if webhookRules && c.StuckWebhook.URL == "" {
+		bad(EnvStuckWebhookURL, "is required when %s uses %q", EnvStuckPolicy, StuckWebhookAction)
+	}
+	if c.StuckWebhook.URL != "" {
+		if !strings.HasPrefix(c.StuckWebhook.URL, "https://") && !strings.HasPrefix(c.StuckWebhook.URL, "http://") {
+			bad(EnvStuckWebhookURL, "must be an http(s) URL")
+		}
+		if len(c.StuckWebhook.Secret) < 16 {
+			bad(EnvStuckWebhookSecret, "must be at least 16 characters when %s is set", EnvStuckWebhookURL)
+		}
+	}
+	if c.StuckWebhook.Timeout <= 0 || c.StuckWebhook.Timeout > time.Minute {
+		bad(EnvStuckWebhookTimeout, "must be between 0 and 1m, got %s", c.StuckWebhook.Timeout)
 	}
 	if c.SubmitBudget <= 0 {
 		bad(EnvSubmitBudget, "must be positive, got %s", c.SubmitBudget)
@@ -371,6 +517,62 @@ func (c Config) Chain(id uint64) (Chain, bool) {
 		}
 	}
 	return Chain{}, false
+}
+
+// FeesFor is the fee policy of chain id: the global settings with the
+// chain's TXFENCE_CHAIN_FEES entry over them.
+func (c Config) FeesFor(id uint64) ChainFees {
+	f := ChainFees{MaxFee: c.MaxFeeCap, MaxTip: c.MaxTipCap, MinTip: c.MinPriorityFee, MaxBumps: c.MaxBumps}
+	if o, ok := c.ChainFees[id]; ok {
+		if o.MaxFee != nil {
+			f.MaxFee = o.MaxFee
+		}
+		if o.MaxTip != nil {
+			f.MaxTip = o.MaxTip
+		}
+		if o.MinTip != nil {
+			f.MinTip = o.MinTip
+		}
+		if o.MaxBumps >= 0 {
+			f.MaxBumps = o.MaxBumps
+		}
+	}
+	if f.MaxTip == nil {
+		f.MaxTip = f.MaxFee
+	}
+	return f
+}
+
+// FeeCaps is chain id's bound on automatic replacements.
+func (c Config) FeeCaps(id uint64) txm.FeeCaps {
+	f := c.FeesFor(id)
+	return txm.FeeCaps{MaxFee: f.MaxFee, MaxTip: f.MaxTip, MaxBumps: f.MaxBumps}
+}
+
+// StuckWebhookAction is the StuckRule action that asks the webhook.
+const StuckWebhookAction = "webhook"
+
+// StuckActionFor is the action the most specific StuckRule gives a STUCK
+// transaction of signer on chain id: "noop" when no rule matches.
+func (c Config) StuckActionFor(id uint64, signer common.Address) string {
+	best, score := "noop", -1
+	for _, r := range c.StuckPolicy {
+		s := 0
+		switch {
+		case r.ChainID != 0 && r.ChainID != id, r.Signer != nil && *r.Signer != signer:
+			continue
+		}
+		if r.Signer != nil {
+			s += 2
+		}
+		if r.ChainID != 0 {
+			s++
+		}
+		if s > score {
+			best, score = r.Action, s
+		}
+	}
+	return best
 }
 
 // Signer returns the configured signer for addr, if any.
@@ -560,6 +762,110 @@ func (p *parser) signers(env string, dst *[]Signer) {
 			return
 		}
 		out = append(out, Signer{Address: a, KeyRef: ref})
+	}
+	*dst = out
+}
+
+// chainFees parses CHAIN_ID:key=value[,key=value...][;CHAIN_ID:...] with
+// keys maxFee, maxTip, minTip (wei) and maxBumps.
+func (p *parser) chainFees(env string, dst *map[uint64]FeeOverride) {
+	v, ok := p.get(env)
+	if !ok {
+		return
+	}
+	out := map[uint64]FeeOverride{}
+	for _, entry := range strings.Split(v, ";") {
+		id, kvs, found := strings.Cut(strings.TrimSpace(entry), ":")
+		n, err := strconv.ParseUint(strings.TrimSpace(id), 10, 64)
+		if !found || err != nil || n == 0 {
+			p.bad(env, "entry %q must be CHAIN_ID:key=value[,key=value...] with keys maxFee, maxTip, minTip, maxBumps", entry)
+			return
+		}
+		if _, dup := out[n]; dup {
+			p.bad(env, "chain %d is listed twice", n)
+			return
+		}
+		o := FeeOverride{MaxBumps: -1}
+		for _, kv := range strings.Split(kvs, ",") {
+			k, val, _ := strings.Cut(strings.TrimSpace(kv), "=")
+			val = strings.TrimSpace(val)
+			if k == "maxBumps" {
+				b, err := strconv.Atoi(val)
+				if err != nil || b < 0 || b > 1000 {
+					p.bad(env, "chain %d: maxBumps must be between 0 and 1000, got %q", n, val)
+					return
+				}
+				o.MaxBumps = b
+				continue
+			}
+			w, ok := new(big.Int).SetString(val, 10)
+			if !ok || w.Sign() < 0 {
+				p.bad(env, "chain %d: %s must be a decimal number of wei, got %q", n, k, val)
+				return
+			}
+			switch k {
+			case "maxFee":
+				o.MaxFee = w
+			case "maxTip":
+				o.MaxTip = w
+			case "minTip":
+				o.MinTip = w
+			default:
+				p.bad(env, "chain %d: unknown key %q (maxFee, maxTip, minTip, maxBumps)", n, k)
+				return
+			}
+		}
+		out[n] = o
+	}
+	*dst = out
+}
+
+// stuckPolicy parses RULE[,RULE...] where RULE is SCOPE=ACTION, SCOPE one
+// of *, CHAIN_ID, ADDRESS or CHAIN_ID:ADDRESS, ACTION one of noop, bump,
+// cancel, placeholder, webhook.
+func (p *parser) stuckPolicy(env string, dst *[]StuckRule) {
+	v, ok := p.get(env)
+	if !ok {
+		return
+	}
+	var out []StuckRule
+	for _, entry := range strings.Split(v, ",") {
+		scope, action, found := strings.Cut(strings.TrimSpace(entry), "=")
+		scope, action = strings.TrimSpace(scope), strings.TrimSpace(action)
+		if !found {
+			p.bad(env, "rule %q must be SCOPE=ACTION", entry)
+			return
+		}
+		if _, err := txm.ParseStuckAction(action); err != nil && action != StuckWebhookAction {
+			p.bad(env, "rule %q: action must be noop, bump, cancel, placeholder or webhook", entry)
+			return
+		}
+		r := StuckRule{Action: action}
+		chain, addr, hasAddr := strings.Cut(scope, ":")
+		switch {
+		case scope == "*":
+		case hasAddr || strings.HasPrefix(scope, "0x"):
+			if !hasAddr {
+				chain, addr = "", scope
+			}
+			a, err := txm.ParseAddress(addr)
+			if err != nil {
+				p.bad(env, "rule %q: %v", entry, err)
+				return
+			}
+			r.Signer = &a
+			fallthrough
+		default:
+			if chain != "" && chain != "*" {
+				n, err := strconv.ParseUint(chain, 10, 64)
+				if err != nil || n == 0 {
+					p.bad(env, "rule %q: the scope must be *, CHAIN_ID, ADDRESS or CHAIN_ID:ADDRESS", entry)
+					return
+				}
+				r.ChainID = n
+			}
+		}
+		out = append(out, r)
 	}
 	*dst = out
 }

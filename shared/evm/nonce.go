@@ -29,7 +29,17 @@ func (c *Client) LatestNonce(ctx context.Context, addr common.Address) (uint64, 
 	return n, nil
 }
 
-func (c *Client) nonce(ctx context.Context, addr common.Address, tag string) (uint64, error) {
+// NonceAt is eth_getTransactionCount at block: every nonce below it was
+// taken by a transaction mined at that height or lower.
+func (c *Client) NonceAt(ctx context.Context, addr common.Address, block uint64) (uint64, error) {
+	n, err := c.nonce(ctx, addr, hexutil.Uint64(block))
+	if err != nil {
+		return 0, fmt.Errorf("get nonce at block %d: %w", block, err)
+	}
+	return n, nil
+}
+
+func (c *Client) nonce(ctx context.Context, addr common.Address, tag any) (uint64, error) {
 	var n hexutil.Uint64
 	err := c.do(ctx, func(ctx context.Context, rc *rpc.Client) error {
 		return rc.CallContext(ctx, &n, "eth_getTransactionCount", addr, tag)

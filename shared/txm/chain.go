@@ -21,6 +21,10 @@ type NonceSource interface {
 	// LatestNonce is the number of the signer's transactions mined at the
 	// latest block: every nonce below it is mined.
 	LatestNonce(ctx context.Context, addr common.Address) (uint64, error)
+	// NonceAt is the number of the signer's transactions mined at or below
+	// block: every nonce below it was taken by a transaction in a block at
+	// that height or lower.
+	NonceAt(ctx context.Context, addr common.Address, block uint64) (uint64, error)
 }
 
 // CallMsg is a transaction as the caller described it, for gas estimation.
@@ -43,6 +47,10 @@ type Fees struct {
 	MaxFeePerGas         *big.Int
 	MaxPriorityFeePerGas *big.Int
 	GasPrice             *big.Int
+	// BaseFee is the base fee of the block a suggestion was made from
+	// (informational: an attempt whose max fee is below it cannot be mined
+	// now); nil on legacy chains and on an attempt's own fees.
+	BaseFee *big.Int
 }
 
 // FeeOracle suggests fees for a new attempt, within the configured caps.
@@ -174,6 +182,23 @@ func ReasonOf(err error) BroadcastReason {
 	}
 	return ReasonTransient
 }
+
+// InsufficientFundsError says the signer's balance cannot pay for a call
+// or transaction (value + gas × fee). Have and Want are nil when the node
+// did not say.
+type InsufficientFundsError struct {
+	Have, Want *big.Int
+	Err        error
+}
+
+func (e *InsufficientFundsError) Error() string {
+	if e.Have != nil && e.Want != nil {
+		return fmt.Sprintf("insufficient funds: the balance is %s wei and %s wei is needed", e.Have, e.Want)
+	}
+	return "insufficient funds: the signer's balance cannot pay for the value and gas"
+}
+
+func (e *InsufficientFundsError) Unwrap() error { return e.Err }
 
 // RevertError says a call would revert (or reverted), with the node's reason.
 type RevertError struct {
