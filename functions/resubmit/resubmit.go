@@ -1,7 +1,10 @@
 // Package resubmit is the ResubmitSweep function: triggered by Cloud
-// Scheduler, it re-prompts stranded ALLOCATED work, rebroadcasts the
-// persisted bytes of transactions not seen mined for a resubmit interval,
-// and moves those that stop progressing to STUCK.
+// Scheduler, it keeps sweeping for most of the scheduler's period
+// (TXFENCE_RESUBMIT_BUDGET, passes TXFENCE_RESUBMIT_PASS_INTERVAL apart):
+// re-prompts ALLOCATED work whose backoff ran out, bumps the fees of
+// transactions not mined in time, rebroadcasts, reports STUCK, works STUCK
+// transactions through the stuck-resolution policy, and carries out pending
+// admin actions. It signs, so it needs the signers' keys.
 package resubmit
 
 import (
@@ -9,6 +12,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
 
@@ -19,31 +23,43 @@ import (
 
 // Handler runs one sweep per call.
 type Handler struct {
-	sweep *app.SweepResubmit
-	log   *slog.Logger
+	sweep    *app.SweepResubmit
+	log      *slog.Logger
+	budget   time.Duration
+	interval time.Duration
 }
 
 // NewHandler returns the handler.
-func NewHandler(sweep *app.SweepResubmit, log *slog.Logger) (*Handler, error) {
-	if sweep == nil || log == nil {
-		return nil, errors.New("new resubmit handler: sweep and logger are required")
+func NewHandler(sweep *app.SweepResubmit, budget, interval time.Duration, log *slog.Logger) (*Handler, error) {
+	if sweep == nil || log == nil || budget <= 0 || interval <= 0 {
+		return nil, errors.New("new resubmit handler: sweep, logger and a positive budget and interval are required")
 	}
-	return &Handler{sweep: sweep, log: log}, nil
+	return &Handler{sweep: sweep, log: log, budget: budget, interval: interval}, nil
 }
 
-// ServeHTTP sweeps once and reports what it did.
+// ServeHTTP sweeps for the budget and reports what it did.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	scheduled.Serve(w, r, h.log, "resubmit sweep", func(ctx context.Context) (any, error) { return h.sweep.Pass(ctx) })
+	scheduled.Serve(w, r, h.log, "resubmit sweep", func(ctx context.Context) (any, error) {
+		return h.sweep.Run(ctx, h.budget, h.interval)
+	})
 }
 
 func init() { functions.HTTP("ResubmitSweep", serve) }
 
-var lazy = deps.Lazy[*Handler]{Build: func(_ context.Context, p *deps.Process) (*Handler, error) {
-	sweep, err := app.NewSweepResubmit(p.Store, p.Store.Leases(), p.ChainPorts(), p.Relay, p.Config, p.Metrics, p.Log)
+var lazy = deps.Lazy[*Handler]{Build: func(ctx context.Context, p *deps.Process) (*Handler, error) {
+	signers, err := p.Signers(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return NewHandler(sweep, p.Log)
+	hook, err := p.StuckPolicy()
+	if err != nil {
+		return nil, err
+	}
+	sweep, err := app.NewSweepResubmit(p.Store, p.Store.Leases(), p.ChainPorts(), signers, hook, p.Relay, p.Config, p.Metrics, p.Log)
+	if err != nil {
+		return nil, err
+	}
+	return NewHandler(sweep, p.Config.ResubmitBudget, p.Config.ResubmitPass, p.Log)
 }}
 
 func serve(w http.ResponseWriter, r *http.Request) {

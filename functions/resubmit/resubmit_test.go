@@ -12,10 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/txfence/txfence/functions/internal/stacktest"
-	"github.com/txfence/txfence/shared/app"
 	"github.com/txfence/txfence/shared/config"
 	"github.com/txfence/txfence/shared/evm/rpcproxy"
 	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/shared/txm"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -97,7 +97,7 @@ func TestResubmit_StuckAfterTooManyRebroadcasts(t *testing.T) {
 	var sub string
 	var reported int
 	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT sub_state FROM managed_tx`).Scan(&sub))
-	assert.Equal(t, app.SubStateTooManyRebroadcasts, sub)
+	assert.Equal(t, txm.SubStateTooManyRebroadcasts, sub)
 	time.Sleep(120 * time.Millisecond)
 	st, err := n.Resubmit.Pass(ctx)
 	require.NoError(t, err)

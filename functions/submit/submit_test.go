@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/big"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -226,42 +227,44 @@ SELECT (SELECT count(*) FROM managed_tx WHERE fencing_token = $1 AND updated_at 
 }
 
 // TestIssue4_BroadcastOutcomes: how the drain treats each class of broadcast
-// answer (the classifier itself is tested in shared/evm).
+// answer (the classifier itself is tested in shared/evm). A refusal that may
+// pass is recorded with a backoff and the prompt acknowledged (issue 10: no
+// retries at the prompt's rate); after the backoff a transient failure sends
+// the same bytes again, an underpriced one a replacement with bumped fees.
 func TestIssue4_BroadcastOutcomes(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		message   string
-		state     string
-		subState  string
-		wantRetry bool
+		message  string
+		state    string
+		subState string
+		backoff  bool
+		bumped   bool
 	}{
-		{"already known", "TRACKING", "broadcast_known", false},
-		{"nonce too low: address 0x..., tx: 0 state: 1", "TRACKING", "broadcast_nonce_too_low", false},
-		{"insufficient funds for gas * price + value: address 0x... have 0 want 21000", "STUCK", "insufficient_funds", false},
-		{"intrinsic gas too low: gas 20000, minimum needed 21000", "STUCK", "intrinsic_gas_too_low", false},
-		{"exceeds block gas limit", "STUCK", "exceeds_block_gas_limit", false},
-		{"replacement transaction underpriced", "ALLOCATED", "broadcast_replacement_underpriced", true},
-		{"transaction underpriced", "ALLOCATED", "broadcast_underpriced", true},
-		{"upstream connect error or disconnect/reset before headers", "ALLOCATED", "broadcast_transient", true},
+		{"already known", "TRACKING", "broadcast_known", false, false},
+		{"nonce too low: address 0x..., tx: 0 state: 1", "TRACKING", "broadcast_nonce_too_low", false, false},
+		{"insufficient funds for gas * price + value: address 0x... have 0 want 21000", "STUCK", "insufficient_funds", false, false},
+		{"intrinsic gas too low: gas 20000, minimum needed 21000", "STUCK", "intrinsic_gas_too_low", false, false},
+		{"exceeds block gas limit", "STUCK", "exceeds_block_gas_limit", false, false},
+		{"replacement transaction underpriced", "ALLOCATED", "broadcast_replacement_underpriced", true, true},
+		{"transaction underpriced", "ALLOCATED", "broadcast_underpriced", true, true},
+		{"upstream connect error or disconnect/reset before headers", "ALLOCATED", "broadcast_transient", true, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.message, func(t *testing.T) {
 			t.Parallel()
-			w := stacktest.NewWorld(t, 1)
+			w := stacktest.NewWorld(t, 1, func(c *config.Config) { c.RetryBackoffMin, c.RetryBackoffMax = 300*time.Millisecond, time.Second })
 			nd := w.Node(t, "n")
 			signer := w.Keys[0].Address
 			ids := nd.Allocate(t, signer, 2)
 			w.Proxy.Fail("eth_sendRawTransaction", 1, rpcproxy.Fault{RPCError: &rpcproxy.RPCError{Code: -32000, Message: tc.message}})
-			err := handler(t, nd).Handle(context.Background(), stacktest.Prompt(t, signer))
-			if tc.wantRetry {
-				require.Error(t, err, "the prompt is retried")
-			} else {
-				require.NoError(t, err)
-			}
+			require.NoError(t, handler(t, nd).Handle(context.Background(), stacktest.Prompt(t, signer)), "the prompt is acknowledged")
 			first := firstByNonce(t, w, ids)
 			var state, sub, lastErr *string
+			var failures int
+			var next *time.Time
 			require.NoError(t, w.DB.Pool.QueryRow(context.Background(),
-				`SELECT state, sub_state, last_error FROM managed_tx WHERE id = $1`, first).Scan(&state, &sub, &lastErr))
+				`SELECT state, sub_state, last_error, failures, next_attempt_at FROM managed_tx WHERE id = $1`, first).
+				Scan(&state, &sub, &lastErr, &failures, &next))
 			assert.Equal(t, tc.state, *state)
 			require.NotNil(t, sub)
 			assert.Equal(t, tc.subState, *sub)
@@ -279,14 +282,43 @@ func TestIssue4_BroadcastOutcomes(t *testing.T) {
 					`SELECT count(*) FROM tx_history WHERE tx_id = $1 AND to_state = 'STUCK' AND sub_state = $2`, first, tc.subState).Scan(&hist))
 				assert.Equal(t, 1, hist)
 			}
-			if tc.wantRetry { // the retried prompt rebroadcasts the same bytes
-				before := w.AttemptHashes(t)
-				require.NoError(t, handler(t, nd).Handle(context.Background(), stacktest.Prompt(t, signer)))
-				assert.Equal(t, map[string]int{"TRACKING": 2}, w.States(t))
-				assert.Equal(t, before, w.AttemptHashes(t))
+			if !tc.backoff {
+				return
 			}
+			assert.Equal(t, 1, failures)
+			require.NotNil(t, next, "the transaction backs off")
+			before := w.AttemptHashes(t)
+			res, err := nd.Drain.Execute(context.Background(), w.Cfg.Chains[0].ID, signer)
+			require.NoError(t, err)
+			assert.Zero(t, res.Broadcast, "a prompt within the backoff sends nothing")
+			time.Sleep(350 * time.Millisecond)
+			require.NoError(t, handler(t, nd).Handle(context.Background(), stacktest.Prompt(t, signer)))
+			assert.Equal(t, map[string]int{"TRACKING": 2}, w.States(t))
+			attempts := w.AttemptsPerTx(t)
+			if !tc.bumped {
+				assert.Equal(t, before, w.AttemptHashes(t), "the same bytes again")
+				return
+			}
+			assert.Equal(t, 2, attempts[first], "a replacement at the same nonce")
+			var prevFee, newFee, prevTip, newTip string
+			require.NoError(t, w.DB.Pool.QueryRow(context.Background(), `
+SELECT a.max_fee_per_gas::text, b.max_fee_per_gas::text, a.max_priority_fee_per_gas::text, b.max_priority_fee_per_gas::text
+FROM tx_attempt a JOIN tx_attempt b ON b.tx_id = a.tx_id AND b.attempt_no = 2 WHERE a.tx_id = $1 AND a.attempt_no = 1`, first).
+				Scan(&prevFee, &newFee, &prevTip, &newTip))
+			assertBumped(t, prevFee, newFee, w.Cfg.BumpPercent)
+			assertBumped(t, prevTip, newTip, w.Cfg.BumpPercent)
 		})
 	}
+}
+
+// assertBumped checks that next pays at least percent more than prev.
+func assertBumped(t testing.TB, prev, next string, percent int) {
+	t.Helper()
+	p, ok1 := new(big.Int).SetString(prev, 10)
+	n, ok2 := new(big.Int).SetString(next, 10)
+	require.True(t, ok1 && ok2, "%s %s", prev, next)
+	min := new(big.Int).Mul(p, big.NewInt(int64(100+percent)))
+	assert.True(t, new(big.Int).Mul(n, big.NewInt(100)).Cmp(min) >= 0, "%s is not %d%% above %s", next, percent, prev)
 }
 
 func firstByNonce(t testing.TB, w *stacktest.World, ids []string) string {

@@ -78,7 +78,16 @@ func (c *CheckReceipts) Execute(ctx context.Context, chainID uint64, signer comm
 			for range found {
 				c.metrics.ReceiptCheck(ctx, "mined")
 			}
-			if pending := len(tracked) - len(found); pending > 0 {
+			// Below the latest nonce without a receipt: another transaction
+			// took the nonce (or the node lags); the finality sweep settles
+			// it at depth. Only the rest wait to be mined.
+			pending := 0
+			for _, t := range tracked {
+				if t.Tx.Nonce >= latest {
+					pending++
+				}
+			}
+			if pending > 0 {
 				c.metrics.ReceiptCheck(ctx, "not_mined")
 				return fmt.Errorf("%d of %d: %w", pending, len(tracked), ErrNotMined)
 			}

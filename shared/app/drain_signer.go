@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/big"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
-	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/google/uuid"
 
 	"github.com/txfence/txfence/shared/config"
@@ -30,16 +28,26 @@ type SubmitHooks struct {
 }
 
 // DrainSigner is the Submit function's use case: under the signer's chain
-// lease it drains ALLOCATED transactions in nonce order, bounded by
-// maxInFlight and a time budget. Each batch is built, signed once, persisted
-// fenced and committed, then broadcast, then marked TRACKING fenced with a
-// `receipt` prompt. Redelivered or duplicate prompts are harmless: a
-// persisted attempt is rebroadcast as the same bytes, never signed again.
+// lease it first carries out the signer's pending admin actions, then
+// drains ALLOCATED transactions in nonce order, bounded by maxInFlight (STUCK
+// transactions count) and a time budget. Each batch is built, signed once,
+// persisted fenced and committed, then broadcast, then marked TRACKING
+// fenced with a `receipt` prompt. Redelivered or duplicate prompts are
+// harmless: a persisted attempt is rebroadcast as the same bytes, never
+// signed again.
+//
+// A transaction that fails to leave ALLOCATED (the signer fails, the node
+// refuses it for a reason that may pass) is retried with backoff, not at the
+// prompt's rate: the failure is recorded, the prompt acknowledged, and the
+// resubmit sweep prompts again when the backoff has run out. After
+// stuckAfter of failures it goes STUCK with its reason (one TxStuck). A
+// first attempt refused as underpriced is replaced with bumped fees.
 type DrainSigner struct {
 	store   txm.SubmitStore
 	leases  txm.LeaseStore
 	chains  map[uint64]txm.Chain
 	signers map[common.Address]txm.Signer
+	work    *attempter
 	relay   *Relay
 	cfg     config.Config
 	metrics *metrics.Metrics
@@ -53,7 +61,8 @@ func NewDrainSigner(store txm.SubmitStore, leases txm.LeaseStore, chains map[uin
 	if store == nil || leases == nil || log == nil {
 		return nil, errors.New("new drain signer: store, leases and logger are required")
 	}
-	return &DrainSigner{store: store, leases: leases, chains: chains, signers: signers, relay: relay, cfg: cfg, metrics: m, log: log}, nil
+	return &DrainSigner{store: store, leases: leases, chains: chains, signers: signers, relay: relay, cfg: cfg, metrics: m, log: log,
+		work: &attempter{store: store, leases: leases, relay: relay, fees: feeSettingsOf(cfg), metrics: m, log: log}}, nil
 }
 
 // SetHooks installs test hooks.
@@ -64,6 +73,7 @@ type DrainResult struct {
 	Broadcast int  // attempts accepted by the node (or already known to it)
 	Stuck     int  // transactions moved to STUCK
 	Full      bool // stopped because maxInFlight was reached
+	Failed    int  // transactions whose attempt failed and now back off
 }
 
 // drainBatch bounds how many transactions are signed and persisted together.
@@ -78,8 +88,10 @@ var ErrNotServed = errors.New("signer not served here")
 var ErrNoLease = errors.New("signer busy: chain lease held elsewhere")
 
 // Execute drains one signer. It returns an error when the prompt should be
-// retried: the lease is held elsewhere, the lease was lost, or a broadcast
-// failed for a reason that may pass.
+// retried: the lease is held elsewhere, the lease was lost, or the database
+// or chain failed before any transaction's failure could be recorded. A
+// transaction's own failure is recorded with its backoff and the prompt
+// acknowledged.
 func (d *DrainSigner) Execute(ctx context.Context, chainID uint64, signer common.Address) (DrainResult, error) {
 	var res DrainResult
 	chain, ok := d.chains[chainID]
@@ -95,6 +107,9 @@ func (d *DrainSigner) Execute(ctx context.Context, chainID uint64, signer common
 	err := withChainLease(ctx, d.leases, key, owner, d.cfg.Lease.RenewEvery, d.log, func(lease txm.Lease, keeper *leaseKeeper) error {
 		log := d.log.With(slog.String(logging.KeySigner, txm.CanonicalAddress(signer)), slog.String(logging.KeyOwner, owner),
 			slog.Int64(logging.KeyToken, lease.Token))
+		if err := d.work.runActions(ctx, d.store, lease, chain, sig); err != nil {
+			return err
+		}
 		start := time.Now()
 		for time.Since(start) < d.cfg.SubmitBudget {
 			if err := keeper.Lost(); err != nil {
@@ -131,8 +146,19 @@ func (d *DrainSigner) Execute(ctx context.Context, chainID uint64, signer common
 // TRACKING. It reports whether draining should go on.
 func (d *DrainSigner) submitBatch(ctx context.Context, log *slog.Logger, lease txm.Lease, chain txm.Chain, sig txm.Signer,
 	items []txm.SubmitItem, res *DrainResult) (bool, error) {
+	if first := items[0]; first.Attempt != nil && feesFault(first.Tx.SubState) {
+		// Its last broadcast was refused as underpriced: replace it first.
+		r, err := d.work.replace(ctx, lease, chain, sig, txm.Tracked{Tx: first.Tx, Attempts: []txm.Attempt{*first.Attempt}},
+			replacement{audit: txm.Audit{Action: "bump", Actor: "txfence", Reason: "refused as " + first.Tx.SubState}})
+		if err != nil {
+			return false, err
+		}
+		return d.settle(ctx, lease, first.Tx, r, res)
+	}
 	fresh := make([]txm.Attempt, 0, len(items)) // capacity fixed: items point into it
 	var fees *txm.Fees
+	var signErr error
+	var signFailed *txm.Tx
 	for i := range items {
 		if items[i].Attempt != nil {
 			continue
@@ -146,7 +172,14 @@ func (d *DrainSigner) submitBatch(ctx context.Context, log *slog.Logger, lease t
 		}
 		a, err := d.sign(ctx, chain, sig, items[i].Tx, *fees)
 		if err != nil {
-			return false, err
+			// Broadcast what came before it; this one backs off.
+			signFailed, signErr = items[i].Tx, err
+			if i == 0 {
+				r, err := d.work.failed(ctx, lease, signFailed, reasonSigningFailed, signErr)
+				return d.settleErr(ctx, lease, signFailed, r, err, res)
+			}
+			items = items[:i]
+			break
 		}
 		fresh = append(fresh, a)
 		items[i].Attempt = &fresh[len(fresh)-1]
@@ -175,45 +208,25 @@ func (d *DrainSigner) submitBatch(ctx context.Context, log *slog.Logger, lease t
 	errs := chain.SendRawTransactions(ctx, raws)
 	d.metrics.BroadcastLatency(ctx, time.Since(t0).Seconds())
 	var done []txm.Broadcasted
-	var stop error
-	more := true
+	var refused *txm.SubmitItem
+	var refusal error
 	for i, it := range items {
 		a, err := it.Attempt, errs[i]
 		reason := txm.ReasonOf(err)
+		d.metrics.TxSubmit(ctx, submitResult(err, reason))
 		switch {
 		case err == nil:
-			d.metrics.TxSubmit(ctx, "accepted")
 			done = append(done, txm.Broadcasted{TxID: a.TxID, AttemptNo: a.No})
 			continue
 		case reason == txm.ReasonKnown || reason == txm.ReasonNonceTooLow:
 			// The attempt is persisted: the node has it, or a transaction
 			// at this nonce is already on chain; the receipt check decides.
-			d.metrics.TxSubmit(ctx, string(reason))
 			done = append(done, txm.Broadcasted{TxID: a.TxID, AttemptNo: a.No, Outcome: reason})
 			continue
 		}
-		d.metrics.TxSubmit(ctx, string(reason))
 		log.WarnContext(ctx, "broadcast rejected", slog.String(logging.KeyTxID, a.TxID), slog.Uint64(logging.KeyNonce, a.Nonce),
 			slog.String("reason", string(reason)), slog.Any("error", err))
-		more = false
-		if reason.Deterministic() || reason == txm.ReasonReverted {
-			// The same bytes can never succeed: STUCK with the reason, and
-			// stop here, since later nonces cannot be mined before this one.
-			ids, serr := d.store.MarkStuck(ctx, lease, a.TxID, string(reason), err.Error())
-			if serr != nil {
-				stop = serr
-			} else {
-				res.Stuck++
-				d.relay.Publish(ctx, ids)
-			}
-		} else {
-			// Underpriced or transient: note it and have the prompt retried.
-			if nerr := d.store.NoteBroadcastError(ctx, lease, a.TxID, reason, err.Error()); nerr != nil {
-				stop = nerr
-			} else {
-				stop = err
-			}
-		}
+		refused, refusal = &items[i], err
 		break
 	}
 	if h := d.hooks.AfterBroadcast; h != nil {
@@ -225,7 +238,72 @@ func (d *DrainSigner) submitBatch(ctx context.Context, log *slog.Logger, lease t
 	}
 	res.Broadcast += len(done)
 	d.relay.Publish(ctx, ids)
-	return more && stop == nil, stop
+	switch {
+	case refused != nil:
+		reason := txm.ReasonOf(refusal)
+		if reason.Deterministic() || reason == txm.ReasonReverted {
+			// The same bytes can never succeed: STUCK with the reason, and
+			// stop here; later nonces wait until it is resolved.
+			return false, d.markStuck(ctx, lease, refused.Tx, string(reason), refusal.Error(), res)
+		}
+		r, err := d.work.failed(ctx, lease, refused.Tx, reason, refusal)
+		return d.settleErr(ctx, lease, refused.Tx, r, err, res)
+	case signErr != nil:
+		r, err := d.work.failed(ctx, lease, signFailed, reasonSigningFailed, signErr)
+		return d.settleErr(ctx, lease, signFailed, r, err, res)
+	}
+	return true, nil
+}
+
+func submitResult(err error, reason txm.BroadcastReason) string {
+	if err == nil {
+		return "accepted"
+	}
+	return string(reason)
+}
+
+// settle reads what a single-transaction round did: go on after progress;
+// after a failure stop (the transaction backs off), going STUCK once the
+// failures have lasted stuckAfter; at the fee cap go STUCK.
+func (d *DrainSigner) settle(ctx context.Context, l txm.Lease, t *txm.Tx, r round, res *DrainResult) (bool, error) {
+	switch {
+	case r.refused != nil:
+		return false, d.markStuck(ctx, l, t, txm.SubStateFeeCapReached, r.refused.Error(), res)
+	case r.progress || r.sent:
+		res.Broadcast++
+		return true, nil
+	case r.err == nil || r.reason == txm.ReasonNonceTooLow:
+		return false, nil
+	}
+	res.Failed++
+	if r.failing.For < d.cfg.StuckAfter {
+		return false, nil
+	}
+	sub := txm.SubStateBroadcastFailing
+	switch {
+	case r.reason == reasonSigningFailed:
+		sub = txm.SubStateSigningFailed
+	case r.reason != txm.ReasonTransient:
+		sub = string(r.reason)
+	}
+	return false, d.markStuck(ctx, l, t, sub, fmt.Sprintf("failing for %s: %v", r.failing.For.Round(time.Second), r.err), res)
+}
+
+func (d *DrainSigner) settleErr(ctx context.Context, l txm.Lease, t *txm.Tx, r round, err error, res *DrainResult) (bool, error) {
+	if err != nil {
+		return false, err
+	}
+	return d.settle(ctx, l, t, r, res)
+}
+
+func (d *DrainSigner) markStuck(ctx context.Context, l txm.Lease, t *txm.Tx, subState, detail string, res *DrainResult) error {
+	ids, err := d.store.MarkStuck(ctx, l, t.ID, subState, detail)
+	if err != nil {
+		return err
+	}
+	res.Stuck++
+	d.relay.Publish(ctx, ids)
+	return nil
 }
 
 // sign builds and signs the first attempt of t with the given suggested fees
@@ -239,43 +317,5 @@ func (d *DrainSigner) sign(ctx context.Context, chain txm.Chain, sig txm.Signer,
 		}
 		gas = g
 	}
-	value := t.Value
-	if value == nil {
-		value = new(big.Int)
-	}
-	a := txm.Attempt{TxID: t.ID, No: 1, Kind: txm.AttemptOriginal, Nonce: t.Nonce, GasLimit: gas}
-	var inner types.TxData
-	switch {
-	case t.GasPrice != nil || (t.MaxFeePerGas == nil && fees.GasPrice != nil):
-		price := t.GasPrice
-		if price == nil {
-			price = fees.GasPrice
-		}
-		a.GasPrice = price
-		inner = &types.LegacyTx{Nonce: t.Nonce, GasPrice: price, Gas: gas, To: t.To, Value: value, Data: t.Data}
-	default:
-		feeCap, tip := t.MaxFeePerGas, t.MaxPriorityFeePerGas
-		if feeCap == nil {
-			feeCap = fees.MaxFeePerGas
-		}
-		if tip == nil {
-			tip = fees.MaxPriorityFeePerGas
-		}
-		if tip.Cmp(feeCap) > 0 {
-			tip = feeCap
-		}
-		a.MaxFeePerGas, a.MaxPriorityFeePerGas = feeCap, tip
-		inner = &types.DynamicFeeTx{ChainID: new(big.Int).SetUint64(t.ChainID), Nonce: t.Nonce, GasTipCap: tip, GasFeeCap: feeCap,
-			Gas: gas, To: t.To, Value: value, Data: t.Data}
-	}
-	signed, err := sig.SignTx(ctx, types.NewTx(inner), new(big.Int).SetUint64(t.ChainID))
-	if err != nil {
-		return txm.Attempt{}, fmt.Errorf("sign %s: %w", t.ID, err)
-	}
-	raw, err := signed.MarshalBinary()
-	if err != nil {
-		return txm.Attempt{}, fmt.Errorf("encode %s: %w", t.ID, err)
-	}
-	a.Hash, a.Raw = signed.Hash(), raw
-	return a, nil
+	return signAttempt(ctx, sig, t, txm.AttemptOriginal, 1, gas, firstFees(t, fees))
 }

@@ -199,6 +199,9 @@ func (s *SweepFinality) sweepSigner(ctx context.Context, view *chainView, ref tx
 			}
 			s.relay.Publish(ctx, ids)
 			st.Mined = len(found)
+			if err := s.consumedExternally(ctx, l, view, ref, stale, found, latest, &st); err != nil {
+				return err
+			}
 		}
 
 		if err := s.checkReported(ctx, l, view, ref, &st); err != nil {
@@ -223,7 +226,13 @@ func (s *SweepFinality) sweepSigner(ctx context.Context, view *chainView, ref tx
 		for _, m := range mined {
 			r := m.Tx.Receipt
 			h := view.headers[r.BlockNumber]
-			if h == nil || h.Hash != r.BlockHash {
+			if h == nil {
+				// The node is behind (a lagging or load-balanced node): only a
+				// different hash at the same height is a reorg.
+				s.metrics.ReceiptCheck(ctx, "node_behind")
+				continue
+			}
+			if h.Hash != r.BlockHash {
 				if err := s.reorged(ctx, l, view, m, h, &st); err != nil {
 					return err
 				}
@@ -284,8 +293,8 @@ func (s *SweepFinality) checkReported(ctx context.Context, l txm.Lease, view *ch
 	}
 	for _, b := range blocks {
 		h := view.headers[b.Number]
-		if h != nil && h.Hash == b.Hash {
-			continue
+		if h == nil || h.Hash == b.Hash {
+			continue // the same block, or a node behind: not a reorg
 		}
 		detail := fmt.Sprintf("reported block %d %s is no longer canonical", b.Number, b.Hash.Hex())
 		reopened, err := s.store.ReopenBlock(ctx, l, b, detail)
@@ -304,6 +313,73 @@ func (s *SweepFinality) checkReported(ctx context.Context, l txm.Lease, view *ch
 		}
 	}
 	return nil
+}
+
+// consumedExternally ends the stale transactions whose nonce another
+// transaction took: below the signer's nonce at the finality depth, with no
+// receipt for any of their attempts. They end FAILED_FINAL
+// `nonce_consumed_externally`, reported TxFailed, and the signer's later
+// nonces are not held up by them.
+func (s *SweepFinality) consumedExternally(ctx context.Context, l txm.Lease, view *chainView, ref txm.SignerRef,
+	stale []txm.Tracked, found []txm.Mined, latest uint64, st *PassStats) error {
+	mined := map[string]bool{}
+	for _, m := range found {
+		mined[m.TxID] = true
+	}
+	var candidates []txm.Tracked
+	for _, t := range stale {
+		if t.Tx.Nonce < latest && !mined[t.Tx.ID] {
+			candidates = append(candidates, t)
+		}
+	}
+	if len(candidates) == 0 {
+		return nil
+	}
+	depth, ok := s.finalBlock(view)
+	if !ok {
+		return nil
+	}
+	taken, err := view.chain.NonceAt(ctx, ref.Signer, depth)
+	if err != nil {
+		s.metrics.ReceiptCheck(ctx, "rpc_error")
+		return fmt.Errorf("nonce at block %d: %w", depth, err)
+	}
+	var ids []string
+	for _, t := range candidates {
+		if t.Tx.Nonce < taken {
+			ids = append(ids, t.Tx.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	detail := fmt.Sprintf("another transaction of the signer took the nonce; final at block %d", depth)
+	outbox, err := s.store.ConsumedExternally(ctx, l, ids, detail)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		st.Failed++
+		s.metrics.ReceiptCheck(ctx, "nonce_consumed_externally")
+		s.log.WarnContext(ctx, "nonce consumed outside txfence", slog.String(logging.KeyTxID, id),
+			slog.String(logging.KeySigner, txm.CanonicalAddress(ref.Signer)), slog.Int64(logging.KeyToken, l.Token))
+	}
+	s.relay.Publish(ctx, outbox)
+	return nil
+}
+
+// finalBlock is the highest block that is final in this pass's view.
+func (s *SweepFinality) finalBlock(view *chainView) (uint64, bool) {
+	if s.cfg.FinalityMode == config.FinalityFinalized {
+		if view.finalized == nil {
+			return 0, false
+		}
+		return view.finalized.Number, true
+	}
+	if view.head.Number+1 < s.cfg.Confirmations {
+		return 0, false
+	}
+	return view.head.Number + 1 - s.cfg.Confirmations, true
 }
 
 // reorged handles a mined transaction whose receipt block is no longer

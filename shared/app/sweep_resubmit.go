@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
 
 	"github.com/txfence/txfence/shared/config"
@@ -15,47 +16,98 @@ import (
 	"github.com/txfence/txfence/shared/txm"
 )
 
-// SubStateTooManyRebroadcasts and SubStatePendingTooLong say why the
-// resubmit sweep moved a transaction to STUCK.
-const (
-	SubStateTooManyRebroadcasts = "too_many_rebroadcasts"
-	SubStatePendingTooLong      = "pending_too_long"
-)
-
-// SweepResubmit is the ResubmitSweep function's use case. Each pass
-// re-prompts Submit for signers whose ALLOCATED work has waited a
-// resubmit interval (its prompt was lost or given up on), and, under each
-// signer's chain lease, rebroadcasts the persisted bytes of TRACKING
-// transactions not broadcast for a resubmit interval. A transaction
-// rebroadcast more than maxRebroadcasts times, or pending longer than
-// stuckAfter, goes to STUCK (reported as TxStuck) and is left to the
-// stuck-resolution policy and operators; a STUCK transaction that gets mined
-// still confirms (the finality sweep checks their receipts).
+// SweepResubmit is the ResubmitSweep function's use case: it keeps every
+// signer moving. Each pass re-prompts Submit for ALLOCATED work whose
+// backoff ran out or whose prompt was lost, and, under each signer's chain
+// lease, for signers with work:
+//   - carries out pending admin actions;
+//   - replaces the attempt of the next nonce to be mined (or of one whose
+//     max fee is below the base fee) that was not mined within bumpAfter
+//     with higher fees, up to the chain's caps; at the cap the transaction
+//     is reported STUCK `fee_cap_reached` and its best attempt kept in the
+//     pools;
+//   - rebroadcasts the persisted bytes of transactions unseen for a
+//     resubmit interval, and reports STUCK the next nonce to be mined when it
+//     was rebroadcast too often or is pending too long;
+//   - works every STUCK transaction whose backoff ran out through the
+//     stuck-resolution policy (resolveStuck).
+//
+// Transactions below the chain's latest nonce are mined (or their nonce was
+// taken by another transaction): receipts and the finality sweep decide.
 type SweepResubmit struct {
 	store   txm.ResubmitStore
 	leases  txm.LeaseStore
 	chains  map[uint64]txm.Chain
+	signers map[common.Address]txm.Signer
+	hook    txm.StuckResolutionHook
+	work    *attempter
 	relay   *Relay
 	cfg     config.Config
 	metrics *metrics.Metrics
 	log     *slog.Logger
 }
 
-// NewSweepResubmit returns the use case. relay may be nil.
-func NewSweepResubmit(store txm.ResubmitStore, leases txm.LeaseStore, chains map[uint64]txm.Chain, relay *Relay,
-	cfg config.Config, m *metrics.Metrics, log *slog.Logger) (*SweepResubmit, error) {
+// NewSweepResubmit returns the use case. relay may be nil; a nil hook is the
+// default (noop) policy.
+func NewSweepResubmit(store txm.ResubmitStore, leases txm.LeaseStore, chains map[uint64]txm.Chain, signers map[common.Address]txm.Signer,
+	hook txm.StuckResolutionHook, relay *Relay, cfg config.Config, m *metrics.Metrics, log *slog.Logger) (*SweepResubmit, error) {
 	if store == nil || leases == nil || log == nil {
 		return nil, errors.New("new sweep resubmit: store, leases and logger are required")
 	}
-	return &SweepResubmit{store: store, leases: leases, chains: chains, relay: relay, cfg: cfg, metrics: m, log: log}, nil
+	if hook == nil {
+		hook = NoopPolicy{}
+	}
+	return &SweepResubmit{store: store, leases: leases, chains: chains, signers: signers, hook: hook, relay: relay, cfg: cfg,
+		metrics: m, log: log,
+		work: &attempter{store: store, leases: leases, relay: relay, fees: feeSettingsOf(cfg), metrics: m, log: log}}, nil
 }
 
 // ResubmitStats says what one pass did.
 type ResubmitStats struct {
-	Prompted, Rebroadcast, Stuck, Skipped int
+	Prompted    int // signers re-prompted for ALLOCATED work
+	Signers     int // signers tended
+	Skipped     int // signers whose lease was held elsewhere
+	Rebroadcast int // attempts sent again
+	Replaced    int // replacement attempts accepted by a node
+	Stuck       int // transactions that entered STUCK
+	Recovered   int // STUCK transactions TRACKING again
 }
 
-// Pass runs the sweep once.
+func (st *ResubmitStats) add(o ResubmitStats) {
+	st.Prompted += o.Prompted
+	st.Signers += o.Signers
+	st.Skipped += o.Skipped
+	st.Rebroadcast += o.Rebroadcast
+	st.Replaced += o.Replaced
+	st.Stuck += o.Stuck
+	st.Recovered += o.Recovered
+}
+
+// Run sweeps pass after pass for budget, pausing interval between passes,
+// so that backoffs shorter than the scheduler's period are honoured.
+func (s *SweepResubmit) Run(ctx context.Context, budget, interval time.Duration) (ResubmitStats, error) {
+	var total ResubmitStats
+	start := time.Now()
+	for {
+		st, err := s.Pass(ctx)
+		total.add(st)
+		if err != nil {
+			return total, err
+		}
+		if time.Since(start)+interval >= budget {
+			return total, nil
+		}
+		select {
+		case <-ctx.Done():
+			return total, nil
+		case <-time.After(interval):
+		}
+	}
+}
+
+// Pass runs the sweep once. A signer whose lease is held elsewhere is
+// skipped this pass; a failure on one signer is returned after the others
+// were swept.
 func (s *SweepResubmit) Pass(ctx context.Context) (ResubmitStats, error) {
 	var st ResubmitStats
 	age, err := s.store.OldestPending(ctx)
@@ -73,85 +125,127 @@ func (s *SweepResubmit) Pass(ctx context.Context) (ResubmitStats, error) {
 	}
 	s.relay.Publish(ctx, ids)
 
-	refs, err := s.store.SignersWithStaleBroadcasts(ctx, s.cfg.ResubmitInterval)
+	refs, err := s.store.SignersToTend(ctx, min(s.cfg.ResubmitInterval, s.cfg.BumpAfter))
 	if err != nil {
 		return st, err
 	}
 	var errs []error
 	for _, ref := range refs {
 		chain, ok := s.chains[ref.ChainID]
-		if !ok {
-			continue
+		sig := s.signers[ref.Signer]
+		if !ok || sig == nil {
+			continue // not served by this deployment
 		}
 		key := txm.LeaseKey{ChainID: ref.ChainID, Signer: ref.Signer, Scope: txm.ScopeChain}
 		err := withChainLease(ctx, s.leases, key, s.cfg.InstanceID+"/resubmit/"+uuid.NewString(), s.cfg.Lease.RenewEvery, s.log,
-			func(l txm.Lease, _ *leaseKeeper) error { return s.sweepSigner(ctx, l, chain, ref, &st) })
+			func(l txm.Lease, k *leaseKeeper) error { return s.tendSigner(ctx, l, k, chain, sig, &st) })
 		switch {
 		case errors.Is(err, ErrNoLease):
 			st.Skipped++
 		case err != nil:
 			errs = append(errs, fmt.Errorf("signer %s: %w", txm.CanonicalAddress(ref.Signer), err))
+		default:
+			st.Signers++
 		}
 	}
 	return st, errors.Join(errs...)
 }
 
-func (s *SweepResubmit) sweepSigner(ctx context.Context, l txm.Lease, chain txm.Chain, ref txm.SignerRef, st *ResubmitStats) error {
-	stale, err := s.store.StaleBroadcasts(ctx, ref.ChainID, ref.Signer, s.cfg.ResubmitInterval)
+// tendSigner works one signer's open transactions in nonce order.
+func (s *SweepResubmit) tendSigner(ctx context.Context, l txm.Lease, k *leaseKeeper, chain txm.Chain, sig txm.Signer, st *ResubmitStats) error {
+	if err := s.work.runActions(ctx, s.store, l, chain, sig); err != nil {
+		return err
+	}
+	now, open, err := s.store.OpenTxs(ctx, l.Key.ChainID, l.Key.Signer)
+	if err != nil || len(open) == 0 {
+		return err
+	}
+	latest, err := chain.LatestNonce(ctx, l.Key.Signer)
 	if err != nil {
-		return err
+		return fmt.Errorf("latest nonce: %w", err)
 	}
-	var again []string
-	for _, t := range stale {
-		if len(t.Attempts) == 0 {
+	view := signerView{now: now, latest: latest, chain: chain}
+	for _, t := range open {
+		if err := k.Lost(); err != nil {
+			return err
+		}
+		if t.Tx.Nonce < latest || !t.Tx.Due(now) {
 			continue
 		}
-		switch {
-		case t.Tx.BroadcastCount > s.cfg.MaxRebroadcasts:
-			if err := s.stuck(ctx, l, t.Tx, SubStateTooManyRebroadcasts,
-				fmt.Sprintf("broadcast %d times without a receipt", t.Tx.BroadcastCount)); err != nil {
-				return err
-			}
-			st.Stuck++
-			continue
-		case time.Since(t.Tx.CreatedAt) > s.cfg.StuckAfter:
-			if err := s.stuck(ctx, l, t.Tx, SubStatePendingTooLong,
-				fmt.Sprintf("pending since %s", t.Tx.CreatedAt.UTC().Format(time.RFC3339))); err != nil {
-				return err
-			}
-			st.Stuck++
-			continue
+		if t.Tx.State == txm.StateStuck {
+			err = s.resolveStuck(ctx, l, chain, sig, t, view, st)
+		} else {
+			err = s.tendTracking(ctx, l, chain, sig, t, &view, st)
 		}
-		a := t.Attempts[len(t.Attempts)-1]
-		err := chain.SendRawTransaction(ctx, a.Raw)
-		reason := txm.ReasonOf(err)
-		switch {
-		case err == nil || reason == txm.ReasonKnown || reason == txm.ReasonNonceTooLow:
-			again = append(again, t.Tx.ID)
-			s.metrics.Resubmit(ctx, "rebroadcast")
-		case reason.Deterministic():
-			if err := s.stuck(ctx, l, t.Tx, string(reason), err.Error()); err != nil {
-				return err
-			}
-			st.Stuck++
-		default:
-			s.metrics.Resubmit(ctx, string(reason))
-			s.log.WarnContext(ctx, "rebroadcast failed", slog.String(logging.KeyTxID, t.Tx.ID), slog.Uint64(logging.KeyNonce, t.Tx.Nonce),
-				slog.String("reason", string(reason)), slog.Any("error", err))
+		if err != nil {
+			return err
 		}
 	}
-	if err := s.store.NoteRebroadcast(ctx, l, again); err != nil {
-		return err
-	}
-	st.Rebroadcast += len(again)
 	return nil
 }
 
-func (s *SweepResubmit) stuck(ctx context.Context, l txm.Lease, t *txm.Tx, subState, detail string) error {
+// tendTracking bumps, rebroadcasts or reports STUCK one TRACKING
+// transaction.
+func (s *SweepResubmit) tendTracking(ctx context.Context, l txm.Lease, chain txm.Chain, sig txm.Signer, t txm.Tracked,
+	view *signerView, st *ResubmitStats) error {
+	latest := txm.Latest(t.Attempts)
+	if latest == nil {
+		return nil
+	}
+	rebroadcast := func(a *txm.Attempt) error {
+		r, err := s.work.rebroadcast(ctx, l, chain, t, a)
+		if r.sent {
+			st.Rebroadcast++
+		}
+		return err
+	}
+	if latest.BroadcastAt == nil && !feesFault(t.Tx.SubState) {
+		// A replacement whose broadcast failed for a reason other than its
+		// fees: send it again rather than pay more.
+		return rebroadcast(latest)
+	}
+	head := t.Tx.Nonce == view.latest
+	bumpDue := latest.BroadcastAt == nil || view.now.Sub(*latest.BroadcastAt) >= s.cfg.BumpAfter
+	if bumpDue && !head {
+		// Behind the next nonce it would be mined right after it, unless its
+		// max fee is below the base fee.
+		fresh, err := view.suggestion(ctx)
+		bumpDue = err == nil && !txm.FeesOf(*latest).CanMine(fresh.BaseFee)
+	}
+	if bumpDue {
+		r, err := s.work.replace(ctx, l, chain, sig, t, replacement{audit: txm.Audit{Action: "bump", Actor: "txfence",
+			Reason: fmt.Sprintf("not mined %s after broadcast", s.cfg.BumpAfter)}})
+		if r.sent {
+			st.Replaced++
+		}
+		if err != nil || r.refused == nil {
+			return err
+		}
+		if err := s.stuck(ctx, l, t.Tx, txm.SubStateFeeCapReached, r.refused.Error(), st); err != nil {
+			return err
+		}
+		return rebroadcast(txm.BestAccepted(t.Attempts))
+	}
+	if t.Tx.LastBroadcastAt != nil && view.now.Sub(*t.Tx.LastBroadcastAt) < s.cfg.ResubmitInterval {
+		return nil
+	}
+	switch {
+	case head && t.Tx.BroadcastCount > s.cfg.MaxRebroadcasts:
+		return s.stuck(ctx, l, t.Tx, txm.SubStateTooManyRebroadcasts,
+			fmt.Sprintf("broadcast %d times without a receipt", t.Tx.BroadcastCount), st)
+	case head && view.now.Sub(t.Tx.CreatedAt) > s.cfg.StuckAfter:
+		return s.stuck(ctx, l, t.Tx, txm.SubStatePendingTooLong,
+			fmt.Sprintf("pending since %s", t.Tx.CreatedAt.UTC().Format(time.RFC3339)), st)
+	}
+	return rebroadcast(txm.BestAccepted(t.Attempts))
+}
+
+func (s *SweepResubmit) stuck(ctx context.Context, l txm.Lease, t *txm.Tx, subState, detail string, st *ResubmitStats) error {
 	ids, err := s.store.MarkStuck(ctx, l, t.ID, subState, detail)
 	if err != nil {
 		return err
 	}
+	st.Stuck++
 	s.log.WarnContext(ctx, "transaction stuck", slog.String(logging.KeyTxID, t.ID), slog.String(logging.KeySigner, txm.CanonicalAddress(t.From)),
 		slog.Uint64(logging.KeyNonce, t.Nonce), slog.String("sub_state", subState), slog.Int64(logging.KeyToken, l.Token))
 	s.relay.Publish(ctx, ids)

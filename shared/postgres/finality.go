@@ -21,7 +21,7 @@ var (
 // attemptColumns is the column list trackedTxs reads for attempts (alias at).
 const attemptColumns = `at.tx_id::text, at.attempt_no, at.kind, at.tx_hash, at.raw_tx, at.nonce, at.gas_limit,
     at.max_fee_per_gas::text, at.max_priority_fee_per_gas::text, at.gas_price::text, at.created_at,
-    at.broadcast_at, at.broadcast_count`
+    at.broadcast_at, at.broadcast_count, at.outcome`
 
 func scanAttemptInto(a *txm.Attempt, hash string, maxFee, maxPrio, gasPrice *string, nonce, gas int64, kind string) {
 	a.Hash = common.HexToHash(hash)
@@ -72,12 +72,13 @@ func (s *Store) trackedTxs(ctx context.Context, where string, limit int, args ..
 			kind, hash                string
 			nonce, gas                int64
 			maxFee, maxPrio, gasPrice *string
+			outcome                   *string
 		)
 		if err := arows.Scan(&a.TxID, &no, &kind, &hash, &a.Raw, &nonce, &gas, &maxFee, &maxPrio, &gasPrice,
-			&a.CreatedAt, &a.BroadcastAt, &bcount); err != nil {
+			&a.CreatedAt, &a.BroadcastAt, &bcount, &outcome); err != nil {
 			return nil, fmt.Errorf("load attempts: %w", translate(err))
 		}
-		a.No, a.BroadcastCount = int(no), int(bcount)
+		a.No, a.BroadcastCount, a.Outcome = int(no), int(bcount), deref(outcome)
 		scanAttemptInto(&a, hash, maxFee, maxPrio, gasPrice, nonce, gas, kind)
 		i := byID[a.TxID]
 		out[i].Attempts = append(out[i].Attempts, a)
@@ -123,9 +124,14 @@ WITH u AS (
     UPDATE managed_tx t SET state = 'MINED', sub_state = NULL, receipt_attempt_no = u.no,
         receipt_block_number = u.bnum, receipt_block_hash = u.bhash, receipt_status = u.status,
         receipt_gas_used = u.used, receipt_effective_gas_price = u.price::numeric,
+        failures = 0, failing_since = NULL, next_attempt_at = NULL, stuck_since = NULL,
         mined_at = clock_timestamp(), fencing_token = $5::bigint, updated_at = clock_timestamp()
     FROM u WHERE t.id = u.id AND `+moveMined.guard()+` AND `+fenceHeld+`
-    RETURNING t.id, u.bnum, (SELECT o.state FROM managed_tx o WHERE o.id = t.id) AS from_state
+    RETURNING t.id, u.no, u.bnum, (SELECT o.state FROM managed_tx o WHERE o.id = t.id) AS from_state
+), outcomes AS (
+    -- whichever attempt was mined wins; the others at its nonce were replaced
+    UPDATE tx_attempt a SET outcome = CASE WHEN a.attempt_no = moved.no THEN 'mined' ELSE 'replaced' END
+    FROM moved WHERE a.tx_id = moved.id
 )
 INSERT INTO tx_history (tx_id, from_state, to_state, reason, owner, fencing_token)
 SELECT id, from_state, 'MINED', 'receipt in block ' || bnum, $4::text, $5::bigint FROM moved`,
@@ -137,19 +143,8 @@ SELECT id, from_state, 'MINED', 'receipt in block ' || bnum, $4::text, $5::bigin
 			return fmt.Errorf("mark mined: %d of %d moved", got, n)
 		}
 		// Room was freed under maxInFlight: prompt Submit if work waits.
-		var id int64
-		err = tx.QueryRow(ctx, `
-INSERT INTO outbox (topic, ordering_key, payload)
-SELECT $1, $2, $3 WHERE EXISTS (
-    SELECT 1 FROM managed_tx WHERE chain_id = $4 AND signer = $2 AND state = 'ALLOCATED')
-RETURNING id`, s.topics.Submit, txm.CanonicalAddress(l.Key.Signer), promptPayload(l.Key), int64(l.Key.ChainID)).Scan(&id)
-		switch {
-		case err == nil:
-			outbox = append(outbox, id)
-		case err != pgx.ErrNoRows:
-			return fmt.Errorf("prompt submit: %w", translate(err))
-		}
-		return nil
+		outbox, err = s.promptSubmitIfWaiting(ctx, tx, l.Key)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -169,13 +164,14 @@ const completionLock = `SELECT pg_advisory_xact_lock(7342001)`
 
 // finalized is a transaction that reached a reported outcome.
 type finalized struct {
-	id      string
-	chainID int64
-	signer  string
-	state   string
-	nonce   int64
-	fork    bool
-	hash    *string
+	id       string
+	chainID  int64
+	signer   string
+	state    string
+	subState string
+	nonce    int64
+	fork     bool
+	hash     *string
 }
 
 // Finalize implements txm.ReceiptStore.
@@ -190,26 +186,31 @@ func (s *Store) Finalize(ctx context.Context, l txm.Lease, txIDs []string) ([]in
 		}
 		rows, err := tx.Query(ctx, `
 WITH moved AS (
-    UPDATE managed_tx t SET state = CASE WHEN t.receipt_status = 1 THEN 'CONFIRMED' ELSE 'FAILED_FINAL' END,
-        finalized_at = clock_timestamp(), fork_pending = false, sub_state = NULL,
+    -- A mined cancel or placeholder took the nonce instead of the payload.
+    UPDATE managed_tx t SET
+        state = CASE WHEN t.receipt_status = 1 AND a.kind IN ('original', 'replace') THEN 'CONFIRMED' ELSE 'FAILED_FINAL' END,
+        sub_state = CASE a.kind WHEN 'cancel' THEN 'cancelled' WHEN 'placeholder' THEN 'placeholder'
+            ELSE CASE WHEN t.receipt_status = 1 THEN NULL ELSE 'reverted' END END,
+        finalized_at = clock_timestamp(), fork_pending = false,
         fencing_token = $5::bigint, updated_at = clock_timestamp()
-    WHERE t.id = ANY($6::uuid[]) AND `+moveFinal.guard()+` AND `+fenceHeld+`
-    RETURNING t.id, t.chain_id, t.signer::text, t.state, t.nonce, t.receipt_attempt_no,
+    FROM tx_attempt a
+    WHERE t.id = ANY($6::uuid[]) AND a.tx_id = t.id AND a.attempt_no = t.receipt_attempt_no
+      AND `+moveFinal.guard()+` AND `+fenceHeld+`
+    RETURNING t.id, t.chain_id, t.signer::text, t.state, t.sub_state, t.nonce, a.tx_hash,
         (SELECT o.fork_pending FROM managed_tx o WHERE o.id = t.id) AS fork
 ), hist AS (
-    INSERT INTO tx_history (tx_id, from_state, to_state, reason, owner, fencing_token)
-    SELECT id, 'MINED', state, 'final', $4::text, $5::bigint FROM moved
+    INSERT INTO tx_history (tx_id, from_state, to_state, sub_state, reason, owner, fencing_token)
+    SELECT id, 'MINED', state, sub_state, 'final', $4::text, $5::bigint FROM moved
 )
-SELECT m.id::text, m.chain_id, m.signer, m.state, m.nonce, m.fork, a.tx_hash
-FROM moved m LEFT JOIN tx_attempt a ON a.tx_id = m.id AND a.attempt_no = m.receipt_attempt_no
-ORDER BY m.nonce`, append(fenceArgs(l), txIDs)...)
+SELECT m.id::text, m.chain_id, m.signer, m.state, coalesce(m.sub_state, ''), m.nonce, m.fork, m.tx_hash
+FROM moved m ORDER BY m.nonce`, append(fenceArgs(l), txIDs)...)
 		if err != nil {
 			return fmt.Errorf("finalize: %w", translate(err))
 		}
 		var done []finalized
 		for rows.Next() {
 			var f finalized
-			if err := rows.Scan(&f.id, &f.chainID, &f.signer, &f.state, &f.nonce, &f.fork, &f.hash); err != nil {
+			if err := rows.Scan(&f.id, &f.chainID, &f.signer, &f.state, &f.subState, &f.nonce, &f.fork, &f.hash); err != nil {
 				rows.Close()
 				return fmt.Errorf("finalize: %w", translate(err))
 			}
@@ -244,17 +245,21 @@ func (s *Store) writeCompletions(ctx context.Context, tx pgx.Tx, done []finalize
 	}
 	n := len(done)
 	ids, chains, signers, states, forks := make([]string, n), make([]int64, n), make([]string, n), make([]string, n), make([]bool, n)
+	subs := make([]*string, n)
 	for i, f := range done {
 		ids[i], chains[i], signers[i], states[i], forks[i] = f.id, f.chainID, f.signer, f.state, f.fork
+		if f.subState != "" {
+			subs[i] = &done[i].subState
+		}
 	}
 	rows, err := tx.Query(ctx, `
-INSERT INTO tx_completion (tx_id, chain_id, signer, state, new_fork)
+INSERT INTO tx_completion (tx_id, chain_id, signer, state, new_fork, sub_state)
 SELECT u.id, u.chain_id, u.signer, u.state,
-    u.fork OR EXISTS (SELECT 1 FROM tx_completion c WHERE c.tx_id = u.id)
-FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::bool[]) WITH ORDINALITY
-    AS u(id, chain_id, signer, state, fork, ord)
+    u.fork OR EXISTS (SELECT 1 FROM tx_completion c WHERE c.tx_id = u.id), u.sub
+FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::bool[], $6::text[]) WITH ORDINALITY
+    AS u(id, chain_id, signer, state, fork, sub, ord)
 ORDER BY u.ord
-RETURNING seq, tx_id::text, new_fork`, ids, chains, signers, states, forks)
+RETURNING seq, tx_id::text, new_fork`, ids, chains, signers, states, forks, subs)
 	if err != nil {
 		return nil, fmt.Errorf("write completions: %w", translate(err))
 	}
@@ -280,7 +285,7 @@ RETURNING seq, tx_id::text, new_fork`, ids, chains, signers, states, forks)
 	for i, f := range done {
 		w := byTx[f.id]
 		msg := txm.CompletionMessage{Type: txm.EventFor(txm.State(f.state)), Seq: w.seq, TxID: f.id, ChainID: uint64(f.chainID),
-			Signer: f.signer, State: txm.State(f.state), NewFork: w.newFork, Nonce: uint64(f.nonce)}
+			Signer: f.signer, State: txm.State(f.state), NewFork: w.newFork, SubState: f.subState, Nonce: uint64(f.nonce)}
 		if f.hash != nil {
 			msg.Hash = *f.hash
 		}
@@ -289,6 +294,7 @@ RETURNING seq, tx_id::text, new_fork`, ids, chains, signers, states, forks)
 		attrs[i], _ = json.Marshal(map[string]string{
 			"chain": strconv.FormatInt(f.chainID, 10), "signer": f.signer, "state": f.state,
 			"seq": strconv.FormatInt(w.seq, 10), "type": string(msg.Type), "newFork": strconv.FormatBool(w.newFork),
+			"subState": f.subState,
 		})
 	}
 	orows, err := tx.Query(ctx, `
@@ -318,6 +324,8 @@ WITH moved AS (
         fencing_token = $5::bigint, updated_at = clock_timestamp()
     WHERE t.id = $6::uuid AND `+moveReorg.guard()+` AND `+fenceHeld+`
     RETURNING t.id
+), outcomes AS (
+    UPDATE tx_attempt a SET outcome = NULL FROM moved WHERE a.tx_id = moved.id
 )
 INSERT INTO tx_history (tx_id, from_state, to_state, sub_state, reason, owner, fencing_token)
 SELECT id, 'MINED', 'TRACKING', 'reorged', $7, $4::text, $5::bigint FROM moved`, txID, detail)
@@ -366,7 +374,7 @@ func scanSignerRefs(rows pgx.Rows) ([]txm.SignerRef, error) {
 // CompletionsAfter implements txm.CompletionFeed.
 func (s *Store) CompletionsAfter(ctx context.Context, after int64, limit int) ([]txm.Completion, error) {
 	rows, err := s.pool.Query(ctx, `
-SELECT c.seq, c.tx_id::text, c.chain_id, c.signer::text, c.state, c.new_fork, t.nonce, a.tx_hash, c.created_at
+SELECT c.seq, c.tx_id::text, c.chain_id, c.signer::text, c.state, c.new_fork, coalesce(c.sub_state, ''), t.nonce, a.tx_hash, c.created_at
 FROM tx_completion c
 JOIN managed_tx t ON t.id = c.tx_id
 LEFT JOIN LATERAL (
@@ -384,7 +392,7 @@ WHERE c.seq > $1 ORDER BY c.seq LIMIT $2`, after, limit)
 		var chainID, nonce int64
 		var signer, state string
 		var hash *string
-		if err := rows.Scan(&c.Seq, &c.TxID, &chainID, &signer, &state, &c.NewFork, &nonce, &hash, &c.CreatedAt); err != nil {
+		if err := rows.Scan(&c.Seq, &c.TxID, &chainID, &signer, &state, &c.NewFork, &c.SubState, &nonce, &hash, &c.CreatedAt); err != nil {
 			return nil, fmt.Errorf("completions: %w", translate(err))
 		}
 		c.ChainID, c.Signer, c.State, c.Nonce = uint64(chainID), common.HexToAddress(signer), txm.State(state), uint64(nonce)
@@ -435,6 +443,8 @@ WITH moved AS (
     WHERE t.chain_id = $1::bigint AND t.signer = $2::text AND `+moveReopen.guard()+`
       AND t.receipt_block_number = $6 AND t.receipt_block_hash = $7 AND `+fenceHeld+`
     RETURNING t.id, (SELECT o.state FROM managed_tx o WHERE o.id = t.id) AS from_state
+), outcomes AS (
+    UPDATE tx_attempt a SET outcome = NULL FROM moved WHERE a.tx_id = moved.id
 ), hist AS (
     INSERT INTO tx_history (tx_id, from_state, to_state, sub_state, reason, owner, fencing_token)
     SELECT id, from_state, 'TRACKING', 'reorged', $8, $4::text, $5::bigint FROM moved
@@ -456,4 +466,61 @@ SELECT id::text FROM moved`, append(fenceArgs(l), int64(block.Number), block.Has
 		return nil, err
 	}
 	return s.trackedTxs(ctx, `t.id = ANY($1::uuid[])`, 0, ids)
+}
+
+// ConsumedExternally implements txm.ReceiptStore.
+func (s *Store) ConsumedExternally(ctx context.Context, l txm.Lease, txIDs []string, detail string) ([]int64, error) {
+	if len(txIDs) == 0 {
+		return nil, nil
+	}
+	var outbox []int64
+	err := WithTx(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, completionLock); err != nil {
+			return fmt.Errorf("lock completions: %w", translate(err))
+		}
+		rows, err := tx.Query(ctx, `
+WITH moved AS (
+    UPDATE managed_tx t SET state = 'FAILED_FINAL', sub_state = 'nonce_consumed_externally', last_error = $7,
+        finalized_at = clock_timestamp(), fork_pending = false, next_attempt_at = NULL, stuck_since = NULL,
+        fencing_token = $5::bigint, updated_at = clock_timestamp()
+    WHERE t.id = ANY($6::uuid[]) AND `+moveConsumed.guard()+` AND `+fenceHeld+`
+    RETURNING t.id, t.chain_id, t.signer::text, t.nonce,
+        (SELECT o.state FROM managed_tx o WHERE o.id = t.id) AS from_state,
+        (SELECT o.fork_pending FROM managed_tx o WHERE o.id = t.id) AS fork
+), outcomes AS (
+    UPDATE tx_attempt a SET outcome = 'replaced' FROM moved WHERE a.tx_id = moved.id
+), hist AS (
+    INSERT INTO tx_history (tx_id, from_state, to_state, sub_state, reason, owner, fencing_token)
+    SELECT id, from_state, 'FAILED_FINAL', 'nonce_consumed_externally', $7, $4::text, $5::bigint FROM moved
+)
+SELECT id::text, chain_id, signer, nonce, fork FROM moved ORDER BY nonce`, append(fenceArgs(l), txIDs, detail)...)
+		if err != nil {
+			return fmt.Errorf("consumed externally: %w", translate(err))
+		}
+		var done []finalized
+		for rows.Next() {
+			f := finalized{state: string(txm.StateFailedFinal), subState: txm.SubStateNonceConsumedExternally}
+			if err := rows.Scan(&f.id, &f.chainID, &f.signer, &f.nonce, &f.fork); err != nil {
+				rows.Close()
+				return fmt.Errorf("consumed externally: %w", translate(err))
+			}
+			done = append(done, f)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("consumed externally: %w", translate(err))
+		}
+		if len(done) != len(txIDs) {
+			if err := s.leases.check(ctx, tx, l, "consumed_externally", txIDs[0]); err != nil {
+				return err
+			}
+			return fmt.Errorf("consumed externally: %d of %d were open", len(done), len(txIDs))
+		}
+		outbox, err = s.writeCompletions(ctx, tx, done)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return outbox, nil
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/txfence/txfence/shared/txm"
 )
 
-var schemaTables = []string{"signer_lease", "signer_nonce_cursor", "managed_tx", "tx_attempt", "tx_history", "outbox", "tx_completion"}
+var schemaTables = []string{"signer_lease", "signer_nonce_cursor", "managed_tx", "tx_attempt", "tx_history", "outbox", "tx_completion", "tx_action"}
 
 func TestIssue2_Migrations(t *testing.T) {
 	t.Parallel()

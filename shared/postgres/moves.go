@@ -17,16 +17,21 @@ type move struct {
 }
 
 var (
-	moveBroadcast = move{from: []txm.State{txm.StateAllocated, txm.StateStuck}, to: []txm.State{txm.StateTracking}}
+	moveBroadcast = move{from: []txm.State{txm.StateAllocated, txm.StateStuck, txm.StateTracking}, to: []txm.State{txm.StateTracking}}
 	moveStuck     = move{from: []txm.State{txm.StateAllocated, txm.StateTracking, txm.StateStuck}, to: []txm.State{txm.StateStuck}}
 	moveMined     = move{from: []txm.State{txm.StateTracking, txm.StateStuck}, to: []txm.State{txm.StateMined}}
 	moveFinal     = move{from: []txm.State{txm.StateMined}, to: []txm.State{txm.StateConfirmed, txm.StateFailedFinal}}
 	moveReorg     = move{from: []txm.State{txm.StateMined}, to: []txm.State{txm.StateTracking}}
 	moveReopen    = move{from: []txm.State{txm.StateConfirmed, txm.StateFailedFinal}, to: []txm.State{txm.StateTracking}}
+	moveConsumed  = move{from: []txm.State{txm.StateAllocated, txm.StateTracking, txm.StateStuck}, to: []txm.State{txm.StateFailedFinal}}
+	// moveOpen is not a move: it touches an open transaction without
+	// changing its state (backoff, rebroadcast stamps, replacement attempts),
+	// so only its guard is used.
+	moveOpen = move{from: []txm.State{txm.StateAllocated, txm.StateTracking, txm.StateStuck}}
 
 	// moves lists every move, for the test.
 	moves = map[string]move{"broadcast": moveBroadcast, "stuck": moveStuck, "mined": moveMined, "final": moveFinal,
-		"reorg": moveReorg, "reopen": moveReopen}
+		"reorg": moveReorg, "reopen": moveReopen, "consumed": moveConsumed}
 )
 
 // guard is the SQL condition "t.state may make this move".

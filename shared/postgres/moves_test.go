@@ -19,5 +19,8 @@ func TestMovesFollowTheLifecycle(t *testing.T) {
 			}
 		}
 	}
-	assert.Equal(t, "t.state IN ('ALLOCATED', 'STUCK')", moveBroadcast.guard())
+	assert.Equal(t, "t.state IN ('ALLOCATED', 'STUCK', 'TRACKING')", moveBroadcast.guard())
+	for _, s := range moveOpen.from {
+		assert.False(t, s.Terminal(), "moveOpen keeps the state of open transactions only")
+	}
 }

@@ -20,7 +20,9 @@ func (s *Store) PromptStranded(ctx context.Context, olderThan time.Duration) ([]
 INSERT INTO outbox (topic, ordering_key, payload)
 SELECT $1, w.signer, json_build_object('chainId', w.chain_id, 'signer', w.signer)
 FROM (SELECT DISTINCT chain_id, signer::text FROM managed_tx
-      WHERE state = 'ALLOCATED' AND updated_at <= clock_timestamp() - $2::interval) w
+      WHERE state = 'ALLOCATED'
+        AND (next_attempt_at <= clock_timestamp()
+          OR (next_attempt_at IS NULL AND updated_at <= clock_timestamp() - $2::interval))) w
 RETURNING id`, s.topics.Submit, olderThan)
 	if err != nil {
 		return nil, fmt.Errorf("prompt stranded: %w", translate(err))
@@ -32,49 +34,31 @@ RETURNING id`, s.topics.Submit, olderThan)
 	return ids, nil
 }
 
-// staleBroadcast selects TRACKING transactions last broadcast long ago.
-const staleBroadcast = `t.state = 'TRACKING' AND t.last_broadcast_at <= clock_timestamp() - $%d::interval`
-
-// SignersWithStaleBroadcasts implements txm.ResubmitStore.
-func (s *Store) SignersWithStaleBroadcasts(ctx context.Context, olderThan time.Duration) ([]txm.SignerRef, error) {
-	rows, err := s.pool.Query(ctx, `SELECT DISTINCT t.chain_id, t.signer::text FROM managed_tx t WHERE `+
-		fmt.Sprintf(staleBroadcast, 1)+` ORDER BY 1, 2`, olderThan)
+// SignersToTend implements txm.ResubmitStore.
+func (s *Store) SignersToTend(ctx context.Context, olderThan time.Duration) ([]txm.SignerRef, error) {
+	rows, err := s.pool.Query(ctx, `
+SELECT DISTINCT t.chain_id, t.signer::text FROM managed_tx t
+WHERE (t.state = 'TRACKING' AND t.last_broadcast_at <= clock_timestamp() - $1::interval)
+   OR (t.state = 'STUCK' AND (t.next_attempt_at IS NULL OR t.next_attempt_at <= clock_timestamp()))
+UNION
+SELECT DISTINCT t.chain_id, t.signer::text FROM tx_action a JOIN managed_tx t ON t.id = a.tx_id
+WHERE a.status = 'pending'
+ORDER BY 1, 2`, olderThan)
 	if err != nil {
-		return nil, fmt.Errorf("signers with stale broadcasts: %w", translate(err))
+		return nil, fmt.Errorf("signers to tend: %w", translate(err))
 	}
 	return scanSignerRefs(rows)
 }
 
-// StaleBroadcasts implements txm.ResubmitStore.
-func (s *Store) StaleBroadcasts(ctx context.Context, chainID uint64, signer common.Address, olderThan time.Duration) ([]txm.Tracked, error) {
-	return s.trackedTxs(ctx, `t.chain_id = $1 AND t.signer = $2 AND `+fmt.Sprintf(staleBroadcast, 3), 0,
-		int64(chainID), txm.CanonicalAddress(signer), olderThan)
-}
-
-// NoteRebroadcast implements txm.ResubmitStore.
-func (s *Store) NoteRebroadcast(ctx context.Context, l txm.Lease, txIDs []string) error {
-	if len(txIDs) == 0 {
-		return nil
+// OpenTxs implements txm.ResubmitStore.
+func (s *Store) OpenTxs(ctx context.Context, chainID uint64, signer common.Address) (time.Time, []txm.Tracked, error) {
+	var now time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
+		return now, nil, fmt.Errorf("open txs: %w", translate(err))
 	}
-	return WithTx(ctx, s.pool, func(tx pgx.Tx) error {
-		got, err := s.leases.fencedExec(ctx, tx, l, "note_rebroadcast", txIDs[0], `
-WITH moved AS (
-    UPDATE managed_tx t SET broadcast_count = t.broadcast_count + 1, last_broadcast_at = clock_timestamp(),
-        fencing_token = $5::bigint, updated_at = clock_timestamp()
-    WHERE t.id = ANY($6::uuid[]) AND t.state = 'TRACKING' AND `+fenceHeld+`
-    RETURNING t.id
-)
-UPDATE tx_attempt a SET broadcast_count = a.broadcast_count + 1
-FROM moved WHERE a.tx_id = moved.id
-  AND a.attempt_no = (SELECT max(attempt_no) FROM tx_attempt x WHERE x.tx_id = moved.id)`, txIDs)
-		if err != nil {
-			return err
-		}
-		if got != int64(len(txIDs)) {
-			return fmt.Errorf("note rebroadcast: %d of %d", got, len(txIDs))
-		}
-		return nil
-	})
+	txs, err := s.trackedTxs(ctx, `t.chain_id = $1 AND t.signer = $2 AND t.state IN ('TRACKING', 'STUCK')`, 0,
+		int64(chainID), txm.CanonicalAddress(signer))
+	return now, txs, err
 }
 
 // OldestPending implements txm.ResubmitStore.

@@ -3,7 +3,9 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/jackc/pgx/v5"
@@ -13,7 +15,12 @@ import (
 
 // NextToSubmit implements txm.SubmitStore.
 func (s *Store) NextToSubmit(ctx context.Context, chainID uint64, signer common.Address, limit int) ([]txm.SubmitItem, error) {
-	txs, err := s.trackedTxs(ctx, `t.chain_id = $1 AND t.signer = $2 AND t.state = 'ALLOCATED'`, limit,
+	txs, err := s.trackedTxs(ctx, `t.chain_id = $1 AND t.signer = $2 AND t.state = 'ALLOCATED'
+    AND NOT EXISTS (
+        SELECT 1 FROM managed_tx b
+        WHERE b.chain_id = t.chain_id AND b.signer = t.signer AND b.nonce <= t.nonce
+          AND ((b.state = 'ALLOCATED' AND b.next_attempt_at > clock_timestamp())
+            OR (b.state = 'STUCK' AND b.broadcast_count = 0 AND b.nonce < t.nonce)))`, limit,
 		int64(chainID), txm.CanonicalAddress(signer))
 	if err != nil {
 		return nil, fmt.Errorf("next to submit: %w", err)
@@ -31,7 +38,7 @@ func (s *Store) NextToSubmit(ctx context.Context, chainID uint64, signer common.
 // InFlight implements txm.SubmitStore.
 func (s *Store) InFlight(ctx context.Context, chainID uint64, signer common.Address) (int, error) {
 	var n int
-	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM managed_tx WHERE chain_id = $1 AND signer = $2 AND state = 'TRACKING'`,
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM managed_tx WHERE chain_id = $1 AND signer = $2 AND state IN ('TRACKING', 'STUCK')`,
 		int64(chainID), txm.CanonicalAddress(signer)).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count in flight: %w", translate(err))
@@ -87,12 +94,14 @@ func (s *Store) MarkTracking(ctx context.Context, l txm.Lease, done []txm.Broadc
 	}
 	var outbox []int64
 	err := WithTx(ctx, s.pool, func(tx pgx.Tx) error {
-		got, err := s.leases.fencedExec(ctx, tx, l, "mark_tracking", ids[0], `
+		var moved, unstuck int
+		err := tx.QueryRow(ctx, `
 WITH u AS (
     SELECT * FROM unnest($6::uuid[], $7::int[], $8::text[]) AS u(id, no, outcome)
 ), moved AS (
     UPDATE managed_tx t SET state = 'TRACKING', sub_state = u.outcome, last_error = NULL,
         broadcast_count = t.broadcast_count + 1, last_broadcast_at = clock_timestamp(),
+        failures = 0, failing_since = NULL, next_attempt_at = NULL, stuck_since = NULL,
         fencing_token = $5::bigint, updated_at = clock_timestamp()
     FROM u WHERE t.id = u.id AND `+moveBroadcast.guard()+` AND `+fenceHeld+`
     RETURNING t.id, u.no, u.outcome, (SELECT o.state FROM managed_tx o WHERE o.id = t.id) AS from_state
@@ -100,24 +109,59 @@ WITH u AS (
     UPDATE tx_attempt at SET broadcast_at = coalesce(at.broadcast_at, clock_timestamp()),
         broadcast_count = at.broadcast_count + 1
     FROM moved WHERE at.tx_id = moved.id AND at.attempt_no = moved.no
+), hist AS (
+    INSERT INTO tx_history (tx_id, from_state, to_state, sub_state, reason, owner, fencing_token)
+    SELECT id, from_state, 'TRACKING', outcome, 'broadcast', $4::text, $5::bigint FROM moved
+    WHERE from_state <> 'TRACKING'
 )
-INSERT INTO tx_history (tx_id, from_state, to_state, sub_state, reason, owner, fencing_token)
-SELECT id, from_state, 'TRACKING', outcome, 'broadcast', $4::text, $5::bigint FROM moved`,
-			ids, nos, outcomes)
+SELECT count(*), count(*) FILTER (WHERE from_state = 'STUCK') FROM moved`,
+			append(fenceArgs(l), ids, nos, outcomes)...).Scan(&moved, &unstuck)
+		if err != nil {
+			return fmt.Errorf("mark tracking: %w", translate(err))
+		}
+		if moved != len(done) {
+			if err := s.leases.check(ctx, tx, l, "mark_tracking", ids[0]); err != nil {
+				return err
+			}
+			return fmt.Errorf("mark tracking: %d of %d moved", moved, len(done))
+		}
+		id, err := s.writeOutbox(ctx, tx, s.topics.Receipt, l.Key)
 		if err != nil {
 			return err
 		}
-		if got != int64(len(done)) {
-			return fmt.Errorf("mark tracking: %d of %d moved", got, len(done))
-		}
-		id, err := s.writeOutbox(ctx, tx, s.topics.Receipt, l.Key)
 		outbox = append(outbox, id)
-		return err
+		if unstuck > 0 {
+			// A STUCK transaction no node had accepted held the later
+			// nonces back; they may go now.
+			ids, err := s.promptSubmitIfWaiting(ctx, tx, l.Key)
+			outbox = append(outbox, ids...)
+			return err
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	return outbox, nil
+}
+
+// promptSubmitIfWaiting writes a `submit` prompt for the signer of key when
+// it has ALLOCATED work.
+func (s *Store) promptSubmitIfWaiting(ctx context.Context, tx pgx.Tx, key txm.LeaseKey) ([]int64, error) {
+	var id int64
+	err := tx.QueryRow(ctx, `
+INSERT INTO outbox (topic, ordering_key, payload)
+SELECT $1, $2, $3 WHERE EXISTS (
+    SELECT 1 FROM managed_tx WHERE chain_id = $4 AND signer = $2 AND state = 'ALLOCATED')
+RETURNING id`, s.topics.Submit, txm.CanonicalAddress(key.Signer), promptPayload(key), int64(key.ChainID)).Scan(&id)
+	switch {
+	case err == nil:
+		return []int64{id}, nil
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, nil
+	default:
+		return nil, fmt.Errorf("prompt submit: %w", translate(err))
+	}
 }
 
 // writeOutbox writes one prompt for the signer of key on topic.
@@ -145,6 +189,7 @@ func (s *Store) MarkStuck(ctx context.Context, l txm.Lease, txID string, subStat
 		err := tx.QueryRow(ctx, `
 WITH moved AS (
     UPDATE managed_tx t SET state = 'STUCK', sub_state = $7, last_error = $8,
+        stuck_since = coalesce(t.stuck_since, clock_timestamp()),
         fencing_token = $5::bigint, updated_at = clock_timestamp()
     WHERE t.id = $6::uuid AND `+moveStuck.guard()+` AND `+fenceHeld+`
     RETURNING t.id, t.chain_id, t.signer::text, t.nonce,
@@ -168,7 +213,7 @@ SELECT id::text, chain_id, signer, nonce, from_state, fork FROM moved`,
 		if from == string(txm.StateStuck) {
 			return nil
 		}
-		f.state = string(txm.StateStuck)
+		f.state, f.subState = string(txm.StateStuck), subState
 		outbox, err = s.writeCompletions(ctx, tx, []finalized{f})
 		return err
 	})
@@ -179,10 +224,95 @@ SELECT id::text, chain_id, signer, nonce, from_state, fork FROM moved`,
 	return outbox, nil
 }
 
-// NoteBroadcastError implements txm.SubmitStore.
-func (s *Store) NoteBroadcastError(ctx context.Context, l txm.Lease, txID string, reason txm.BroadcastReason, detail string) error {
-	_, err := s.leases.fencedExec(ctx, s.pool, l, "note_broadcast_error", txID, `
-UPDATE managed_tx t SET sub_state = $7, last_error = $8, updated_at = clock_timestamp()
-WHERE t.id = $6::uuid AND `+fenceHeld, txID, "broadcast_"+string(reason), detail)
-	return err
+// NoteFailure implements txm.AttemptStore. The next attempt waits
+// b.Min × 2^(failures so far), at most b.Max.
+func (s *Store) NoteFailure(ctx context.Context, l txm.Lease, f txm.Failure, b txm.BackoffPolicy) (txm.Failing, error) {
+	var out txm.Failing
+	var secs float64
+	err := s.pool.QueryRow(ctx, `
+UPDATE managed_tx t SET sub_state = coalesce(nullif($7, ''), t.sub_state), last_error = $8,
+    failures = t.failures + 1, failing_since = coalesce(t.failing_since, clock_timestamp()),
+    next_attempt_at = clock_timestamp() + least($10::interval, $9::interval * power(2, least(t.failures, 30))),
+    fencing_token = $5::bigint, updated_at = clock_timestamp()
+WHERE t.id = $6::uuid AND `+moveOpen.guard()+` AND `+fenceHeld+`
+RETURNING t.failures, extract(epoch FROM clock_timestamp() - t.failing_since)::float8`,
+		append(fenceArgs(l), f.TxID, f.SubState, f.Detail, b.Min, b.Max)...).Scan(&out.Failures, &secs)
+	if errors.Is(err, pgx.ErrNoRows) {
+		if err := s.leases.check(ctx, s.pool, l, "note_failure", f.TxID); err != nil {
+			return out, err
+		}
+		return out, fmt.Errorf("note failure %s: %w", f.TxID, txm.ErrIllegalTransition)
+	}
+	if err != nil {
+		return out, fmt.Errorf("note failure %s: %w", f.TxID, translate(err))
+	}
+	out.For = time.Duration(secs * float64(time.Second))
+	return out, nil
+}
+
+// SaveReplacement implements txm.AttemptStore: the attempt, the audit row
+// and, for an admin action, the action marked done, in one transaction.
+func (s *Store) SaveReplacement(ctx context.Context, l txm.Lease, a txm.Attempt, audit txm.Audit) error {
+	return WithTx(ctx, s.pool, func(tx pgx.Tx) error {
+		got, err := s.leases.fencedExec(ctx, tx, l, "save_replacement", a.TxID, `
+WITH ins AS (
+    INSERT INTO tx_attempt (tx_id, attempt_no, kind, tx_hash, raw_tx, nonce, gas_limit, max_fee_per_gas,
+        max_priority_fee_per_gas, gas_price, fencing_token)
+    SELECT t.id, $7, $8, $9, $10, $11, $12, $13::numeric, $14::numeric, $15::numeric, $5::bigint
+    FROM managed_tx t WHERE t.id = $6::uuid AND t.nonce = $11 AND `+moveOpen.guard()+` AND `+fenceHeld+`
+    RETURNING tx_id
+), touched AS (
+    UPDATE managed_tx t SET fencing_token = $5::bigint, updated_at = clock_timestamp()
+    FROM ins WHERE t.id = ins.tx_id
+    RETURNING t.id, t.state, t.sub_state
+)
+INSERT INTO tx_history (tx_id, from_state, to_state, sub_state, reason, owner, fencing_token, action, actor)
+SELECT id, state, state, sub_state, $16, $4::text, $5::bigint, $17, $18 FROM touched`,
+			a.TxID, int32(a.No), string(a.Kind), a.Hash.Hex(), a.Raw, int64(a.Nonce), int64(a.GasLimit),
+			bigText(a.MaxFeePerGas), bigText(a.MaxPriorityFeePerGas), bigText(a.GasPrice),
+			audit.Reason, audit.Action, audit.Actor)
+		if err != nil {
+			return err
+		}
+		if got != 1 {
+			return fmt.Errorf("save replacement %s: %w", a.TxID, txm.ErrIllegalTransition)
+		}
+		if audit.ActionID == "" {
+			return nil
+		}
+		return s.finishAction(ctx, tx, l, a.TxID, audit.ActionID, txm.ActionDone,
+			fmt.Sprintf("signed attempt %d (%s)", a.No, a.Kind))
+	})
+}
+
+// NoteRebroadcast implements txm.AttemptStore.
+func (s *Store) NoteRebroadcast(ctx context.Context, l txm.Lease, sent []txm.Broadcasted) error {
+	if len(sent) == 0 {
+		return nil
+	}
+	ids, nos := make([]string, len(sent)), make([]int32, len(sent))
+	for i, b := range sent {
+		ids[i], nos[i] = b.TxID, int32(b.AttemptNo)
+	}
+	return WithTx(ctx, s.pool, func(tx pgx.Tx) error {
+		got, err := s.leases.fencedExec(ctx, tx, l, "note_rebroadcast", ids[0], `
+WITH u AS (
+    SELECT * FROM unnest($6::uuid[], $7::int[]) AS u(id, no)
+), moved AS (
+    UPDATE managed_tx t SET broadcast_count = t.broadcast_count + 1, last_broadcast_at = clock_timestamp(),
+        fencing_token = $5::bigint, updated_at = clock_timestamp()
+    FROM u WHERE t.id = u.id AND t.state IN ('TRACKING', 'STUCK') AND `+fenceHeld+`
+    RETURNING t.id, u.no
+)
+UPDATE tx_attempt a SET broadcast_count = a.broadcast_count + 1,
+    broadcast_at = coalesce(a.broadcast_at, clock_timestamp())
+FROM moved WHERE a.tx_id = moved.id AND a.attempt_no = moved.no`, ids, nos)
+		if err != nil {
+			return err
+		}
+		if got != int64(len(sent)) {
+			return fmt.Errorf("note rebroadcast: %d of %d", got, len(sent))
+		}
+		return nil
+	})
 }

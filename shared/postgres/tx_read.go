@@ -20,7 +20,8 @@ const txColumns = `t.id::text, t.chain_id, t.signer, t.nonce, t.request_id, t.pa
     t.max_priority_fee_per_gas::text, t.gas_price::text, t.metadata, t.state, t.sub_state,
     t.last_error, t.reorg_count, t.receipt_block_number, t.receipt_block_hash, t.receipt_status,
     t.receipt_gas_used, t.receipt_effective_gas_price::text, t.created_at, t.updated_at,
-    a.tx_hash, coalesce(a.attempt_no, 0), t.broadcast_count`
+    a.tx_hash, coalesce(a.attempt_no, 0), t.broadcast_count, t.failures, t.failing_since, t.next_attempt_at,
+    t.stuck_since, t.last_broadcast_at`
 
 // txFrom joins the latest attempt of each transaction.
 const txFrom = `managed_tx t
@@ -44,7 +45,8 @@ func scanTx(row pgx.Row) (*txm.Tx, error) {
 	)
 	err := row.Scan(&t.ID, &chainID, &signer, &nonce, &requestID, &fp, &to, &value, &t.Data, &gasLimit,
 		&maxFee, &maxPrio, &gasPrice, &t.Metadata, &state, &subState, &lastErr, &t.ReorgCount,
-		&bnum, &bhash, &status, &gasUsed, &effPrice, &t.CreatedAt, &t.UpdatedAt, &thash, &attempts, &t.BroadcastCount)
+		&bnum, &bhash, &status, &gasUsed, &effPrice, &t.CreatedAt, &t.UpdatedAt, &thash, &attempts, &t.BroadcastCount,
+		&t.Failures, &t.FailingSince, &t.NextAttemptAt, &t.StuckSince, &t.LastBroadcastAt)
 	if err != nil {
 		return nil, err
 	}

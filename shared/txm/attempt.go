@@ -36,8 +36,50 @@ type Attempt struct {
 	MaxPriorityFeePerGas *big.Int
 	GasPrice             *big.Int
 	CreatedAt            time.Time
-	BroadcastAt          *time.Time
+	BroadcastAt          *time.Time // when a node first accepted it
 	BroadcastCount       int
+	Outcome              string // "mined", "replaced" (another attempt at the nonce was mined), or ""
+}
+
+// Latest is the newest attempt of attempts, or nil.
+func Latest(attempts []Attempt) *Attempt {
+	if len(attempts) == 0 {
+		return nil
+	}
+	return &attempts[len(attempts)-1]
+}
+
+// BestAccepted is the newest attempt a node accepted (the one with the
+// highest fees in the pool), or the newest attempt when none was accepted,
+// or nil.
+func BestAccepted(attempts []Attempt) *Attempt {
+	for i := len(attempts) - 1; i >= 0; i-- {
+		if attempts[i].BroadcastAt != nil {
+			return &attempts[i]
+		}
+	}
+	return Latest(attempts)
+}
+
+// Failure is a failed round of work on a transaction, recorded with its
+// backoff.
+type Failure struct {
+	TxID     string
+	SubState string // "" keeps the current one
+	Detail   string // the error, for last_error
+}
+
+// Failing is what recording a failure left: failures in a row and how long
+// they have been going on (database time).
+type Failing struct {
+	Failures int
+	For      time.Duration
+}
+
+// BackoffPolicy bounds the wait between failed rounds of work on a
+// transaction: Min after the first failure, doubling, at most Max.
+type BackoffPolicy struct {
+	Min, Max time.Duration
 }
 
 // SubmitItem is an ALLOCATED transaction to submit and its latest attempt,
@@ -55,27 +97,58 @@ type Broadcasted struct {
 	Outcome   BroadcastReason // "" for a clean accept, or known / nonce_too_low
 }
 
-// SubmitStore is the storage the Submit function needs. Every write is
+// AttemptStore writes attempts and what became of them. Every write is
 // fenced by the signer's chain lease.
-type SubmitStore interface {
-	// NextToSubmit returns up to limit ALLOCATED transactions of the signer
-	// in nonce order, each with its persisted attempt, if any.
-	NextToSubmit(ctx context.Context, chainID uint64, signer common.Address, limit int) ([]SubmitItem, error)
-	// InFlight counts the signer's broadcast-but-unmined transactions.
-	InFlight(ctx context.Context, chainID uint64, signer common.Address) (int, error)
+type AttemptStore interface {
 	// SaveAttempts persists signed attempts in one transaction.
 	SaveAttempts(ctx context.Context, l Lease, attempts []Attempt) error
-	// MarkTracking moves broadcast transactions to TRACKING, stamps their
-	// attempts as broadcast, and writes one `receipt` outbox row, in one
+	// MarkTracking moves broadcast transactions (ALLOCATED, STUCK, or
+	// TRACKING after a replacement) to TRACKING, clears their backoff, stamps
+	// their attempts as broadcast, and writes one `receipt` outbox row (and a
+	// `submit` one when a STUCK transaction held ALLOCATED work back), in one
 	// transaction. It returns the outbox ids written.
 	MarkTracking(ctx context.Context, l Lease, done []Broadcasted) ([]int64, error)
 	// MarkStuck moves a transaction to STUCK with subState (a broadcast
 	// reason, or why progress stopped) as its sub-state
 	// and detail as its last error. It returns the outbox ids written.
 	MarkStuck(ctx context.Context, l Lease, txID string, subState string, detail string) ([]int64, error)
-	// NoteBroadcastError records a retryable broadcast failure on the
-	// transaction (sub-state and last error) without changing its state.
-	NoteBroadcastError(ctx context.Context, l Lease, txID string, reason BroadcastReason, detail string) error
+	// NoteFailure records a failed round of work on an open transaction
+	// without changing its state: sub-state (unless empty) and last error,
+	// one more failure in a row, and the next attempt no sooner than the
+	// backoff.
+	NoteFailure(ctx context.Context, l Lease, f Failure, b BackoffPolicy) (Failing, error)
+	// SaveReplacement persists a replacement attempt (a fee bump, a cancel,
+	// a placeholder, or a first signing after a failure) and its audit row in
+	// tx_history, fenced, before the chain sees it.
+	SaveReplacement(ctx context.Context, l Lease, a Attempt, audit Audit) error
+	// NoteRebroadcast records that the transactions' attempts (given by tx
+	// id and attempt number) were broadcast again.
+	NoteRebroadcast(ctx context.Context, l Lease, sent []Broadcasted) error
+}
+
+// SubmitStore is the storage the Submit function needs.
+type SubmitStore interface {
+	AttemptStore
+	ActionQueue
+	// NextToSubmit returns up to limit ALLOCATED transactions of the signer
+	// in nonce order, each with its persisted attempt, if any. It stops
+	// before the first one whose backoff has not run out, and returns
+	// nothing beyond a STUCK transaction no node has accepted yet (the later
+	// nonces could not be mined before it).
+	NextToSubmit(ctx context.Context, chainID uint64, signer common.Address, limit int) ([]SubmitItem, error)
+	// InFlight counts the signer's broadcast-but-unmined transactions, STUCK
+	// ones included.
+	InFlight(ctx context.Context, chainID uint64, signer common.Address) (int, error)
+}
+
+// Audit says who or what acted on a transaction, for tx_history.
+type Audit struct {
+	Action string // bump, cancel, placeholder, resubmit, resign, ...
+	Actor  string // an admin principal, "policy:static", "policy:webhook", "txfence"
+	Reason string
+	// ActionID, when set, is the admin action this carries out; it is
+	// marked done in the same transaction.
+	ActionID string
 }
 
 // OutboxStore hands out unsent outbox rows for publishing.

@@ -49,7 +49,8 @@ type Completion struct {
 	ChainID   uint64
 	Signer    common.Address
 	State     State
-	NewFork   bool // an earlier reported outcome of this transaction is superseded
+	NewFork   bool   // an earlier reported outcome of this transaction is superseded
+	SubState  string // why: cancelled, nonce_consumed_externally, reverted, the STUCK reason
 	Nonce     uint64
 	Hash      *common.Hash
 	CreatedAt time.Time
@@ -57,15 +58,16 @@ type Completion struct {
 
 // CompletionMessage is the body of a completion topic message.
 type CompletionMessage struct {
-	Type    EventType `json:"type"`
-	Seq     int64     `json:"seq"`
-	TxID    string    `json:"txId"`
-	ChainID uint64    `json:"chainId"`
-	Signer  string    `json:"signer"`
-	State   State     `json:"state"`
-	NewFork bool      `json:"newFork"`
-	Nonce   uint64    `json:"nonce"`
-	Hash    string    `json:"hash,omitempty"`
+	Type     EventType `json:"type"`
+	Seq      int64     `json:"seq"`
+	TxID     string    `json:"txId"`
+	ChainID  uint64    `json:"chainId"`
+	Signer   string    `json:"signer"`
+	State    State     `json:"state"`
+	NewFork  bool      `json:"newFork"`
+	SubState string    `json:"subState,omitempty"`
+	Nonce    uint64    `json:"nonce"`
+	Hash     string    `json:"hash,omitempty"`
 }
 
 // SignerRef names a signer on a chain.
@@ -98,6 +100,10 @@ type ReceiptStore interface {
 	// ReportedBlocks lists the receipt blocks of the signer's outcomes
 	// reported within watch.
 	ReportedBlocks(ctx context.Context, chainID uint64, signer common.Address, watch time.Duration) ([]Header, error)
+	// ConsumedExternally ends open transactions whose nonce another
+	// transaction took, FAILED_FINAL `nonce_consumed_externally`, each with a
+	// completion and its outbox row.
+	ConsumedExternally(ctx context.Context, l Lease, txIDs []string, detail string) ([]int64, error)
 	// ReopenBlock moves the signer's reported transactions whose receipt is
 	// in block (number, hash) back to TRACKING — a reorg deeper than the
 	// confirmation depth — and returns them with their attempts.
@@ -111,21 +117,21 @@ type CompletionFeed interface {
 
 // ResubmitStore is the storage the ResubmitSweep needs.
 type ResubmitStore interface {
+	AttemptStore
+	ActionQueue
 	// PromptStranded writes a `submit` prompt for every signer with ALLOCATED
-	// transactions untouched for olderThan (their prompt was lost or given
-	// up on) and returns the outbox ids.
+	// transactions whose backoff has run out, or that have waited olderThan
+	// untouched (their prompt was lost or given up on), and returns the
+	// outbox ids.
 	PromptStranded(ctx context.Context, olderThan time.Duration) ([]int64, error)
-	// SignersWithStaleBroadcasts lists signers with TRACKING transactions
-	// last broadcast at least olderThan ago.
-	SignersWithStaleBroadcasts(ctx context.Context, olderThan time.Duration) ([]SignerRef, error)
-	// StaleBroadcasts returns those transactions of one signer with their
-	// attempts, in nonce order.
-	StaleBroadcasts(ctx context.Context, chainID uint64, signer common.Address, olderThan time.Duration) ([]Tracked, error)
-	// NoteRebroadcast records that the transactions' latest attempts were
-	// broadcast again.
-	NoteRebroadcast(ctx context.Context, l Lease, txIDs []string) error
-	// MarkStuck is as for SubmitStore.
-	MarkStuck(ctx context.Context, l Lease, txID string, subState string, detail string) ([]int64, error)
+	// SignersToTend lists signers with work for the sweep: TRACKING
+	// transactions last broadcast at least olderThan ago, STUCK ones whose
+	// backoff has run out, or pending admin actions.
+	SignersToTend(ctx context.Context, olderThan time.Duration) ([]SignerRef, error)
+	// OpenTxs returns the signer's TRACKING and STUCK transactions with
+	// their attempts, in nonce order, and the database's time, against
+	// which their timestamps are judged.
+	OpenTxs(ctx context.Context, chainID uint64, signer common.Address) (time.Time, []Tracked, error)
 	// OldestPending is the age of the oldest non-final transaction (zero
 	// when there is none), for the pending_oldest_age_seconds gauge.
 	OldestPending(ctx context.Context) (time.Duration, error)

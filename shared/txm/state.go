@@ -20,8 +20,10 @@ const (
 	StateConfirmed State = "CONFIRMED"
 	// StateFailedFinal: the receipt has status 0 and is final. Terminal.
 	StateFailedFinal State = "FAILED_FINAL"
-	// StateStuck: progress stopped (too many rebroadcasts, a deterministic
-	// broadcast rejection, pending too long). Not terminal: a stuck
+	// StateStuck: progress stopped (a fee cap, a funding dip, a signer that
+	// keeps failing, a deterministic broadcast rejection, pending too long)
+	// and operators were told (TxStuck). Not terminal and never a dead end:
+	// the stuck-resolution policy keeps working it with backoff, and a stuck
 	// transaction that gets mined still confirms.
 	StateStuck State = "STUCK"
 )
@@ -45,12 +47,14 @@ func (s State) Valid() bool {
 func (s State) Terminal() bool { return s == StateConfirmed || s == StateFailedFinal }
 
 // transitions lists the legal moves. A reorg moves MINED (or, deeper than
-// the confirmation depth, a reported outcome) back to TRACKING.
+// the confirmation depth, a reported outcome) back to TRACKING. An open
+// transaction whose nonce another transaction took (the key was used outside
+// txfence) ends FAILED_FINAL without a receipt of its own.
 var transitions = map[State][]State{
-	StateAllocated:   {StateTracking, StateStuck},
-	StateTracking:    {StateTracking, StateMined, StateStuck},
+	StateAllocated:   {StateTracking, StateStuck, StateFailedFinal},
+	StateTracking:    {StateTracking, StateMined, StateStuck, StateFailedFinal},
 	StateMined:       {StateConfirmed, StateFailedFinal, StateTracking},
-	StateStuck:       {StateTracking, StateMined, StateStuck},
+	StateStuck:       {StateTracking, StateMined, StateStuck, StateFailedFinal},
 	StateConfirmed:   {StateTracking},
 	StateFailedFinal: {StateTracking},
 }

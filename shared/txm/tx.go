@@ -104,8 +104,32 @@ type Tx struct {
 	BroadcastCount int      // broadcasts of its attempts so far
 	Receipt        *Receipt // once mined
 
+	// Backoff: rounds of work that failed in a row, since when, and when
+	// the transaction may be worked again (nil: now).
+	Failures        int
+	FailingSince    *time.Time
+	NextAttemptAt   *time.Time
+	StuckSince      *time.Time
+	LastBroadcastAt *time.Time
+
 	CreatedAt time.Time
 	UpdatedAt time.Time
+}
+
+// Due reports whether the transaction's backoff has run out at now.
+func (t *Tx) Due(now time.Time) bool { return t.NextAttemptAt == nil || !t.NextAttemptAt.After(now) }
+
+// Backoff is the wait after the failures-th failure in a row: min doubled
+// per failure, at most max.
+func Backoff(failures int, min, max time.Duration) time.Duration {
+	d := min
+	for i := 1; i < failures && d < max; i++ {
+		d *= 2
+	}
+	if d > max {
+		d = max
+	}
+	return d
 }
 
 // CreateOutcome says what a create request did.

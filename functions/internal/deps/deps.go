@@ -112,6 +112,12 @@ func Build(ctx context.Context, cfg config.Config) (*Process, error) {
 	return p, nil
 }
 
+// StuckPolicy is the stuck-resolution policy the configuration names: the
+// default (noop) for now.
+func (p *Process) StuckPolicy() (txm.StuckResolutionHook, error) {
+	return app.NoopPolicy{}, nil
+}
+
 // Close releases every client.
 func (p *Process) Close() {
 	for _, c := range p.Chains {

@@ -49,6 +49,8 @@ type World struct {
 	PubSub *pubsubtest.Server // nil unless WithPubSub
 	// EVM is the chain client options nodes are built with.
 	EVM evm.Options
+	// Hook is the stuck-resolution policy nodes are built with (nil: noop).
+	Hook txm.StuckResolutionHook
 }
 
 // Option changes the world's configuration before nodes are built.
@@ -147,7 +149,7 @@ func (w *World) Node(t *testing.T, name string) *Node {
 	require.NoError(t, err)
 	n.Finality, err = app.NewSweepFinality(store, leases, chains, relay, cfg, m, log)
 	require.NoError(t, err)
-	n.Resubmit, err = app.NewSweepResubmit(store, leases, chains, relay, cfg, m, log)
+	n.Resubmit, err = app.NewSweepResubmit(store, leases, chains, signers, w.Hook, relay, cfg, m, log)
 	require.NoError(t, err)
 	n.Create, err = app.NewCreateTx(store, map[uint64]app.ChainReader{evmtest.ChainID: client}, relay, cfg, m, log)
 	require.NoError(t, err)

@@ -1,0 +1,260 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/big"
+
+	"github.com/txfence/txfence/shared/config"
+	"github.com/txfence/txfence/shared/logging"
+	"github.com/txfence/txfence/shared/metrics"
+	"github.com/txfence/txfence/shared/txm"
+)
+
+// feeSettings is what replacing an attempt reads of the configuration.
+type feeSettings struct {
+	bumpPercent int
+	caps        func(chainID uint64) txm.FeeCaps
+	// ceiling bounds the fees an admin may choose by hand
+	// (TXFENCE_MAX_FEE_CAP_WEI); the chain caps bound automatic bumps.
+	ceiling *big.Int
+	backoff txm.BackoffPolicy
+}
+
+func feeSettingsOf(cfg config.Config) feeSettings {
+	return feeSettings{bumpPercent: cfg.BumpPercent, caps: cfg.FeeCaps, ceiling: cfg.MaxFeeCap,
+		backoff: txm.BackoffPolicy{Min: cfg.RetryBackoffMin, Max: cfg.RetryBackoffMax}}
+}
+
+// attempter makes a transaction's attempts after the drain's first one — fee
+// bumps, cancels, placeholders, re-signings after a failure, rebroadcasts —
+// and records what became of each. Every attempt is persisted fenced before
+// the chain sees it, like the drain's. It works under a chain lease its
+// caller holds.
+type attempter struct {
+	store   txm.AttemptStore
+	leases  txm.LeaseStore
+	relay   *Relay
+	fees    feeSettings
+	metrics *metrics.Metrics
+	log     *slog.Logger
+}
+
+// replacement says what the next attempt is.
+type replacement struct {
+	// kind is cancel or placeholder; "" keeps what the latest attempt
+	// carries (the payload, or a cancel or placeholder already under way).
+	kind txm.AttemptKind
+	// fees are an admin's choice; nil bumps within the chain's caps.
+	fees *txm.Fees
+	// refresh takes fresh fees instead of a bump when no node ever accepted
+	// an attempt (a funding dip: a cheaper attempt may be affordable).
+	refresh bool
+	audit   txm.Audit
+}
+
+// round is what one attempt at moving a transaction did.
+type round struct {
+	// progress: a node accepted a new attempt, or the transaction's first,
+	// and it is TRACKING (its backoff cleared).
+	progress bool
+	// sent: the attempt is in a node's pool (accepted or already known).
+	sent bool
+	// refused says why no attempt was made: the fee caps, or an admin's fees
+	// too low to replace. Nothing was written.
+	refused error
+	// reason and err say why the attempt failed; the failure was recorded
+	// with its backoff, and failing says how long the failures have lasted.
+	reason  txm.BroadcastReason
+	err     error
+	failing txm.Failing
+}
+
+// errFeesTooLow refuses an admin's fees that do not beat the last attempt.
+var errFeesTooLow = errors.New("fees too low to replace the last attempt")
+
+// subStateSigningFailed is recorded as a reason when signing fails.
+const reasonSigningFailed txm.BroadcastReason = txm.SubStateSigningFailed
+
+// replace signs, persists and broadcasts the next attempt of t.
+func (w *attempter) replace(ctx context.Context, l txm.Lease, chain txm.Chain, sig txm.Signer, t txm.Tracked, r replacement) (round, error) {
+	prev := txm.Latest(t.Attempts)
+	kind := r.kind
+	if kind == "" {
+		kind = txm.AttemptReplace
+		if prev != nil && prev.Kind != txm.AttemptOriginal {
+			kind = prev.Kind
+		}
+		if prev == nil {
+			kind = txm.AttemptOriginal
+		}
+	}
+	fees, err := w.nextFees(ctx, chain, t, kind, r)
+	if errors.Is(err, txm.ErrFeeCapReached) || errors.Is(err, errFeesTooLow) {
+		return round{refused: err}, nil
+	}
+	if err != nil {
+		return w.failed(ctx, l, t.Tx, txm.ReasonTransient, err)
+	}
+	if prev != nil && sameFees(fees, txm.FeesOf(*prev)) && kind == prev.Kind {
+		// Fresh fees equal to the last attempt's: that attempt is the one to send.
+		return w.rebroadcast(ctx, l, chain, t, prev)
+	}
+	gas := t.Tx.Gas()
+	if prev != nil {
+		gas = prev.GasLimit
+	}
+	if gas == 0 && kind != txm.AttemptCancel && kind != txm.AttemptPlaceholder {
+		if gas, err = chain.EstimateGas(ctx, txm.CallMsg{From: t.Tx.From, To: t.Tx.To, Value: t.Tx.Value, Data: t.Tx.Data}); err != nil {
+			return w.failed(ctx, l, t.Tx, txm.ReasonOf(err), fmt.Errorf("estimate gas: %w", err))
+		}
+	}
+	no := 1
+	if prev != nil {
+		no = prev.No + 1
+	}
+	a, err := signAttempt(ctx, sig, t.Tx, kind, no, gas, fees)
+	if err != nil {
+		return w.failed(ctx, l, t.Tx, reasonSigningFailed, err)
+	}
+	if err := w.store.SaveReplacement(ctx, l, a, r.audit); err != nil {
+		return round{}, err
+	}
+	w.metrics.Resubmit(ctx, r.audit.Action)
+	w.log.InfoContext(ctx, "new attempt", slog.String(logging.KeyTxID, t.Tx.ID), slog.Uint64(logging.KeyNonce, t.Tx.Nonce),
+		slog.Int("attempt", a.No), slog.String("kind", string(a.Kind)), slog.String("action", r.audit.Action),
+		slog.String("actor", r.audit.Actor), slog.String("fees", feesText(fees)), slog.Int64(logging.KeyToken, l.Token))
+	t.Attempts = append(t.Attempts, a)
+	return w.send(ctx, l, chain, t, &t.Attempts[len(t.Attempts)-1], true)
+}
+
+// rebroadcast sends a persisted attempt again.
+func (w *attempter) rebroadcast(ctx context.Context, l txm.Lease, chain txm.Chain, t txm.Tracked, a *txm.Attempt) (round, error) {
+	return w.send(ctx, l, chain, t, a, false)
+}
+
+// send broadcasts a (persisted) and records the outcome: TRACKING when that
+// is progress (a new attempt, an attempt no node had accepted, or a
+// transaction not yet TRACKING), a rebroadcast stamp otherwise, the failure
+// and its backoff when the node refused.
+func (w *attempter) send(ctx context.Context, l txm.Lease, chain txm.Chain, t txm.Tracked, a *txm.Attempt, fresh bool) (round, error) {
+	if err := w.leases.Check(ctx, l); err != nil {
+		return round{}, err
+	}
+	err := chain.SendRawTransaction(ctx, a.Raw)
+	reason := txm.ReasonOf(err)
+	switch {
+	case err == nil, reason == txm.ReasonKnown:
+		w.metrics.TxSubmit(ctx, "accepted")
+		if fresh || a.BroadcastAt == nil || t.Tx.State == txm.StateAllocated {
+			ids, err := w.store.MarkTracking(ctx, l, []txm.Broadcasted{{TxID: t.Tx.ID, AttemptNo: a.No}})
+			if err != nil {
+				return round{}, err
+			}
+			w.relay.Publish(ctx, ids)
+			return round{progress: true, sent: true}, nil
+		}
+		if err := w.store.NoteRebroadcast(ctx, l, []txm.Broadcasted{{TxID: t.Tx.ID, AttemptNo: a.No}}); err != nil {
+			return round{}, err
+		}
+		w.metrics.Resubmit(ctx, "rebroadcast")
+		return round{sent: true}, nil
+	case reason == txm.ReasonNonceTooLow:
+		// The nonce is taken, by one of these attempts or by another
+		// transaction: receipts and the finality sweep decide.
+		w.metrics.TxSubmit(ctx, string(reason))
+		return round{reason: reason, err: err}, nil
+	}
+	w.metrics.TxSubmit(ctx, string(reason))
+	return w.failed(ctx, l, t.Tx, reason, err)
+}
+
+// failed records a failed round with its backoff.
+func (w *attempter) failed(ctx context.Context, l txm.Lease, t *txm.Tx, reason txm.BroadcastReason, cause error) (round, error) {
+	sub := ""
+	switch {
+	case reason == reasonSigningFailed:
+		sub = txm.SubStateSigningFailed
+	case t.State != txm.StateStuck:
+		sub = "broadcast_" + string(reason)
+	case reason.Deterministic() || reason == txm.ReasonReverted:
+		sub = string(reason) // a STUCK transaction's reason changes only to another lasting one
+	}
+	failing, err := w.store.NoteFailure(ctx, l, txm.Failure{TxID: t.ID, SubState: sub, Detail: cause.Error()}, w.fees.backoff)
+	if err != nil {
+		return round{}, err
+	}
+	w.log.WarnContext(ctx, "attempt failed", slog.String(logging.KeyTxID, t.ID), slog.Uint64(logging.KeyNonce, t.Nonce),
+		slog.String("reason", string(reason)), slog.Int("failures", failing.Failures), slog.Any("error", cause),
+		slog.Int64(logging.KeyToken, l.Token))
+	return round{reason: reason, err: cause, failing: failing}, nil
+}
+
+// nextFees chooses the next attempt's fees: the admin's (which must beat
+// the last attempt by the bump percentage), the first attempt's (the
+// caller's own or fresh), fresh ones for a refresh when no node ever
+// accepted an attempt, or else a bump of the last attempt within the
+// chain's caps.
+func (w *attempter) nextFees(ctx context.Context, chain txm.Chain, t txm.Tracked, kind txm.AttemptKind, r replacement) (txm.Fees, error) {
+	prev := txm.Latest(t.Attempts)
+	if r.fees != nil {
+		if prev == nil {
+			return *r.fees, nil
+		}
+		min, err := txm.BumpFees(txm.FeesOf(*prev), txm.Fees{}, w.fees.bumpPercent, txm.FeeCaps{})
+		if err != nil {
+			return txm.Fees{}, err
+		}
+		if !covers(*r.fees, min) {
+			return txm.Fees{}, fmt.Errorf("%w: a replacement must pay at least %s", errFeesTooLow, feesText(min))
+		}
+		return *r.fees, nil
+	}
+	fresh, err := chain.SuggestFees(ctx)
+	if err != nil {
+		return txm.Fees{}, fmt.Errorf("suggest fees: %w", err)
+	}
+	switch {
+	case prev == nil && kind == txm.AttemptOriginal:
+		return firstFees(t.Tx, fresh), nil
+	case prev == nil, r.refresh && !anyAccepted(t.Attempts):
+		return txm.Fees{MaxFeePerGas: fresh.MaxFeePerGas, MaxPriorityFeePerGas: fresh.MaxPriorityFeePerGas, GasPrice: fresh.GasPrice}, nil
+	}
+	caps := w.fees.caps(chain.ChainID())
+	if err := caps.AllowBump(len(t.Attempts) - 1); err != nil {
+		return txm.Fees{}, err
+	}
+	return txm.BumpFees(txm.FeesOf(*prev), fresh, w.fees.bumpPercent, caps)
+}
+
+func anyAccepted(attempts []txm.Attempt) bool {
+	for _, a := range attempts {
+		if a.BroadcastAt != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// covers reports whether every fee of f is at least min's.
+func covers(f, min txm.Fees) bool {
+	ge := func(a, b *big.Int) bool { return b == nil || a != nil && a.Cmp(b) >= 0 }
+	if min.IsLegacy() {
+		return ge(f.GasPrice, min.GasPrice)
+	}
+	return ge(f.MaxFeePerGas, min.MaxFeePerGas) && ge(f.MaxPriorityFeePerGas, min.MaxPriorityFeePerGas)
+}
+
+func sameFees(a, b txm.Fees) bool {
+	eq := func(x, y *big.Int) bool { return (x == nil) == (y == nil) && (x == nil || x.Cmp(y) == 0) }
+	return eq(a.MaxFeePerGas, b.MaxFeePerGas) && eq(a.MaxPriorityFeePerGas, b.MaxPriorityFeePerGas) && eq(a.GasPrice, b.GasPrice)
+}
+
+func feesText(f txm.Fees) string {
+	if f.IsLegacy() {
+		return "gas price " + f.GasPrice.String()
+	}
+	return fmt.Sprintf("max fee %s, tip %s", f.MaxFeePerGas, f.MaxPriorityFeePerGas)
+}
