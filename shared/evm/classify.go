@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/ethereum/go-ethereum/rpc"
+
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -214,6 +216,45 @@ func ClassifyBroadcast(err error) error {
 		return nil
 	}
 	return &txm.BroadcastError{Reason: Classify(err), Err: err}
+}
+
+// errMethodNotFound is JSON-RPC 2.0's code for "the method does not exist /
+// is not available".
+const errMethodNotFound = -32601
+
+// methodMissingPatterns are what nodes and providers that do not use
+// errMethodNotFound say instead; matched only in a message that speaks of a
+// method ("method", or a name such as "eth_..."), so that "service is not
+// available" (-32603) is not one.
+var methodMissingPatterns = []string{
+	"method not found",   // JSON-RPC 2.0's message for -32601; Besu, Nethermind
+	"does not exist",     // geth rpc "the method %s does not exist/is not available"; Infura
+	"is not available",   // the same geth text; Alchemy "... is not available on ..."
+	"not supported",      // "Method not supported" (-32004, EIP-1474); Erigon; several L2 sequencers
+	"unsupported method", // Alchemy "Unsupported method: ..."; QuickNode
+}
+
+// methodMissing reports whether err is the node's JSON-RPC answer that it
+// does not serve the method called: code -32601, or a message saying so.
+// Anything else, an internal error (-32603) or no answer at all, is not.
+func methodMissing(err error) bool {
+	var rpcErr rpc.Error
+	if !errors.As(err, &rpcErr) {
+		return false
+	}
+	if rpcErr.ErrorCode() == errMethodNotFound {
+		return true
+	}
+	msg := strings.ToLower(rpcErr.Error())
+	if !containsAtWordStart(msg, "method") && !containsAtWordStart(msg, "eth_") {
+		return false
+	}
+	for _, p := range methodMissingPatterns {
+		if containsAtWordStart(msg, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // isTransport reports a failure to get any answer: cancelled or expired
