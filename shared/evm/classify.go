@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math/big"
 	"net"
+	"regexp"
 	"strings"
 	"syscall"
 
@@ -14,7 +16,9 @@ import (
 )
 
 // This file is the one place in the program where the text of an RPC error
-// becomes a txm.BroadcastReason. Nothing else may inspect error strings.
+// becomes a txm.BroadcastReason, or another fact the program acts on (a
+// method the node does not serve, the balance and need of an insufficient
+// funds error). Nothing else may inspect error strings.
 //
 // Errors from a JSON-RPC node reach us as text: go-ethereum's rpc.Client turns
 // an error response into an rpc.jsonError whose Error() is the bare "message"
@@ -216,6 +220,31 @@ func ClassifyBroadcast(err error) error {
 		return nil
 	}
 	return &txm.BroadcastError{Reason: Classify(err), Err: err}
+}
+
+// haveWant is how nodes give the balance and the amount needed in an
+// insufficient-funds error: geth "... address 0x.. have 123 want 456",
+// reth "... have 123 want 456"; a comma or colons are tolerated.
+var haveWant = regexp.MustCompile(`\bhave:?\s*(\d+),?\s+want:?\s*(\d+)\b`)
+
+// insufficientFunds turns the node's answer that the sender cannot pay
+// (ReasonInsufficientFunds) into a *txm.InsufficientFundsError wrapping err,
+// with Have and Want when the message gives them; nil for any other error,
+// and for failures that are not the node's answer.
+func insufficientFunds(err error) *txm.InsufficientFundsError {
+	var rpcErr rpc.Error
+	if !errors.As(err, &rpcErr) || Classify(err) != txm.ReasonInsufficientFunds {
+		return nil
+	}
+	fe := &txm.InsufficientFundsError{Err: err}
+	if m := haveWant.FindStringSubmatch(rpcErr.Error()); m != nil {
+		have, okHave := new(big.Int).SetString(m[1], 10)
+		want, okWant := new(big.Int).SetString(m[2], 10)
+		if okHave && okWant {
+			fe.Have, fe.Want = have, want
+		}
+	}
+	return fe
 }
 
 // errMethodNotFound is JSON-RPC 2.0's code for "the method does not exist /
