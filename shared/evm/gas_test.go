@@ -15,7 +15,7 @@ import (
 	"github.com/txfence/txfence/shared/txm"
 )
 
-func TestIssue10_EstimateInsufficientFunds(t *testing.T) {
+func TestIssue10_EstimateGasInsufficientFunds(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := setup(t)
@@ -50,7 +50,7 @@ func TestIssue10_EstimateInsufficientFunds(t *testing.T) {
 	require.NoError(t, err)
 }
 
-func TestIssue10_EstimateInsufficientFundsWithoutAmounts(t *testing.T) {
+func TestIssue10_EstimateGasInsufficientFundsWithoutAmounts(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	chain := evmtest.Start(t, nil)
