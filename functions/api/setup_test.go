@@ -97,6 +97,7 @@ type bundle struct {
 	db     *pgtest.DB
 	cfg    config.Config
 	chain  *fakeChain
+	reader app.ChainReader // what instances built from now on ask of the chain; nil: chain
 	insts  []*instance
 	client *http.Client
 }
@@ -134,14 +135,18 @@ func (b *bundle) newInstance(t *testing.T, name, url string) *instance {
 	log := logging.Discard()
 	store, err := postgres.NewStoreFromConfig(pool, cfg, m, log)
 	require.NoError(t, err)
+	var reader app.ChainReader = b.chain
+	if b.reader != nil {
+		reader = b.reader
+	}
 	readers := map[uint64]app.ChainReader{}
 	for _, ch := range cfg.Chains {
-		readers[ch.ID] = b.chain
+		readers[ch.ID] = reader
 	}
 	create, err := app.NewCreateTx(store, readers, nil, cfg, m, log)
 	require.NoError(t, err)
 	h, err := NewHandler(Deps{Config: cfg, Create: create, Queries: store, Completions: store,
-		Nonces: map[uint64]txm.NonceSource{testChain: b.chain}, Metrics: m, Log: log})
+		Nonces: map[uint64]txm.NonceSource{testChain: reader}, Metrics: m, Log: log})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)

@@ -109,10 +109,21 @@ func (c *CreateTx) execute(ctx context.Context, r *txm.Request) (txm.Created, er
 	if r.GasLimit == 0 {
 		gas, err := c.chains[r.ChainID].EstimateGas(ctx, txm.CallMsg{From: r.From, To: r.To, Value: r.Value, Data: r.Data})
 		var revert *txm.RevertError
+		var funds *txm.InsufficientFundsError
 		switch {
 		case errors.As(err, &revert):
 			v := &txm.ValidationError{}
 			v.Add("data", "the call would revert: %s", revert.Error())
+			return txm.Created{}, v
+		case errors.As(err, &funds):
+			// The node's answer about this signer's balance, not an outage:
+			// retrying cannot help until the signer is funded.
+			v := &txm.ValidationError{}
+			if funds.Have != nil && funds.Want != nil {
+				v.Add("value", "the signer's balance is %s wei; the transaction needs %s wei", funds.Have, funds.Want)
+			} else {
+				v.Add("value", "the signer's balance cannot pay for the value and gas")
+			}
 			return txm.Created{}, v
 		case err != nil:
 			return txm.Created{}, fmt.Errorf("%w: estimate gas: %w", ErrChainUnavailable, err)
@@ -128,8 +139,9 @@ func (c *CreateTx) execute(ctx context.Context, r *txm.Request) (txm.Created, er
 }
 
 // ValidateRequest checks a decoded request against the configuration: the
-// chain and signer are configured, sizes and fees within the caps. Field
-// names are the wire names.
+// chain and signer are configured, sizes and fees within the caps, a given
+// gas limit at least the transaction's intrinsic gas. Field names are the
+// wire names.
 func ValidateRequest(r *txm.Request, cfg config.Config) error {
 	v := &txm.ValidationError{}
 	if _, ok := cfg.Chain(r.ChainID); !ok {
@@ -144,8 +156,14 @@ func ValidateRequest(r *txm.Request, cfg config.Config) error {
 	if len(r.Data) > cfg.MaxDataBytes {
 		v.Add("data", "%d bytes exceeds the limit of %d", len(r.Data), cfg.MaxDataBytes)
 	}
-	if r.GasLimit != 0 && (r.GasLimit < 21000 || r.GasLimit > cfg.MaxGasLimit) {
-		v.Add("gasLimit", "must be between 21000 and %d, got %d", cfg.MaxGasLimit, r.GasLimit)
+	if r.GasLimit != 0 {
+		intrinsic := txm.IntrinsicGas(r.Data, r.To == nil)
+		switch {
+		case r.GasLimit > cfg.MaxGasLimit:
+			v.Add("gasLimit", "must be at most %d, got %d", cfg.MaxGasLimit, r.GasLimit)
+		case r.GasLimit < intrinsic:
+			v.Add("gasLimit", "%d is below the intrinsic gas of this transaction, %d (base cost and calldata); no node would accept it", r.GasLimit, intrinsic)
+		}
 	}
 	for _, f := range []struct {
 		name string

@@ -138,6 +138,7 @@ func TestClient_SuggestFees(t *testing.T) {
 		require.NotNil(t, fees.MaxPriorityFeePerGas)
 		want := new(big.Int).Add(new(big.Int).Mul(head.BaseFee, big.NewInt(2)), fees.MaxPriorityFeePerGas)
 		require.Equal(t, want, fees.MaxFeePerGas, "2 × base fee + tip")
+		require.Equal(t, head.BaseFee, fees.BaseFee)
 	})
 
 	t.Run("within caps", func(t *testing.T) {
@@ -155,14 +156,11 @@ func TestClient_SuggestFees(t *testing.T) {
 
 	t.Run("tip never above max fee", func(t *testing.T) {
 		t.Parallel()
-		e := setup(t, func(o *Options) {
-			o.MaxFeeCap = big.NewInt(3)
-			o.MinPriorityFee = big.NewInt(1_000_000)
-		})
+		e := setup(t, func(o *Options) { o.MaxFeeCap = big.NewInt(3) })
 		fees, err := e.client.SuggestFees(ctx)
 		require.NoError(t, err)
 		require.Equal(t, big.NewInt(3), fees.MaxFeePerGas)
-		require.Equal(t, big.NewInt(3), fees.MaxPriorityFeePerGas)
+		require.Equal(t, big.NewInt(3), fees.MaxPriorityFeePerGas, "the node's tip (0.001 gwei) held to the max fee")
 	})
 
 	t.Run("legacy forced", func(t *testing.T) {
@@ -186,17 +184,17 @@ func TestClient_SuggestFeesFallbacks(t *testing.T) {
 	}{
 		"fee history median when eth_maxPriorityFeePerGas is missing": {
 			fake: &fakeEth{rewards: []int64{5, 1, 3}},
-			want: txm.Fees{MaxFeePerGas: big.NewInt(203), MaxPriorityFeePerGas: big.NewInt(3)},
+			want: txm.Fees{MaxFeePerGas: big.NewInt(203), MaxPriorityFeePerGas: big.NewInt(3), BaseFee: big.NewInt(100)},
 		},
 		"min priority fee": {
 			fake:   &fakeEth{rewards: []int64{5, 1, 3}},
 			change: func(o *Options) { o.MinPriorityFee = big.NewInt(10) },
-			want:   txm.Fees{MaxFeePerGas: big.NewInt(210), MaxPriorityFeePerGas: big.NewInt(10)},
+			want:   txm.Fees{MaxFeePerGas: big.NewInt(210), MaxPriorityFeePerGas: big.NewInt(10), BaseFee: big.NewInt(100)},
 		},
 		"empty fee history": {
 			fake:   &fakeEth{},
 			change: func(o *Options) { o.BaseFeeMultiplier = 3 },
-			want:   txm.Fees{MaxFeePerGas: big.NewInt(300), MaxPriorityFeePerGas: big.NewInt(0)},
+			want:   txm.Fees{MaxFeePerGas: big.NewInt(300), MaxPriorityFeePerGas: big.NewInt(0), BaseFee: big.NewInt(100)},
 		},
 		"legacy when the head has no base fee": {
 			fake: &fakeEth{noBase: true},

@@ -4,15 +4,21 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math/big"
 	"net"
+	"regexp"
 	"strings"
 	"syscall"
+
+	"github.com/ethereum/go-ethereum/rpc"
 
 	"github.com/txfence/txfence/shared/txm"
 )
 
 // This file is the one place in the program where the text of an RPC error
-// becomes a txm.BroadcastReason. Nothing else may inspect error strings.
+// becomes a txm.BroadcastReason, or another fact the program acts on (a
+// method the node does not serve, the balance and need of an insufficient
+// funds error). Nothing else may inspect error strings.
 //
 // Errors from a JSON-RPC node reach us as text: go-ethereum's rpc.Client turns
 // an error response into an rpc.jsonError whose Error() is the bare "message"
@@ -214,6 +220,70 @@ func ClassifyBroadcast(err error) error {
 		return nil
 	}
 	return &txm.BroadcastError{Reason: Classify(err), Err: err}
+}
+
+// haveWant is how nodes give the balance and the amount needed in an
+// insufficient-funds error: geth "... address 0x.. have 123 want 456",
+// reth "... have 123 want 456"; a comma or colons are tolerated.
+var haveWant = regexp.MustCompile(`\bhave:?\s*(\d+),?\s+want:?\s*(\d+)\b`)
+
+// insufficientFunds turns the node's answer that the sender cannot pay
+// (ReasonInsufficientFunds) into a *txm.InsufficientFundsError wrapping err,
+// with Have and Want when the message gives them; nil for any other error,
+// and for failures that are not the node's answer.
+func insufficientFunds(err error) *txm.InsufficientFundsError {
+	var rpcErr rpc.Error
+	if !errors.As(err, &rpcErr) || Classify(err) != txm.ReasonInsufficientFunds {
+		return nil
+	}
+	fe := &txm.InsufficientFundsError{Err: err}
+	if m := haveWant.FindStringSubmatch(rpcErr.Error()); m != nil {
+		have, okHave := new(big.Int).SetString(m[1], 10)
+		want, okWant := new(big.Int).SetString(m[2], 10)
+		if okHave && okWant {
+			fe.Have, fe.Want = have, want
+		}
+	}
+	return fe
+}
+
+// errMethodNotFound is JSON-RPC 2.0's code for "the method does not exist /
+// is not available".
+const errMethodNotFound = -32601
+
+// methodMissingPatterns are what nodes and providers that do not use
+// errMethodNotFound say instead; matched only in a message that speaks of a
+// method ("method", or a name such as "eth_..."), so that "service is not
+// available" (-32603) is not one.
+var methodMissingPatterns = []string{
+	"method not found",   // JSON-RPC 2.0's message for -32601; Besu, Nethermind
+	"does not exist",     // geth rpc "the method %s does not exist/is not available"; Infura
+	"is not available",   // the same geth text; Alchemy "... is not available on ..."
+	"not supported",      // "Method not supported" (-32004, EIP-1474); Erigon; several L2 sequencers
+	"unsupported method", // Alchemy "Unsupported method: ..."; QuickNode
+}
+
+// methodMissing reports whether err is the node's JSON-RPC answer that it
+// does not serve the method called: code -32601, or a message saying so.
+// Anything else, an internal error (-32603) or no answer at all, is not.
+func methodMissing(err error) bool {
+	var rpcErr rpc.Error
+	if !errors.As(err, &rpcErr) {
+		return false
+	}
+	if rpcErr.ErrorCode() == errMethodNotFound {
+		return true
+	}
+	msg := strings.ToLower(rpcErr.Error())
+	if !containsAtWordStart(msg, "method") && !containsAtWordStart(msg, "eth_") {
+		return false
+	}
+	for _, p := range methodMissingPatterns {
+		if containsAtWordStart(msg, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // isTransport reports a failure to get any answer: cancelled or expired

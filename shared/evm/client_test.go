@@ -139,12 +139,14 @@ func TestClient_OptionsValidate(t *testing.T) {
 		change func(*Options)
 		ok     bool
 	}{
-		"defaults":             {func(*Options) {}, true},
-		"zero timeout":         {func(o *Options) { o.CallTimeout = 0 }, false},
-		"zero multiplier":      {func(o *Options) { o.BaseFeeMultiplier = 0 }, false},
-		"negative cap":         {func(o *Options) { o.MaxFeeCap = big.NewInt(-1) }, false},
-		"min tip above tipcap": {func(o *Options) { o.MinPriorityFee, o.MaxPriorityFeeCap = big.NewInt(2), big.NewInt(1) }, false},
-		"caps":                 {func(o *Options) { o.MaxFeeCap, o.MaxPriorityFeeCap = big.NewInt(10), big.NewInt(20) }, true},
+		"defaults":              {func(*Options) {}, true},
+		"zero timeout":          {func(o *Options) { o.CallTimeout = 0 }, false},
+		"zero multiplier":       {func(o *Options) { o.BaseFeeMultiplier = 0 }, false},
+		"negative cap":          {func(o *Options) { o.MaxFeeCap = big.NewInt(-1) }, false},
+		"min tip above tipcap":  {func(o *Options) { o.MinPriorityFee, o.MaxPriorityFeeCap = big.NewInt(2), big.NewInt(1) }, false},
+		"min tip above fee cap": {func(o *Options) { o.MinPriorityFee, o.MaxFeeCap = big.NewInt(2), big.NewInt(1) }, false},
+		"min tip at fee cap":    {func(o *Options) { o.MinPriorityFee, o.MaxFeeCap = big.NewInt(1), big.NewInt(1) }, true},
+		"caps":                  {func(o *Options) { o.MaxFeeCap, o.MaxPriorityFeeCap = big.NewInt(10), big.NewInt(20) }, true},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

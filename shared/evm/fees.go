@@ -19,11 +19,15 @@ const feeHistoryBlocks = 10
 // SuggestFees suggests fees for a new attempt.
 //
 // EIP-1559 (the latest header has a base fee and Legacy is off): the tip is
-// eth_maxPriorityFeePerGas, or, when the node answers that with a JSON-RPC
-// error (typically method not found), the median over recent blocks of
-// eth_feeHistory's 50th percentile reward; it is raised to MinPriorityFee
-// and clamped to MaxPriorityFeeCap. The max fee is BaseFeeMultiplier × base
-// fee + tip, clamped to MaxFeeCap; the tip never exceeds the max fee.
+// eth_maxPriorityFeePerGas, or, only when the node says it does not serve
+// that method, the median over recent blocks of eth_feeHistory's 50th
+// percentile reward. Any other failure of eth_maxPriorityFeePerGas is
+// returned: a fallback over quiet blocks suggests a tip of 0, which is
+// never mined. Whichever way it was found, the tip is raised to
+// MinPriorityFee and clamped to MaxPriorityFeeCap. The max fee is
+// BaseFeeMultiplier × base fee + tip, clamped to MaxFeeCap; the tip never
+// exceeds the max fee (validate keeps MinPriorityFee at or below
+// MaxFeeCap, so the floor holds too). BaseFee is the latest block's.
 //
 // Legacy: eth_gasPrice clamped to MaxFeeCap.
 func (c *Client) SuggestFees(ctx context.Context) (txm.Fees, error) {
@@ -53,14 +57,14 @@ func (c *Client) SuggestFees(ctx context.Context) (txm.Fees, error) {
 	maxFee.Add(maxFee, tip)
 	maxFee = clampMax(maxFee, c.opts.MaxFeeCap)
 	tip = clampMax(tip, maxFee)
-	return txm.Fees{MaxFeePerGas: maxFee, MaxPriorityFeePerGas: tip}, nil
+	return txm.Fees{MaxFeePerGas: maxFee, MaxPriorityFeePerGas: tip, BaseFee: new(big.Int).Set(head.BaseFee.ToInt())}, nil
 }
 
-// tip asks eth_maxPriorityFeePerGas, falling back to eth_feeHistory.
+// tip asks eth_maxPriorityFeePerGas, falling back to eth_feeHistory only
+// when the node does not serve the method (see methodMissing).
 func (c *Client) tip(ctx context.Context) (*big.Int, error) {
 	tip, err := c.bigCall(ctx, "eth_maxPriorityFeePerGas")
-	var rpcErr rpc.Error
-	if err == nil || !errors.As(err, &rpcErr) {
+	if err == nil || !methodMissing(err) {
 		return tip, err
 	}
 	var hist struct {

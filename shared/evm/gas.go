@@ -24,7 +24,9 @@ type callArgs struct {
 
 // EstimateGas is eth_estimateGas plus GasMarginPercent. A call that would
 // revert returns a *txm.RevertError with the reason and the revert data, when
-// the node sends them.
+// the node sends them. A call the signer cannot pay for (value + gas × fee
+// above its balance) returns a *txm.InsufficientFundsError with the balance
+// and the amount needed, when the node says them.
 func (c *Client) EstimateGas(ctx context.Context, msg txm.CallMsg) (uint64, error) {
 	args := callArgs{From: msg.From, To: msg.To, Data: msg.Data}
 	if msg.Value != nil {
@@ -37,6 +39,9 @@ func (c *Client) EstimateGas(ctx context.Context, msg txm.CallMsg) (uint64, erro
 	if err != nil {
 		if re := revertError(err); re != nil {
 			return 0, fmt.Errorf("estimate gas: %w", re)
+		}
+		if fe := insufficientFunds(err); fe != nil {
+			return 0, fmt.Errorf("estimate gas: %w", fe)
 		}
 		return 0, fmt.Errorf("estimate gas: %w", err)
 	}

@@ -25,7 +25,8 @@ type Options struct {
 	// MaxPriorityFeeCap caps the EIP-1559 tip. Nil: no cap.
 	MaxPriorityFeeCap *big.Int
 	// MinPriorityFee is the lowest EIP-1559 tip suggested, whatever the node
-	// says. Nil: no floor. Not applied to legacy gas prices.
+	// says (0, or a fee history of empty blocks). Nil: no floor. At most
+	// MaxPriorityFeeCap and MaxFeeCap. Not applied to legacy gas prices.
 	MinPriorityFee *big.Int
 	// Legacy forces legacy (gasPrice) fees. Legacy mode is also used when the
 	// latest header has no base fee.
@@ -63,6 +64,11 @@ func (o Options) validate() error {
 	}
 	if o.MinPriorityFee != nil && o.MaxPriorityFeeCap != nil && o.MinPriorityFee.Cmp(o.MaxPriorityFeeCap) > 0 {
 		return errors.New("min priority fee is above the max priority fee cap")
+	}
+	// The tip never exceeds the max fee: a floor above the fee cap could not
+	// be paid, and SuggestFees would have to break one of the two.
+	if o.MinPriorityFee != nil && o.MaxFeeCap != nil && o.MinPriorityFee.Cmp(o.MaxFeeCap) > 0 {
+		return errors.New("min priority fee is above the max fee cap")
 	}
 	return nil
 }

@@ -100,9 +100,7 @@ func Build(ctx context.Context, cfg config.Config) (*Process, error) {
 		}
 	}
 	for _, ch := range cfg.Chains {
-		opts := evm.DefaultOptions()
-		opts.MaxFeeCap = cfg.MaxFeeCap
-		c, err := evm.Dial(ctx, ch.ID, ch.RPCURLs, opts)
+		c, err := evm.Dial(ctx, ch.ID, ch.RPCURLs, ChainOptions(evm.DefaultOptions(), cfg.FeesFor(ch.ID)))
 		if err != nil {
 			p.Close()
 			return nil, fmt.Errorf("chain %d: %w", ch.ID, err)
@@ -116,6 +114,15 @@ func Build(ctx context.Context, cfg config.Config) (*Process, error) {
 // default (noop) for now.
 func (p *Process) StuckPolicy() (txm.StuckResolutionHook, error) {
 	return app.NoopPolicy{}, nil
+}
+
+// ChainOptions are opts with a chain's fee policy: its fee cap, tip cap and
+// tip floor bound every fee the client suggests.
+func ChainOptions(opts evm.Options, fees config.ChainFees) evm.Options {
+	opts.MaxFeeCap = fees.MaxFee
+	opts.MaxPriorityFeeCap = fees.MaxTip
+	opts.MinPriorityFee = fees.MinTip
+	return opts
 }
 
 // Close releases every client.

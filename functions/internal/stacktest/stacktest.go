@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/txfence/txfence/functions/api"
+	"github.com/txfence/txfence/functions/internal/deps"
 	fnevent "github.com/txfence/txfence/functions/internal/event"
 	"github.com/txfence/txfence/shared/app"
 	"github.com/txfence/txfence/shared/config"
@@ -47,7 +48,8 @@ type World struct {
 	Proxy  *rpcproxy.Proxy
 	Keys   []evmtest.DevKey
 	PubSub *pubsubtest.Server // nil unless WithPubSub
-	// EVM is the chain client options nodes are built with.
+	// EVM is the chain client options nodes are built with; their fee
+	// caps and tip floor come from Cfg (Cfg.FeesFor), as in production.
 	EVM evm.Options
 	// Hook is the stuck-resolution policy nodes are built with (nil: noop).
 	Hook txm.StuckResolutionHook
@@ -122,7 +124,8 @@ func (w *World) Node(t *testing.T, name string) *Node {
 	log := logging.Discard()
 	store, err := postgres.NewStoreFromConfig(pool, cfg, m, log)
 	require.NoError(t, err)
-	client, err := evm.Dial(context.Background(), evmtest.ChainID, cfg.Chains[0].RPCURLs, w.EVM)
+	opts := deps.ChainOptions(w.EVM, cfg.FeesFor(evmtest.ChainID))
+	client, err := evm.Dial(context.Background(), evmtest.ChainID, cfg.Chains[0].RPCURLs, opts)
 	require.NoError(t, err)
 	t.Cleanup(client.Close)
 	var relay *app.Relay

@@ -1,0 +1,116 @@
+package api
+
+import (
+	"context"
+	"math/big"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/txfence/txfence/shared/config"
+	"github.com/txfence/txfence/shared/evm"
+	"github.com/txfence/txfence/shared/evm/evmtest"
+)
+
+// fieldMessages maps each rejected field of a problem to its messages.
+func fieldMessages(p problem) map[string][]string {
+	out := map[string][]string{}
+	for _, f := range p.Errors {
+		out[f.Field] = append(out[f.Field], f.Message)
+	}
+	return out
+}
+
+func TestIssue10_IntrinsicGas(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	signer := signers(1)[0]
+	first := b.create(t, b.insts[0], transfer(signer, 1, ""))
+	require.Equal(t, http.StatusAccepted, first.status, "%s", first.raw)
+	require.EqualValues(t, 0, first.tx.Nonce)
+	before := b.counts(t)
+
+	call := func(gas uint64, data string) map[string]any {
+		m := transfer(signer, 1, "")
+		m["gasLimit"], m["data"] = gas, data
+		return m
+	}
+	creation := func(gas uint64, code string) map[string]any {
+		m := call(gas, code)
+		delete(m, "to")
+		return m
+	}
+	cases := []struct {
+		name      string
+		body      map[string]any
+		intrinsic string // as the message must name it
+	}{
+		// 21000 + the EIP-7623 floor of one non-zero byte (10 × 4 tokens).
+		{"21000 with calldata", call(21000, "0x01"), "21040"},
+		{"one below", call(21039, "0x01"), "21040"},
+		// 21000 + 10 × (4 × 4 + 32) for a selector and one zero word.
+		{"selector and a zero word", call(21479, "0xa9059cbb"+strings.Repeat("00", 32)), "21480"},
+		// 53000 + 16 for the byte + 2 for its init code word.
+		{"creation at the call cost", creation(53000, "0x60"), "53018"},
+	}
+	for _, tc := range cases {
+		r := b.create(t, b.insts[0], tc.body)
+		require.Equal(t, http.StatusUnprocessableEntity, r.status, "%s: %s", tc.name, r.raw)
+		msgs := fieldMessages(r.prob)["gasLimit"]
+		require.Len(t, msgs, 1, "%s names gasLimit: %s", tc.name, r.raw)
+		assert.Contains(t, msgs[0], tc.intrinsic, "%s names the intrinsic gas", tc.name)
+	}
+	assert.Equal(t, before, b.counts(t), "no row written")
+	assert.EqualValues(t, 1, b.cursor(t, signer), "the cursor is unchanged")
+
+	// At the intrinsic gas exactly, the create goes through, with the next nonce.
+	r := b.create(t, b.insts[0], call(21040, "0x01"))
+	require.Equal(t, http.StatusAccepted, r.status, "%s", r.raw)
+	assert.EqualValues(t, 1, r.tx.Nonce)
+	r = b.create(t, b.insts[0], creation(53018, "0x60"))
+	require.Equal(t, http.StatusAccepted, r.status, "%s", r.raw)
+	assert.EqualValues(t, 2, r.tx.Nonce)
+	assert.Equal(t, []int64{0, 1, 2}, b.nonces(t, signer))
+}
+
+func TestIssue10_EstimateInsufficientFunds(t *testing.T) {
+	t.Parallel()
+	require.EqualValues(t, evmtest.ChainID, testChain)
+	keys := evmtest.DevKeys(1)
+	signer := keys[0].Address
+	balance := big.NewInt(1_000_000_000_000_000_000) // 1 ether
+	chain := evmtest.Start(t, evmtest.FundedAlloc(keys, balance))
+	client, err := evm.Dial(context.Background(), evmtest.ChainID, []string{chain.URL}, evm.DefaultOptions())
+	require.NoError(t, err)
+	t.Cleanup(client.Close)
+
+	b := setup(t, 0, func(c *config.Config) {
+		c.Chains = []config.Chain{{ID: testChain, RPCURLs: []string{chain.URL}}}
+		c.Signers = append(c.Signers, config.Signer{Address: signer})
+	})
+	b.reader = client
+	b.insts = append(b.insts, b.newInstance(t, "api0", b.db.URL))
+
+	pay := func(value string) map[string]any { // no gasLimit: the chain estimates
+		return map[string]any{"chainId": testChain, "from": signer.Hex(), "to": "0x000000000000000000000000000000000000dEaD", "value": value}
+	}
+	first := b.create(t, b.insts[0], pay("1000"))
+	require.Equal(t, http.StatusAccepted, first.status, "%s", first.raw)
+	require.EqualValues(t, 0, first.tx.Nonce)
+	before := b.counts(t)
+
+	r := b.create(t, b.insts[0], pay("2000000000000000000"))
+	require.Equal(t, http.StatusUnprocessableEntity, r.status, "a refusal, not an outage: %s", r.raw)
+	assert.Empty(t, r.header.Get("Retry-After"))
+	assert.Equal(t, []string{"the signer's balance is 1000000000000000000 wei; the transaction needs 2000000000000000000 wei"},
+		fieldMessages(r.prob)["value"], "%s", r.raw)
+	assert.Equal(t, before, b.counts(t), "no row written")
+	assert.EqualValues(t, 1, b.cursor(t, signer), "the cursor is unchanged")
+
+	next := b.create(t, b.insts[0], pay("1"))
+	require.Equal(t, http.StatusAccepted, next.status, "%s", next.raw)
+	assert.EqualValues(t, 1, next.tx.Nonce, "no nonce was consumed")
+}

@@ -1,0 +1,65 @@
+package deps
+
+import (
+	"context"
+	"math/big"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/txfence/txfence/shared/config"
+	"github.com/txfence/txfence/shared/evm"
+	"github.com/txfence/txfence/shared/evm/evmtest"
+	"github.com/txfence/txfence/shared/evm/rpcproxy"
+	"github.com/txfence/txfence/shared/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+func TestChainOptions(t *testing.T) {
+	t.Parallel()
+	fees := config.ChainFees{MaxFee: big.NewInt(300), MaxTip: big.NewInt(20), MinTip: big.NewInt(4), MaxBumps: 3}
+	opts := ChainOptions(evm.DefaultOptions(), fees)
+	require.Equal(t, fees.MaxFee, opts.MaxFeeCap)
+	require.Equal(t, fees.MaxTip, opts.MaxPriorityFeeCap)
+	require.Equal(t, fees.MinTip, opts.MinPriorityFee)
+	require.Equal(t, evm.DefaultOptions().CallTimeout, opts.CallTimeout, "the rest is kept")
+}
+
+// TestIssue10_BuildAppliesChainFees builds a process against a real
+// database and a simulated chain whose node lacks eth_maxPriorityFeePerGas
+// (so the suggested tip over its empty blocks is 0): the chain's own fee
+// policy, not the global one, bounds what its client suggests.
+func TestIssue10_BuildAppliesChainFees(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	keys := evmtest.DevKeys(1)
+	chain := evmtest.Start(t, evmtest.FundedAlloc(keys, nil))
+	proxy := rpcproxy.Start(t, chain.URL)
+	proxy.Fail("eth_maxPriorityFeePerGas", -1, rpcproxy.Fault{RPCError: &rpcproxy.RPCError{
+		Code: -32601, Message: "the method eth_maxPriorityFeePerGas does not exist/is not available",
+	}})
+	head, err := chain.Backend.Client().HeaderByNumber(ctx, nil)
+	require.NoError(t, err)
+
+	db := pgtest.New(t)
+	cfg := config.Defaults()
+	cfg.Database.URL = db.URL
+	cfg.Chains = []config.Chain{{ID: evmtest.ChainID, RPCURLs: []string{proxy.URL}}}
+	cfg.Signers = []config.Signer{{Address: keys[0].Address}}
+	minTip := big.NewInt(3_000_000) // above the global floor
+	maxFee := new(big.Int).Set(head.BaseFee)
+	cfg.ChainFees = map[uint64]config.FeeOverride{evmtest.ChainID: {MaxFee: maxFee, MinTip: minTip, MaxBumps: -1}}
+	require.NoError(t, cfg.Validate())
+	require.NotEqual(t, minTip, cfg.MinPriorityFee)
+
+	p, err := Build(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(p.Close)
+
+	fees, err := p.Chains[evmtest.ChainID].SuggestFees(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, proxy.Count("eth_feeHistory"), "the fallback was asked")
+	require.Equal(t, minTip, fees.MaxPriorityFeePerGas, "the chain's tip floor")
+	require.Equal(t, maxFee, fees.MaxFeePerGas, "the chain's fee cap (2 × base fee + tip is above it)")
+}
