@@ -32,6 +32,9 @@ type Deps struct {
 	Queries txm.TxQueries
 	// Completions is the feed of reported outcomes.
 	Completions txm.CompletionFeed
+	// Actions records admin actions; ActionLog lists them.
+	Actions   *app.RequestAction
+	ActionLog txm.ActionStore
 	// Nonces reads chain nonces for the signer status; optional per chain.
 	Nonces  map[uint64]txm.NonceSource
 	Metrics *metrics.Metrics
@@ -56,13 +59,17 @@ var routes = []route{
 	{http.MethodGet, "/v1/transactions/{id}", (*Handler).get},
 	{http.MethodGet, "/v1/signers/{address}", (*Handler).signer},
 	{http.MethodGet, "/v1/completions", (*Handler).completions},
+	{http.MethodPost, "/v1/transactions/{id}/resubmit", actionRoute(txm.ActionResubmit)},
+	{http.MethodPost, "/v1/transactions/{id}/replace", actionRoute(txm.ActionReplace)},
+	{http.MethodPost, "/v1/transactions/{id}/cancel", actionRoute(txm.ActionCancelTx)},
+	{http.MethodGet, "/v1/transactions/{id}/actions", (*Handler).actions},
 	{http.MethodGet, "/v1/openapi.json", (*Handler).openapi},
 }
 
 // NewHandler returns the API handler.
 func NewHandler(d Deps) (*Handler, error) {
-	if d.Create == nil || d.Queries == nil || d.Completions == nil || d.Log == nil {
-		return nil, errors.New("new api handler: create, queries, completions and logger are required")
+	if d.Create == nil || d.Queries == nil || d.Completions == nil || d.Actions == nil || d.ActionLog == nil || d.Log == nil {
+		return nil, errors.New("new api handler: create, queries, completions, actions and logger are required")
 	}
 	h := &Handler{deps: d, mux: http.NewServeMux()}
 	for _, rt := range routes {

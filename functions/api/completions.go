@@ -17,6 +17,7 @@ type completionView struct {
 	Signer    string    `json:"signer"`
 	State     txm.State `json:"state"`
 	NewFork   bool      `json:"newFork"`
+	SubState  string    `json:"subState,omitempty"`
 	Nonce     uint64    `json:"nonce"`
 	Hash      *string   `json:"hash"`
 	CreatedAt time.Time `json:"createdAt"`
@@ -89,7 +90,7 @@ func (h *Handler) completions(w http.ResponseWriter, r *http.Request) {
 			page := completionPage{Items: make([]completionView, len(items)), Next: after}
 			for i, c := range items {
 				v := completionView{Seq: c.Seq, Type: string(txm.EventFor(c.State)), TxID: c.TxID, ChainID: c.ChainID,
-					Signer: txm.CanonicalAddress(c.Signer), State: c.State, NewFork: c.NewFork, Nonce: c.Nonce, CreatedAt: c.CreatedAt.UTC()}
+					Signer: txm.CanonicalAddress(c.Signer), State: c.State, NewFork: c.NewFork, SubState: c.SubState, Nonce: c.Nonce, CreatedAt: c.CreatedAt.UTC()}
 				if c.Hash != nil {
 					s := c.Hash.Hex()
 					v.Hash = &s

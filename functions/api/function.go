@@ -23,7 +23,12 @@ var lazy = deps.Lazy[*Handler]{Build: func(_ context.Context, p *deps.Process) (
 	if err != nil {
 		return nil, err
 	}
-	return NewHandler(Deps{Config: p.Config, Create: create, Queries: p.Store, Completions: p.Store, Nonces: nonces, Metrics: p.Metrics, Log: p.Log})
+	actions, err := app.NewRequestAction(p.Store, p.Relay, p.Config.MaxFeeCap, p.Log)
+	if err != nil {
+		return nil, err
+	}
+	return NewHandler(Deps{Config: p.Config, Create: create, Queries: p.Store, Completions: p.Store, Actions: actions, ActionLog: p.Store,
+		Nonces: nonces, Metrics: p.Metrics, Log: p.Log})
 }}
 
 // Serve is the deployed entry point: it builds the handler on first use.

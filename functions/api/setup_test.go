@@ -145,7 +145,9 @@ func (b *bundle) newInstance(t *testing.T, name, url string) *instance {
 	}
 	create, err := app.NewCreateTx(store, readers, nil, cfg, m, log)
 	require.NoError(t, err)
-	h, err := NewHandler(Deps{Config: cfg, Create: create, Queries: store, Completions: store,
+	actions, err := app.NewRequestAction(store, nil, cfg.MaxFeeCap, log)
+	require.NoError(t, err)
+	h, err := NewHandler(Deps{Config: cfg, Create: create, Queries: store, Completions: store, Actions: actions, ActionLog: store,
 		Nonces: map[uint64]txm.NonceSource{testChain: reader}, Metrics: m, Log: log})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)

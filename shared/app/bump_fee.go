@@ -40,6 +40,8 @@ type attempter struct {
 	fees    feeSettings
 	metrics *metrics.Metrics
 	log     *slog.Logger
+	// beforeSave, a test hook, runs between signing and persisting.
+	beforeSave func()
 }
 
 // replacement says what the next attempt is.
@@ -118,6 +120,9 @@ func (w *attempter) replace(ctx context.Context, l txm.Lease, chain txm.Chain, s
 	a, err := signAttempt(ctx, sig, t.Tx, kind, no, gas, fees)
 	if err != nil {
 		return w.failed(ctx, l, t.Tx, reasonSigningFailed, err)
+	}
+	if w.beforeSave != nil {
+		w.beforeSave()
 	}
 	if err := w.store.SaveReplacement(ctx, l, a, r.audit); err != nil {
 		return round{}, err

@@ -62,6 +62,17 @@ func NewSweepResubmit(store txm.ResubmitStore, leases txm.LeaseStore, chains map
 		work: &attempter{store: store, leases: leases, relay: relay, fees: feeSettingsOf(cfg), metrics: m, log: log}}, nil
 }
 
+// ResubmitHooks let tests stop a sweep at a chosen point. Production
+// leaves them nil.
+type ResubmitHooks struct {
+	// BeforeReplace runs after a replacement was signed and before it is
+	// persisted.
+	BeforeReplace func()
+}
+
+// SetHooks installs test hooks.
+func (s *SweepResubmit) SetHooks(h ResubmitHooks) { s.work.beforeSave = h.BeforeReplace }
+
 // ResubmitStats says what one pass did.
 type ResubmitStats struct {
 	Prompted    int // signers re-prompted for ALLOCATED work

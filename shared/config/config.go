@@ -417,18 +417,24 @@ func (c Config) validate() []Problem {
 	for id := range c.ChainFees {
 		if _, ok := c.Chain(id); !ok {
 			bad(EnvChainFees, "chain %d is not in %s", id, EnvChains)
-			continue
-		}
-		f := c.FeesFor(id)
-		if c.MaxFeeCap != nil && f.MaxFee.Cmp(c.MaxFeeCap) > 0 {
-			bad(EnvChainFees, "chain %d: maxFee %s is above %s (%s)", id, f.MaxFee, EnvMaxFeeCap, c.MaxFeeCap)
-		}
-		if f.MinTip != nil && f.MaxTip != nil && f.MinTip.Cmp(f.MaxTip) > 0 {
-			bad(EnvChainFees, "chain %d: minTip %s is above maxTip %s", id, f.MinTip, f.MaxTip)
 		}
 	}
-	if c.MinPriorityFee != nil && c.MaxTipCap != nil && c.MinPriorityFee.Cmp(c.MaxTipCap) > 0 {
-		bad(EnvMinPriorityFee, "is above %s", EnvMaxTipCap)
+	for _, ch := range c.Chains {
+		// Where the chain overrides nothing, a problem is the global
+		// variables'; name the variable the operator has to change.
+		f, env := c.FeesFor(ch.ID), EnvMinPriorityFee
+		if _, ok := c.ChainFees[ch.ID]; ok {
+			env = EnvChainFees
+		}
+		if f.MaxFee == nil || f.MinTip == nil {
+			continue // reported above
+		}
+		if c.MaxFeeCap != nil && f.MaxFee.Cmp(c.MaxFeeCap) > 0 {
+			bad(EnvChainFees, "chain %d: maxFee %s is above %s (%s)", ch.ID, f.MaxFee, EnvMaxFeeCap, c.MaxFeeCap)
+		}
+		if f.MinTip.Cmp(f.MaxTip) > 0 || f.MinTip.Cmp(f.MaxFee) > 0 {
+			bad(env, "chain %d: the tip floor %s wei is above the tip cap %s or the fee cap %s", ch.ID, f.MinTip, f.MaxTip, f.MaxFee)
+		}
 	}
 	if c.MaxInFlight < 1 {
 		bad(EnvMaxInFlight, "must be at least 1, got %d", c.MaxInFlight)

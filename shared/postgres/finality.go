@@ -412,7 +412,7 @@ func (s *Store) ReportedBlocks(ctx context.Context, chainID uint64, signer commo
 	}
 	rows, err := s.pool.Query(ctx, `
 SELECT DISTINCT receipt_block_number, receipt_block_hash::text FROM managed_tx
-WHERE chain_id = $1 AND signer = $2 AND state IN ('CONFIRMED', 'FAILED_FINAL')
+WHERE chain_id = $1 AND signer = $2 AND state IN ('CONFIRMED', 'FAILED_FINAL') AND receipt_block_number IS NOT NULL
   AND finalized_at >= clock_timestamp() - $3::interval
 ORDER BY 1`, int64(chainID), txm.CanonicalAddress(signer), watch)
 	if err != nil {

@@ -14,15 +14,18 @@ import (
 var _ txm.ResubmitStore = (*Store)(nil)
 
 // PromptStranded implements txm.ResubmitStore. A prompt is harmless (Submit
-// decides from the database), so this write is not fenced.
+// decides from the database), so this write is not fenced. Work that Submit
+// would not send (held behind a backoff or an unsent STUCK transaction) is
+// not prompted for: its prompt comes when the hold ends.
 func (s *Store) PromptStranded(ctx context.Context, olderThan time.Duration) ([]int64, error) {
 	rows, err := s.pool.Query(ctx, `
 INSERT INTO outbox (topic, ordering_key, payload)
 SELECT $1, w.signer, json_build_object('chainId', w.chain_id, 'signer', w.signer)
-FROM (SELECT DISTINCT chain_id, signer::text FROM managed_tx
-      WHERE state = 'ALLOCATED'
-        AND (next_attempt_at <= clock_timestamp()
-          OR (next_attempt_at IS NULL AND updated_at <= clock_timestamp() - $2::interval))) w
+FROM (SELECT DISTINCT t.chain_id, t.signer::text FROM managed_tx t
+      WHERE t.state = 'ALLOCATED'
+        AND (t.next_attempt_at <= clock_timestamp()
+          OR (t.next_attempt_at IS NULL AND t.updated_at <= clock_timestamp() - $2::interval))
+        AND `+notHeld+`) w
 RETURNING id`, s.topics.Submit, olderThan)
 	if err != nil {
 		return nil, fmt.Errorf("prompt stranded: %w", translate(err))

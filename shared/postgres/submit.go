@@ -13,14 +13,19 @@ import (
 	"github.com/txfence/txfence/shared/txm"
 )
 
+// notHeld is true for an ALLOCATED transaction t that Submit may send now:
+// no transaction at or below its nonce is backing off, and no STUCK one
+// below it was never accepted by a node (the later nonces could not be
+// mined before it).
+const notHeld = `NOT EXISTS (
+    SELECT 1 FROM managed_tx b
+    WHERE b.chain_id = t.chain_id AND b.signer = t.signer AND b.nonce <= t.nonce
+      AND ((b.state = 'ALLOCATED' AND b.next_attempt_at > clock_timestamp())
+        OR (b.state = 'STUCK' AND b.broadcast_count = 0 AND b.nonce < t.nonce)))`
+
 // NextToSubmit implements txm.SubmitStore.
 func (s *Store) NextToSubmit(ctx context.Context, chainID uint64, signer common.Address, limit int) ([]txm.SubmitItem, error) {
-	txs, err := s.trackedTxs(ctx, `t.chain_id = $1 AND t.signer = $2 AND t.state = 'ALLOCATED'
-    AND NOT EXISTS (
-        SELECT 1 FROM managed_tx b
-        WHERE b.chain_id = t.chain_id AND b.signer = t.signer AND b.nonce <= t.nonce
-          AND ((b.state = 'ALLOCATED' AND b.next_attempt_at > clock_timestamp())
-            OR (b.state = 'STUCK' AND b.broadcast_count = 0 AND b.nonce < t.nonce)))`, limit,
+	txs, err := s.trackedTxs(ctx, `t.chain_id = $1 AND t.signer = $2 AND t.state = 'ALLOCATED' AND `+notHeld, limit,
 		int64(chainID), txm.CanonicalAddress(signer))
 	if err != nil {
 		return nil, fmt.Errorf("next to submit: %w", err)

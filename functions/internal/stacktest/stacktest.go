@@ -53,6 +53,9 @@ type World struct {
 	EVM evm.Options
 	// Hook is the stuck-resolution policy nodes are built with (nil: noop).
 	Hook txm.StuckResolutionHook
+	// WrapSigner, when set, wraps every signer nodes are built with (a
+	// signer that fails, say).
+	WrapSigner func(txm.Signer) txm.Signer
 }
 
 // Option changes the world's configuration before nodes are built.
@@ -141,6 +144,9 @@ func (w *World) Node(t *testing.T, name string) *Node {
 		s, err := localkey.New(k.Key)
 		require.NoError(t, err)
 		signers[k.Address] = s
+		if w.WrapSigner != nil {
+			signers[k.Address] = w.WrapSigner(s)
+		}
 	}
 	leases := &PausableLeases{LeaseStore: store.Leases(), resume: make(chan struct{})}
 	close(leases.resume)
@@ -156,7 +162,10 @@ func (w *World) Node(t *testing.T, name string) *Node {
 	require.NoError(t, err)
 	n.Create, err = app.NewCreateTx(store, map[uint64]app.ChainReader{evmtest.ChainID: client}, relay, cfg, m, log)
 	require.NoError(t, err)
-	h, err := api.NewHandler(api.Deps{Config: cfg, Create: n.Create, Queries: store, Completions: store, Metrics: m, Log: log})
+	actions, err := app.NewRequestAction(store, relay, cfg.MaxFeeCap, log)
+	require.NoError(t, err)
+	h, err := api.NewHandler(api.Deps{Config: cfg, Create: n.Create, Queries: store, Completions: store, Actions: actions,
+		ActionLog: store, Metrics: m, Log: log})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)

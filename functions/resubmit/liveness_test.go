@@ -1,0 +1,684 @@
+package resubmit
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/big"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/params"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/txfence/txfence/functions/internal/stacktest"
+	"github.com/txfence/txfence/shared/app"
+	"github.com/txfence/txfence/shared/config"
+	"github.com/txfence/txfence/shared/evm/evmtest"
+	"github.com/txfence/txfence/shared/evm/rpcproxy"
+	"github.com/txfence/txfence/shared/txm"
+)
+
+// lively are timings that let a test see minutes of a deployment's life in
+// seconds.
+func lively(c *config.Config) {
+	c.BumpAfter = 300 * time.Millisecond
+	c.ResubmitInterval = 300 * time.Millisecond
+	c.RetryBackoffMin, c.RetryBackoffMax = 100*time.Millisecond, 400*time.Millisecond
+	c.StuckAfter = time.Minute
+	c.StaleReceiptTimeout = 300 * time.Millisecond
+	c.Confirmations = 2
+	c.FinalityInterval = 50 * time.Millisecond
+}
+
+var dead = common.HexToAddress("0x000000000000000000000000000000000000dEaD")
+
+// transfer is a create request for a plain transfer with a gas limit (so
+// that nothing is estimated and a signer that cannot pay is only found out
+// at broadcast, as with any caller-given gas).
+func transfer(signer common.Address, value *big.Int) *txm.Request {
+	return &txm.Request{ChainID: evmtest.ChainID, From: signer, To: &dead, Value: value, GasLimit: 21000}
+}
+
+func create(t testing.TB, n *stacktest.Node, r *txm.Request) *txm.Tx {
+	t.Helper()
+	c, err := n.Create.Execute(ctx, r)
+	require.NoError(t, err)
+	require.Equal(t, txm.OutcomeCreated, c.Outcome)
+	return c.Tx
+}
+
+func txState(t testing.TB, w *stacktest.World, id string) (state, sub string) {
+	t.Helper()
+	var s *string
+	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT state, sub_state FROM managed_tx WHERE id = $1`, id).Scan(&state, &s))
+	if s != nil {
+		sub = *s
+	}
+	return state, sub
+}
+
+func waitFor(t testing.TB, what string, within time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			require.Failf(t, "timed out", "waiting %s for %s", within, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func waitState(t testing.TB, w *stacktest.World, id string, want txm.State, within time.Duration) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("tx %s to be %s", id, want), within, func() bool {
+		s, _ := txState(t, w, id)
+		return s == string(want)
+	})
+}
+
+// reported is one tx_completion row.
+type reported struct {
+	State    string
+	NewFork  bool
+	SubState string
+}
+
+func reports(t testing.TB, w *stacktest.World, id string) []reported {
+	t.Helper()
+	rows, err := w.DB.Pool.Query(ctx, `SELECT state, new_fork, coalesce(sub_state, '') FROM tx_completion WHERE tx_id = $1 ORDER BY seq`, id)
+	require.NoError(t, err)
+	var out []reported
+	for rows.Next() {
+		var r reported
+		require.NoError(t, rows.Scan(&r.State, &r.NewFork, &r.SubState))
+		out = append(out, r)
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// attemptRow is one tx_attempt row.
+type attemptRow struct {
+	No             int
+	Kind           string
+	MaxFee, Tip    *big.Int
+	Outcome        string
+	BroadcastCount int
+}
+
+func attempts(t testing.TB, w *stacktest.World, id string) []attemptRow {
+	t.Helper()
+	rows, err := w.DB.Pool.Query(ctx, `SELECT attempt_no, kind, max_fee_per_gas::text, max_priority_fee_per_gas::text,
+    coalesce(outcome, ''), broadcast_count FROM tx_attempt WHERE tx_id = $1 ORDER BY attempt_no`, id)
+	require.NoError(t, err)
+	var out []attemptRow
+	for rows.Next() {
+		var a attemptRow
+		var fee, tip string
+		require.NoError(t, rows.Scan(&a.No, &a.Kind, &fee, &tip, &a.Outcome, &a.BroadcastCount))
+		a.MaxFee, _ = new(big.Int).SetString(fee, 10)
+		a.Tip, _ = new(big.Int).SetString(tip, 10)
+		out = append(out, a)
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// assertReplacements checks the attempts of a mined transaction: each
+// pays at least percent more than the one before (fee and tip), none above
+// the caps, exactly one mined and every other one recorded as replaced.
+func assertReplacements(t testing.TB, as []attemptRow, percent int, caps txm.FeeCaps) {
+	t.Helper()
+	require.GreaterOrEqual(t, len(as), 2, "replaced at least once")
+	mined := 0
+	for i, a := range as {
+		if i > 0 {
+			prev := as[i-1]
+			for _, pair := range [][2]*big.Int{{prev.MaxFee, a.MaxFee}, {prev.Tip, a.Tip}} {
+				min := new(big.Int).Mul(pair[0], big.NewInt(int64(100+percent)))
+				assert.True(t, new(big.Int).Mul(pair[1], big.NewInt(100)).Cmp(min) >= 0,
+					"attempt %d pays %s, not %d%% above %s", a.No, pair[1], percent, pair[0])
+			}
+			assert.LessOrEqual(t, a.MaxFee.Cmp(caps.MaxFee), 0, "attempt %d above the fee cap", a.No)
+			assert.LessOrEqual(t, a.Tip.Cmp(caps.MaxTip), 0, "attempt %d above the tip cap", a.No)
+		}
+		switch a.Outcome {
+		case "mined":
+			mined++
+		case "replaced":
+		default:
+			t.Errorf("attempt %d has outcome %q", a.No, a.Outcome)
+		}
+	}
+	assert.Equal(t, 1, mined, "exactly one attempt is mined")
+}
+
+// poorSigner leaves keys[1] with about one ether: it sends the rest to
+// keys[0] itself, before txfence uses the key (txfence starts after that
+// nonce).
+func poorSigner(t testing.TB, w *stacktest.World) common.Address {
+	t.Helper()
+	k := w.Keys[1]
+	bal, err := w.Chain.Backend.Client().BalanceAt(ctx, k.Address, nil)
+	require.NoError(t, err)
+	keep := big.NewInt(params.Ether)
+	_, err = w.Chain.Send(ctx, k.Key, w.Keys[0].Address, new(big.Int).Sub(bal, new(big.Int).Add(keep, big.NewInt(params.Ether/100))))
+	require.NoError(t, err)
+	w.Chain.Commit()
+	return k.Address
+}
+
+// TestIssue10_FundingDip: the signer's balance is too low for nonce N while
+// N..N+9 wait; after a top-up every one of them is CONFIRMED with no call but
+// the top-up; N reports TxStuck, then TxConfirmed with newFork.
+func TestIssue10_FundingDip(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 2, lively)
+	a, b := w.Node(t, "a"), w.Node(t, "b")
+	signer := poorSigner(t, w)
+	ids := []string{create(t, a, transfer(signer, big.NewInt(2*params.Ether))).ID}
+	for i := 1; i < 10; i++ {
+		ids = append(ids, create(t, b, transfer(signer, big.NewInt(int64(i)))).ID)
+	}
+	stop := w.Run(t, []*stacktest.Node{a, b}, stacktest.RunOptions{})
+	defer stop()
+
+	waitState(t, w, ids[0], txm.StateStuck, 10*time.Second)
+	_, sub := txState(t, w, ids[0])
+	assert.Equal(t, string(txm.ReasonInsufficientFunds), sub)
+	// STUCK is not a dead end: it keeps being tried, with backoff, while the
+	// nonces behind it wait unsigned instead of going stuck themselves.
+	waitFor(t, "more rounds on the stuck transaction", 10*time.Second, func() bool {
+		var failures int
+		require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT failures FROM managed_tx WHERE id = $1`, ids[0]).Scan(&failures))
+		return failures >= 3
+	})
+	for _, id := range ids[1:] {
+		s, _ := txState(t, w, id)
+		assert.Equal(t, string(txm.StateAllocated), s, "a nonce behind an unpaid one waits, neither sent again nor stuck")
+		for _, a := range attempts(t, w, id) {
+			assert.Zero(t, a.BroadcastCount)
+		}
+	}
+
+	_, err := w.Chain.Send(ctx, w.Keys[0].Key, signer, new(big.Int).Mul(big.NewInt(10), big.NewInt(params.Ether))) // the top-up
+	require.NoError(t, err)
+	for _, id := range ids {
+		waitState(t, w, id, txm.StateConfirmed, 30*time.Second)
+	}
+	assert.Equal(t, []reported{{"STUCK", false, "insufficient_funds"}, {"CONFIRMED", true, ""}}, reports(t, w, ids[0]))
+	for _, id := range ids[1:] {
+		assert.Equal(t, []reported{{"CONFIRMED", false, ""}}, reports(t, w, id))
+	}
+}
+
+// spiker fills blocks with other users' gas-burning transactions: four of
+// 15M gas per block raise the base fee 12.5% a block, two hold it.
+type spiker struct {
+	t      testing.TB
+	w      *stacktest.World
+	burner common.Address
+	mode   atomic.Int32 // 0 off, 1 spike, 2 hold
+	failed atomic.Bool
+}
+
+func newSpiker(t testing.TB, w *stacktest.World) *spiker {
+	t.Helper()
+	burner, err := w.Chain.DeployBurner(ctx, w.Keys[0].Key)
+	require.NoError(t, err)
+	return &spiker{t: t, w: w, burner: burner}
+}
+
+func (s *spiker) beforeBlock() {
+	n := map[int32]int{1: 4, 2: 2}[s.mode.Load()]
+	if n == 0 {
+		return
+	}
+	if err := s.w.Chain.Burn(ctx, s.w.Keys[0].Key, s.burner, n, 15_000_000); err != nil && s.failed.CompareAndSwap(false, true) {
+		s.t.Logf("spike: %v", err)
+	}
+}
+
+func baseFee(t testing.TB, w *stacktest.World) *big.Int {
+	t.Helper()
+	f, err := w.Chain.BaseFee(ctx)
+	require.NoError(t, err)
+	return f
+}
+
+// TestIssue10_FeeSpike: a transaction whose fee is or becomes too low is
+// replaced, each replacement paying at least the bump percentage more, never
+// above the caps, until one is mined; at a low cap it is reported STUCK
+// fee_cap_reached and confirms once the cap is raised in config.
+func TestIssue10_FeeSpike(t *testing.T) {
+	t.Parallel()
+	t.Run("caller chose 1 wei", func(t *testing.T) {
+		t.Parallel()
+		w := stacktest.NewWorld(t, 1, lively)
+		n := w.Node(t, "n")
+		r := transfer(w.Keys[0].Address, big.NewInt(1))
+		r.MaxFeePerGas, r.MaxPriorityFeePerGas = big.NewInt(1), big.NewInt(1)
+		id := create(t, n, r).ID
+		stop := w.Run(t, []*stacktest.Node{n}, stacktest.RunOptions{})
+		defer stop()
+		waitState(t, w, id, txm.StateConfirmed, 30*time.Second)
+		as := attempts(t, w, id)
+		assert.Equal(t, big.NewInt(1), as[0].MaxFee, "the first attempt is the caller's")
+		assertReplacements(t, as, w.Cfg.BumpPercent, w.Cfg.FeeCaps(evmtest.ChainID))
+	})
+	t.Run("base fee rises above the first attempt", func(t *testing.T) {
+		t.Parallel()
+		w := stacktest.NewWorld(t, 2, lively)
+		a, b := w.Node(t, "a"), w.Node(t, "b")
+		spike := newSpiker(t, w)
+		id := create(t, a, transfer(w.Keys[1].Address, big.NewInt(1))).ID
+		_, err := a.Drain.Execute(ctx, evmtest.ChainID, w.Keys[1].Address)
+		require.NoError(t, err)
+		first := attempts(t, w, id)[0]
+		spike.mode.Store(1)
+		stop := w.Run(t, []*stacktest.Node{a, b}, stacktest.RunOptions{BeforeBlock: spike.beforeBlock})
+		defer stop()
+		waitFor(t, "the base fee above the first attempt's max fee", 20*time.Second, func() bool {
+			return baseFee(t, w).Cmp(first.MaxFee) > 0
+		})
+		spike.mode.Store(2)
+		waitState(t, w, id, txm.StateConfirmed, 30*time.Second)
+		as := attempts(t, w, id)
+		assert.Equal(t, "replaced", as[0].Outcome, "the first attempt could not be mined")
+		assertReplacements(t, as, w.Cfg.BumpPercent, w.Cfg.FeeCaps(evmtest.ChainID))
+		assert.Equal(t, []reported{{"CONFIRMED", false, ""}}, reports(t, w, id))
+	})
+	t.Run("fee cap reached, then raised", func(t *testing.T) {
+		t.Parallel()
+		low := big.NewInt(3 * params.GWei)
+		w := stacktest.NewWorld(t, 2, lively, func(c *config.Config) {
+			c.ChainFees = map[uint64]config.FeeOverride{evmtest.ChainID: {MaxFee: low, MaxBumps: -1}}
+		})
+		a := w.Node(t, "a")
+		spike := newSpiker(t, w)
+		id := create(t, a, transfer(w.Keys[1].Address, big.NewInt(1))).ID
+		_, err := a.Drain.Execute(ctx, evmtest.ChainID, w.Keys[1].Address)
+		require.NoError(t, err)
+		spike.mode.Store(1)
+		stopA := w.Run(t, []*stacktest.Node{a}, stacktest.RunOptions{BeforeBlock: spike.beforeBlock})
+		waitFor(t, "the base fee above the cap", 30*time.Second, func() bool { return baseFee(t, w).Cmp(low) > 0 })
+		spike.mode.Store(2)
+		waitState(t, w, id, txm.StateStuck, 20*time.Second)
+		_, sub := txState(t, w, id)
+		assert.Equal(t, txm.SubStateFeeCapReached, sub)
+		time.Sleep(time.Second) // it stays there while the cap holds
+		s, _ := txState(t, w, id)
+		require.Equal(t, string(txm.StateStuck), s)
+		stopA()
+		for _, at := range attempts(t, w, id) {
+			assert.LessOrEqual(t, at.MaxFee.Cmp(low), 0, "attempt %d above the cap", at.No)
+		}
+
+		// The operator raises the cap: a new revision of the service.
+		w.Cfg.ChainFees = map[uint64]config.FeeOverride{evmtest.ChainID: {MaxFee: big.NewInt(1000 * params.GWei), MaxBumps: -1}}
+		raised := w.Node(t, "raised")
+		stop := w.Run(t, []*stacktest.Node{raised}, stacktest.RunOptions{BeforeBlock: spike.beforeBlock})
+		defer stop()
+		waitState(t, w, id, txm.StateConfirmed, 30*time.Second)
+		assert.Equal(t, []reported{{"STUCK", false, txm.SubStateFeeCapReached}, {"CONFIRMED", true, ""}}, reports(t, w, id))
+		assertReplacements(t, attempts(t, w, id), w.Cfg.BumpPercent, w.Cfg.FeeCaps(evmtest.ChainID))
+	})
+}
+
+// flakySigner fails while failing is set, counting its calls.
+type flakySigner struct {
+	txm.Signer
+	failing *atomic.Bool
+	calls   *atomic.Int64
+}
+
+func (s flakySigner) SignTx(ctx context.Context, tx *types.Transaction, chainID *big.Int) (*types.Transaction, error) {
+	s.calls.Add(1)
+	if s.failing.Load() {
+		return nil, fmt.Errorf("kms: rpc error: code = Unavailable desc = the service is unavailable")
+	}
+	return s.Signer.SignTx(ctx, tx, chainID)
+}
+
+// TestIssue10_AllocatedStuck: a transaction whose signing keeps failing goes
+// STUCK signing_failed after stuckAfter with one TxStuck, while the signer
+// is tried at the backoff's pace however often it is prompted; once the
+// signer heals it confirms, and so do the nonces behind it.
+func TestIssue10_AllocatedStuck(t *testing.T) {
+	t.Parallel()
+	var failing atomic.Bool
+	var calls atomic.Int64
+	failing.Store(true)
+	const stuckAfter = 1500 * time.Millisecond
+	w := stacktest.NewWorld(t, 1, lively, func(c *config.Config) { c.StuckAfter = stuckAfter })
+	w.WrapSigner = func(s txm.Signer) txm.Signer { return flakySigner{Signer: s, failing: &failing, calls: &calls} }
+	n := w.Node(t, "n")
+	signer := w.Keys[0].Address
+	ids := []string{create(t, n, transfer(signer, big.NewInt(1))).ID, create(t, n, transfer(signer, big.NewInt(2))).ID}
+
+	var prompts atomic.Int64
+	start := time.Now()
+	stopPrompts := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // Pub/Sub redelivering as fast as it can, plus the sweep
+		defer wg.Done()
+		for {
+			select {
+			case <-stopPrompts:
+				return
+			default:
+			}
+			_, _ = n.Drain.Execute(ctx, evmtest.ChainID, signer)
+			prompts.Add(1)
+			if prompts.Load()%10 == 0 {
+				_, _ = n.Resubmit.Pass(ctx)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	waitState(t, w, ids[0], txm.StateStuck, 10*time.Second)
+	elapsed := time.Since(start)
+	close(stopPrompts)
+	wg.Wait()
+	_, sub := txState(t, w, ids[0])
+	assert.Equal(t, txm.SubStateSigningFailed, sub)
+	assert.GreaterOrEqual(t, elapsed, stuckAfter, "not STUCK before stuckAfter")
+	// Backoff 100ms doubling to 400ms: the tries come at 0, .1, .3, .7, 1.1,
+	// 1.5 s (and each may lag the last by a prompt).
+	bound := int64(2)
+	for d, wait := time.Duration(0), w.Cfg.RetryBackoffMin; d < elapsed; d, wait = d+wait, min(2*wait, w.Cfg.RetryBackoffMax) {
+		bound++
+	}
+	t.Logf("%d prompts in %s; the signer was tried %d times (bound %d)", prompts.Load(), elapsed.Round(time.Millisecond), calls.Load(), bound)
+	assert.LessOrEqual(t, calls.Load(), bound, "signing is retried at the backoff's pace")
+	assert.Greater(t, prompts.Load(), 5*calls.Load(), "far more prompts than tries")
+	var promptsWritten int
+	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE topic = $1`, w.Cfg.TopicSubmit).Scan(&promptsWritten))
+	assert.LessOrEqual(t, int64(promptsWritten), bound+1, "the sweep re-prompts at the backoff's pace (plus the create's prompt)")
+	assert.Equal(t, []reported{{"STUCK", false, txm.SubStateSigningFailed}}, reports(t, w, ids[0]), "one TxStuck")
+
+	failing.Store(false)
+	stop := w.Run(t, []*stacktest.Node{n}, stacktest.RunOptions{})
+	defer stop()
+	for _, id := range ids {
+		waitState(t, w, id, txm.StateConfirmed, 30*time.Second)
+	}
+	assert.Equal(t, []reported{{"STUCK", false, txm.SubStateSigningFailed}, {"CONFIRMED", true, ""}}, reports(t, w, ids[0]))
+}
+
+// post sends an admin action through the API.
+func post(t testing.TB, url string, body any) (int, map[string]any) {
+	t.Helper()
+	b, err := json.Marshal(body)
+	require.NoError(t, err)
+	resp, err := http.Post(url, "application/json", bytes.NewReader(b))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	var out map[string]any
+	require.NoError(t, json.Unmarshal(raw, &out), "%s", raw)
+	return resp.StatusCode, out
+}
+
+// TestIssue10_CancelByAdmin: a STUCK transaction (its signer cannot pay its
+// value) is cancelled through the admin API: a 0-value self-transfer takes
+// the nonce, the original ends FAILED_FINAL cancelled (TxFailed), the nonces
+// behind it confirm, and the action is idempotent and audited.
+func TestIssue10_CancelByAdmin(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 2, lively)
+	a, b := w.Node(t, "a"), w.Node(t, "b")
+	signer := poorSigner(t, w)
+	stuck := create(t, a, transfer(signer, big.NewInt(2*params.Ether)))
+	var later []string
+	for i := 1; i <= 3; i++ {
+		later = append(later, create(t, a, transfer(signer, big.NewInt(int64(i)))).ID)
+	}
+	stop := w.Run(t, []*stacktest.Node{a, b}, stacktest.RunOptions{})
+	defer stop()
+	waitState(t, w, stuck.ID, txm.StateStuck, 10*time.Second)
+
+	url := a.APIURL + "/v1/transactions/" + stuck.ID + "/cancel"
+	body := map[string]any{"actionId": "cancel-1", "reason": "the payout was sent another way"}
+	status, first := post(t, url, body)
+	require.Equal(t, http.StatusAccepted, status, "%v", first)
+	assert.Equal(t, "pending", first["status"])
+	status, again := post(t, b.APIURL+"/v1/transactions/"+stuck.ID+"/cancel", body)
+	assert.Equal(t, http.StatusOK, status, "a replay returns the recorded action")
+	assert.Equal(t, first["createdAt"], again["createdAt"])
+	status, conflict := post(t, url, map[string]any{"actionId": "cancel-1", "reason": "another reason"})
+	assert.Equal(t, http.StatusConflict, status, "%v", conflict)
+
+	waitState(t, w, stuck.ID, txm.StateFailedFinal, 30*time.Second)
+	for _, id := range later {
+		waitState(t, w, id, txm.StateConfirmed, 30*time.Second)
+	}
+	state, sub := txState(t, w, stuck.ID)
+	assert.Equal(t, "FAILED_FINAL", state)
+	assert.Equal(t, txm.SubStateCancelled, sub)
+	assert.Equal(t, []reported{{"STUCK", false, "insufficient_funds"}, {"FAILED_FINAL", true, txm.SubStateCancelled}}, reports(t, w, stuck.ID))
+	as := attempts(t, w, stuck.ID)
+	last := as[len(as)-1]
+	assert.Equal(t, "cancel", last.Kind)
+	assert.Equal(t, "mined", last.Outcome)
+	for _, a := range as[:len(as)-1] {
+		assert.Equal(t, "replaced", a.Outcome)
+	}
+	// The nonce was taken by the self-transfer.
+	rcpt, err := w.Chain.Backend.Client().TransactionReceipt(ctx, common.HexToHash(hashOf(t, w, stuck.ID, last.No)))
+	require.NoError(t, err)
+	tx, _, err := w.Chain.Backend.Client().TransactionByHash(ctx, rcpt.TxHash)
+	require.NoError(t, err)
+	assert.Equal(t, signer, *tx.To())
+	assert.Zero(t, tx.Value().Sign())
+	assert.Equal(t, stuck.Nonce, tx.Nonce())
+
+	var action, actor, reason string
+	var token int64
+	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT action, actor, reason, fencing_token FROM tx_history
+WHERE tx_id = $1 AND action = 'cancel'`, stuck.ID).Scan(&action, &actor, &reason, &token))
+	assert.Equal(t, "api", actor)
+	assert.Equal(t, "the payout was sent another way", reason)
+	assert.Positive(t, token)
+	resp, err := http.Get(a.APIURL + "/v1/transactions/" + stuck.ID + "/actions")
+	require.NoError(t, err)
+	var list struct {
+		Items []map[string]any `json:"items"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&list))
+	resp.Body.Close()
+	require.Len(t, list.Items, 1)
+	assert.Equal(t, "done", list.Items[0]["status"])
+
+	// A final transaction cannot be cancelled: 409, nothing written.
+	status, p := post(t, a.APIURL+"/v1/transactions/"+later[0]+"/cancel", map[string]any{"actionId": "late", "reason": "too late"})
+	assert.Equal(t, http.StatusConflict, status, "%v", p)
+	assert.Len(t, attempts(t, w, later[0]), 1)
+}
+
+func hashOf(t testing.TB, w *stacktest.World, id string, no int) string {
+	t.Helper()
+	var h string
+	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT tx_hash FROM tx_attempt WHERE tx_id = $1 AND attempt_no = $2`, id, no).Scan(&h))
+	return h
+}
+
+// TestIssue10_ConcurrentBump: two instances bump the same transaction at
+// once; the one that stalls past its lease is fenced when it persists, so
+// exactly one replacement is written for the round.
+func TestIssue10_ConcurrentBump(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 1, lively, func(c *config.Config) {
+		c.BumpAfter = 100 * time.Millisecond
+		c.Lease.Duration, c.Lease.RenewEvery, c.Lease.ClockSkew = 500*time.Millisecond, 150*time.Millisecond, 50*time.Millisecond
+	})
+	a, b := w.Node(t, "A"), w.Node(t, "B")
+	signer := w.Keys[0].Address
+	id := create(t, a, transfer(signer, big.NewInt(1))).ID
+	_, err := a.Drain.Execute(ctx, evmtest.ChainID, signer) // broadcast; no block is sealed, so it is not mined
+	require.NoError(t, err)
+	time.Sleep(150 * time.Millisecond) // past bumpAfter
+
+	stalled, resume := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	a.Resubmit.SetHooks(app.ResubmitHooks{BeforeReplace: func() {
+		once.Do(func() { a.Leases.Pause(); close(stalled); <-resume; a.Leases.Unpause() })
+	}})
+	aErr := make(chan error, 1)
+	go func() { _, err := a.Resubmit.Pass(ctx); aErr <- err }()
+	<-stalled
+	// B runs the same round once A's lease has expired.
+	waitFor(t, "B to take over and bump", 5*time.Second, func() bool {
+		st, err := b.Resubmit.Pass(ctx)
+		require.NoError(t, err)
+		return st.Replaced == 1
+	})
+	close(resume)
+	assert.ErrorIs(t, <-aErr, txm.ErrFenced, "A's replacement is fenced")
+	assert.Positive(t, a.Metrics.Count("lease_fenced_total", "op", "save_replacement"))
+
+	as := attempts(t, w, id)
+	require.Len(t, as, 2, "exactly one replacement for the round")
+	var bToken, written int64
+	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT fencing_token FROM signer_lease WHERE scope = 'chain'`).Scan(&bToken))
+	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT fencing_token FROM tx_attempt WHERE tx_id = $1 AND attempt_no = 2`, id).Scan(&written))
+	assert.Equal(t, bToken, written, "the replacement carries B's token")
+}
+
+// TestIssue10_ForeignNonce: the signer's key is used outside txfence and
+// another transaction takes one of its nonces. That transaction ends
+// FAILED_FINAL nonce_consumed_externally (TxFailed says so) once the other
+// one is final, and the signer's later transactions confirm.
+func TestIssue10_ForeignNonce(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 1, lively)
+	n := w.Node(t, "n")
+	key := w.Keys[0]
+	taken := create(t, n, transfer(key.Address, big.NewInt(1)))
+	require.Zero(t, taken.Nonce)
+	_, err := w.Chain.SendAt(ctx, key.Key, taken.Nonce, dead, big.NewInt(42)) // another program, same key
+	require.NoError(t, err)
+	w.Chain.Commit()
+	later := []string{create(t, n, transfer(key.Address, big.NewInt(2))).ID, create(t, n, transfer(key.Address, big.NewInt(3))).ID}
+
+	stop := w.Run(t, []*stacktest.Node{n}, stacktest.RunOptions{})
+	defer stop()
+	waitState(t, w, taken.ID, txm.StateFailedFinal, 30*time.Second)
+	for _, id := range later {
+		waitState(t, w, id, txm.StateConfirmed, 30*time.Second)
+	}
+	_, sub := txState(t, w, taken.ID)
+	assert.Equal(t, txm.SubStateNonceConsumedExternally, sub)
+	assert.Equal(t, []reported{{"FAILED_FINAL", false, txm.SubStateNonceConsumedExternally}}, reports(t, w, taken.ID))
+	resp, err := http.Get(n.APIURL + "/v1/completions?after=0")
+	require.NoError(t, err)
+	var feed struct {
+		Items []struct {
+			TxID, Type, SubState string
+		} `json:"items"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&feed))
+	resp.Body.Close()
+	found := false
+	for _, c := range feed.Items {
+		if c.TxID == taken.ID {
+			found = true
+			assert.Equal(t, "TxFailed", c.Type)
+			assert.Equal(t, txm.SubStateNonceConsumedExternally, c.SubState)
+		}
+	}
+	assert.True(t, found, "the feed reports it")
+}
+
+// TestIssue10_NullHeader: a node that answers null for the header of a
+// receipt's block is behind, not reorganised: no reorg, no newFork, and the
+// transaction confirms once the node catches up.
+func TestIssue10_NullHeader(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 1, lively)
+	n := w.Node(t, "n")
+	signer := w.Keys[0].Address
+	id := create(t, n, transfer(signer, big.NewInt(1))).ID
+	_, err := n.Drain.Execute(ctx, evmtest.ChainID, signer)
+	require.NoError(t, err)
+	w.MineAll(t, signer, 1)
+	_, err = n.Receipts.Execute(ctx, evmtest.ChainID, signer)
+	require.NoError(t, err)
+	tx, err := n.Store.GetTx(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, txm.StateMined, tx.State)
+	height := tx.Receipt.BlockNumber
+
+	var nulls atomic.Int64
+	w.Proxy.Before("eth_getBlockByNumber", func(params json.RawMessage) *rpcproxy.Fault {
+		var args []any
+		_ = json.Unmarshal(params, &args)
+		if len(args) > 0 && args[0] == fmt.Sprintf("0x%x", height) {
+			nulls.Add(1)
+			return &rpcproxy.Fault{EmptyResult: true}
+		}
+		return nil
+	})
+	w.Mine(int(w.Cfg.Confirmations) + 1)
+	st, err := n.Finality.Pass(ctx)
+	require.NoError(t, err)
+	require.Positive(t, nulls.Load(), "the node answered null")
+	assert.Zero(t, st.Reorged)
+	tx, err = n.Store.GetTx(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, txm.StateMined, tx.State, "still waiting for the node")
+	assert.Zero(t, tx.ReorgCount)
+	assert.Positive(t, n.Metrics.Count("receipt_check_total", "result", "node_behind"))
+
+	w.Proxy.Before("eth_getBlockByNumber", nil)
+	_, err = n.Finality.Pass(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []reported{{"CONFIRMED", false, ""}}, reports(t, w, id))
+}
+
+// TestIssue10_MaxInFlightStuck: with maxInFlight 1 and one STUCK
+// transaction, no second transaction is broadcast.
+func TestIssue10_MaxInFlightStuck(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 1, lively, func(c *config.Config) {
+		c.MaxInFlight = 1
+		c.MaxRebroadcasts = 1
+		c.BumpAfter = time.Hour // rebroadcast, never bump, so that it goes STUCK too_many_rebroadcasts
+		c.ResubmitInterval = 50 * time.Millisecond
+	})
+	n := w.Node(t, "n")
+	signer := w.Keys[0].Address
+	// The provider says it has the transaction but never passes it on.
+	w.Proxy.Fail("eth_sendRawTransaction", -1, rpcproxy.Fault{RPCError: &rpcproxy.RPCError{Code: -32000, Message: "already known"}})
+	first := create(t, n, transfer(signer, big.NewInt(1))).ID
+	_, err := n.Drain.Execute(ctx, evmtest.ChainID, signer)
+	require.NoError(t, err)
+	waitFor(t, "the first transaction to go STUCK", 10*time.Second, func() bool {
+		_, err := n.Resubmit.Pass(ctx)
+		require.NoError(t, err)
+		s, _ := txState(t, w, first)
+		return s == string(txm.StateStuck)
+	})
+	w.Proxy.Heal()
+	second := create(t, n, transfer(signer, big.NewInt(2))).ID
+	sends := w.Proxy.Count("eth_sendRawTransaction")
+	res, err := n.Drain.Execute(ctx, evmtest.ChainID, signer)
+	require.NoError(t, err)
+	assert.True(t, res.Full, "maxInFlight is reached by the STUCK transaction")
+	assert.Zero(t, res.Broadcast)
+	assert.Equal(t, sends, w.Proxy.Count("eth_sendRawTransaction"), "no second broadcast")
+	s, _ := txState(t, w, second)
+	assert.Equal(t, string(txm.StateAllocated), s)
+	assert.Empty(t, attempts(t, w, second))
+}
