@@ -408,7 +408,7 @@ func TestIssue5_RPCFaults(t *testing.T) {
 		fault  rpcproxy.Fault
 	}{
 		{"nonce errors", "eth_getTransactionCount", rpcproxy.Fault{RPCError: &rpcproxy.RPCError{Code: -32603, Message: "internal error"}}},
-		{"nonce timeouts", "eth_getTransactionCount", rpcproxy.Fault{Delay: 3 * time.Second}},
+		{"nonce timeouts", "eth_getTransactionCount", rpcproxy.Fault{Delay: 6 * time.Second}},
 		{"receipts empty", "eth_getTransactionReceipt", rpcproxy.Fault{EmptyResult: true}},
 		{"receipts 502", "eth_getTransactionReceipt", rpcproxy.Fault{HTTPStatus: http.StatusBadGateway}},
 		{"connection dropped", "eth_getTransactionReceipt", rpcproxy.Fault{Drop: true}},
@@ -431,7 +431,7 @@ func TestIssue5_RPCFaults(t *testing.T) {
 	for _, f := range []rpcproxy.Fault{
 		{RPCError: &rpcproxy.RPCError{Code: -32000, Message: "header not found"}},
 		{HTTPStatus: http.StatusServiceUnavailable},
-		{Delay: 3 * time.Second},
+		{Delay: 6 * time.Second},
 	} {
 		w.Proxy.Fail("eth_getBlockByNumber", -1, f)
 		_, err := n.Finality.Pass(ctx)

@@ -78,16 +78,11 @@ func (c *CheckReceipts) Execute(ctx context.Context, chainID uint64, signer comm
 			for range found {
 				c.metrics.ReceiptCheck(ctx, "mined")
 			}
-			// Below the latest nonce without a receipt: another transaction
-			// took the nonce (or the node lags); the finality sweep settles
-			// it at depth. Only the rest wait to be mined.
-			pending := 0
-			for _, t := range tracked {
-				if t.Tx.Nonce >= latest {
-					pending++
-				}
-			}
-			if pending > 0 {
+			// A transaction below the latest nonce without a receipt is
+			// waiting for a lagging node, or another transaction took its
+			// nonce: the finality sweep settles that at depth, and the
+			// prompt's retries are bounded by its subscription.
+			if pending := len(tracked) - len(found); pending > 0 {
 				c.metrics.ReceiptCheck(ctx, "not_mined")
 				return fmt.Errorf("%d of %d: %w", pending, len(tracked), ErrNotMined)
 			}

@@ -167,7 +167,7 @@ func TestIssue2_LeaseRace(t *testing.T) {
 func TestIssue2_TakeoverFencing(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
-	cfg := config.Lease{Duration: 300 * time.Millisecond, ClockSkew: 100 * time.Millisecond}
+	cfg := config.Lease{Duration: 1500 * time.Millisecond, ClockSkew: 200 * time.Millisecond}
 	insts := newInstances(t, db, 3, cfg)
 	a, b, c := insts[0], insts[1], insts[2]
 	ctx := context.Background()

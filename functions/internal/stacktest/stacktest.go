@@ -82,7 +82,7 @@ func NewWorld(t *testing.T, nkeys int, opts ...Option) *World {
 	}
 	require.NoError(t, cfg.Validate())
 	evmOpts := evm.DefaultOptions()
-	evmOpts.CallTimeout = 2 * time.Second
+	evmOpts.CallTimeout = 5 * time.Second // generous: the machine running the tests may be loaded
 	return &World{DB: db, Cfg: cfg, Chain: chain, Proxy: proxy, Keys: keys, EVM: evmOpts}
 }
 
