@@ -414,26 +414,25 @@ func (c Config) validate() []Problem {
 	if c.BumpPercent < txm.MinBumpPercent || c.BumpPercent > 1000 {
 		bad(EnvBumpPercent, "must be between %d (the nodes' replacement rule) and 1000, got %d", txm.MinBumpPercent, c.BumpPercent)
 	}
+	tipCapOK := c.MaxTipCap == nil || c.MaxTipCap.Sign() > 0
+	feesOK := c.MaxFeeCap != nil && c.MaxFeeCap.Sign() > 0 && c.MinPriorityFee != nil && c.MinPriorityFee.Sign() >= 0 && tipCapOK
+	if feesOK && (c.MinPriorityFee.Cmp(c.MaxFeeCap) > 0 || c.MaxTipCap != nil && c.MinPriorityFee.Cmp(c.MaxTipCap) > 0) {
+		bad(EnvMinPriorityFee, "the tip floor %s wei is above the tip cap or the fee cap", c.MinPriorityFee)
+	}
 	for id := range c.ChainFees {
 		if _, ok := c.Chain(id); !ok {
 			bad(EnvChainFees, "chain %d is not in %s", id, EnvChains)
+			continue
 		}
-	}
-	for _, ch := range c.Chains {
-		// Where the chain overrides nothing, a problem is the global
-		// variables'; name the variable the operator has to change.
-		f, env := c.FeesFor(ch.ID), EnvMinPriorityFee
-		if _, ok := c.ChainFees[ch.ID]; ok {
-			env = EnvChainFees
+		if !feesOK {
+			continue // the global settings are reported above
 		}
-		if f.MaxFee == nil || f.MinTip == nil {
-			continue // reported above
-		}
-		if c.MaxFeeCap != nil && f.MaxFee.Cmp(c.MaxFeeCap) > 0 {
-			bad(EnvChainFees, "chain %d: maxFee %s is above %s (%s)", ch.ID, f.MaxFee, EnvMaxFeeCap, c.MaxFeeCap)
+		f := c.FeesFor(id)
+		if f.MaxFee.Cmp(c.MaxFeeCap) > 0 {
+			bad(EnvChainFees, "chain %d: maxFee %s is above %s (%s)", id, f.MaxFee, EnvMaxFeeCap, c.MaxFeeCap)
 		}
 		if f.MinTip.Cmp(f.MaxTip) > 0 || f.MinTip.Cmp(f.MaxFee) > 0 {
-			bad(env, "chain %d: the tip floor %s wei is above the tip cap %s or the fee cap %s", ch.ID, f.MinTip, f.MaxTip, f.MaxFee)
+			bad(EnvChainFees, "chain %d: the tip floor %s wei is above the tip cap %s or the fee cap %s", id, f.MinTip, f.MaxTip, f.MaxFee)
 		}
 	}
 	if c.MaxInFlight < 1 {

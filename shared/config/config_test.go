@@ -135,3 +135,97 @@ func TestIssue2_Config(t *testing.T) {
 		assert.Equal(t, 4, strings.Count(err.Error(), "\n")+1, "a header line and one line per problem")
 	})
 }
+
+// TestIssue10_Config: the liveness settings: defaults, per-chain fee
+// policy, the stuck-resolution rules and the webhook, each bad value named.
+func TestIssue10_Config(t *testing.T) {
+	t.Run("defaults", func(t *testing.T) {
+		c, err := Load(env(validEnv()))
+		require.NoError(t, err)
+		assert.Equal(t, 20, c.BumpPercent)
+		assert.Equal(t, 30*time.Second, c.BumpAfter)
+		assert.Equal(t, 15, c.MaxBumps)
+		assert.Equal(t, "1000000", c.MinPriorityFee.String())
+		assert.Equal(t, 5*time.Second, c.RetryBackoffMin)
+		assert.Equal(t, 10*time.Minute, c.RetryBackoffMax)
+		f := c.FeesFor(1)
+		assert.Equal(t, c.MaxFeeCap, f.MaxFee)
+		assert.Equal(t, c.MaxFeeCap, f.MaxTip, "no tip cap: the fee cap bounds the tip")
+		assert.Equal(t, "noop", c.StuckActionFor(1, common.Address{}))
+	})
+	t.Run("per-chain fees over the global ones", func(t *testing.T) {
+		e := validEnv()
+		e[EnvMaxTipCap] = "5000000000"
+		e[EnvChainFees] = "1337:maxFee=200000000000,maxBumps=3; 1:minTip=2000000"
+		c, err := Load(env(e))
+		require.NoError(t, err)
+		local := c.FeeCaps(1337)
+		assert.Equal(t, "200000000000", local.MaxFee.String())
+		assert.Equal(t, "5000000000", local.MaxTip.String())
+		assert.Equal(t, 3, local.MaxBumps)
+		main := c.FeesFor(1)
+		assert.Equal(t, c.MaxFeeCap, main.MaxFee)
+		assert.Equal(t, "2000000", main.MinTip.String())
+		assert.Equal(t, c.MaxBumps, main.MaxBumps)
+	})
+	t.Run("stuck rules: the most specific wins", func(t *testing.T) {
+		e := validEnv()
+		e[EnvStuckPolicy] = "*=bump,1337=cancel,0x00000000000000000000000000000000000000a1=placeholder,1337:0x00000000000000000000000000000000000000a1=webhook"
+		e[EnvStuckWebhookURL] = "https://hooks.example/stuck"
+		e[EnvStuckWebhookSecret] = "0123456789abcdef0123"
+		c, err := Load(env(e))
+		require.NoError(t, err)
+		a1 := common.HexToAddress("0xa1")
+		other := common.HexToAddress("0xb2")
+		assert.Equal(t, "webhook", c.StuckActionFor(1337, a1))
+		assert.Equal(t, "placeholder", c.StuckActionFor(1, a1))
+		assert.Equal(t, "cancel", c.StuckActionFor(1337, other))
+		assert.Equal(t, "bump", c.StuckActionFor(1, other))
+		assert.NotContains(t, c.StuckWebhook.URL, "0123456789abcdef", "sanity")
+	})
+	bad := []struct {
+		env, value, want string
+		extra           map[string]string
+	}{
+		{EnvBumpPercent, "5", "between 10", nil},
+		{EnvBumpAfter, "0s", "positive", nil},
+		{EnvMaxBumps, "-1", "between 0 and 1000", nil},
+		{EnvMinPriorityFee, "-1", "non-negative", nil},
+		{EnvMinPriorityFee, "20000000000000000", "tip floor", nil},
+		{EnvMaxTipCap, "0", "positive", nil},
+		{EnvChainFees, "1337:maxFee=lots", "decimal number of wei", nil},
+		{EnvChainFees, "1337:speed=1", "unknown key", nil},
+		{EnvChainFees, "99:maxFee=1", "not in", nil},
+		{EnvChainFees, "1337:maxFee=1;1337:maxTip=1", "listed twice", nil},
+		{EnvChainFees, "1:maxFee=100000000000000000", "above", nil},
+		{EnvChainFees, "1:maxFee=100,minTip=1000", "tip floor", nil},
+		{EnvRetryBackoffMin, "0s", "positive", nil},
+		{EnvRetryBackoffMax, "1s", "at least", nil},
+		{EnvResubmitBudget, "0s", "positive", nil},
+		{EnvStuckPolicy, "*=retry", "noop, bump, cancel, placeholder or webhook", nil},
+		{EnvStuckPolicy, "mainnet=cancel", "scope must be", nil},
+		{EnvStuckPolicy, "1337:0x12=cancel", "40 hex digits", nil},
+		{EnvStuckPolicy, "*=webhook", "", nil}, // reported on the URL, below
+		{EnvStuckWebhookURL, "ftp://x", "http(s) URL", map[string]string{EnvStuckWebhookSecret: "0123456789abcdef0123"}},
+		{EnvStuckWebhookSecret, "short", "at least 16", map[string]string{EnvStuckWebhookURL: "https://hooks.example"}},
+		{EnvStuckWebhookTimeout, "2m", "between 0 and 1m", nil},
+	}
+	for _, tc := range bad {
+		t.Run(tc.env+"="+tc.value, func(t *testing.T) {
+			e := validEnv()
+			e[tc.env] = tc.value
+			for k, v := range tc.extra {
+				e[k] = v
+			}
+			_, err := Load(env(e))
+			var cerr *Error
+			require.ErrorAs(t, err, &cerr)
+			if tc.want == "" {
+				assert.Equal(t, []string{EnvStuckWebhookURL}, cerr.Vars())
+				return
+			}
+			assert.Equal(t, []string{tc.env}, cerr.Vars(), "exactly the bad variable is named")
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}

@@ -119,19 +119,6 @@ type Tx struct {
 // Due reports whether the transaction's backoff has run out at now.
 func (t *Tx) Due(now time.Time) bool { return t.NextAttemptAt == nil || !t.NextAttemptAt.After(now) }
 
-// Backoff is the wait after the failures-th failure in a row: min doubled
-// per failure, at most max.
-func Backoff(failures int, min, max time.Duration) time.Duration {
-	d := min
-	for i := 1; i < failures && d < max; i++ {
-		d *= 2
-	}
-	if d > max {
-		d = max
-	}
-	return d
-}
-
 // CreateOutcome says what a create request did.
 type CreateOutcome string
 
