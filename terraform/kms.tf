@@ -26,12 +26,15 @@ locals {
   # Every key Submit may use: created and brought, once each.
   submit_key_ids = toset(concat(local.created_key_ids, local.signer_key_ids))
 
-  # Submit's grants: sign (cryptoKeyVersions.useToSign) and read the public
-  # key (viewPublicKey; shared/kms derives and checks the address from it).
-  # Two narrow roles rather than signerVerifier, which also allows verify.
+  # The signing functions' grants (every function whose `signs` is true:
+  # Submit, and ResubmitSweep for fee bumps, cancels and placeholders): sign
+  # (cryptoKeyVersions.useToSign) and read the public key (viewPublicKey;
+  # shared/kms derives and checks the address from it). Two narrow roles
+  # rather than signerVerifier, which also allows verify.
+  signing_functions = [for k, f in local.functions : k if f.signs]
   kms_submit_bindings = {
-    for pair in setproduct(tolist(local.submit_key_ids), ["roles/cloudkms.signer", "roles/cloudkms.publicKeyViewer"]) :
-    "${pair[0]}|${pair[1]}" => { key = pair[0], role = pair[1] }
+    for triple in setproduct(local.signing_functions, tolist(local.submit_key_ids), ["roles/cloudkms.signer", "roles/cloudkms.publicKeyViewer"]) :
+    "${triple[0]}|${triple[1]}|${triple[2]}" => { function = triple[0], key = triple[1], role = triple[2] }
   }
 }
 
@@ -78,7 +81,7 @@ resource "google_kms_crypto_key_iam_member" "submit" {
 
   crypto_key_id = each.value.key
   role          = each.value.role
-  member        = "serviceAccount:${google_service_account.runtime["submit"].email}"
+  member        = "serviceAccount:${google_service_account.runtime[each.value.function].email}"
 
   depends_on = [google_kms_crypto_key.signer]
 }

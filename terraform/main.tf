@@ -61,7 +61,7 @@ locals {
   #                sweep marks MINED too (submit), handles reorgs (receipt)
   #                and writes outcomes (completion); the outbox sweep relays
   #                anyone's rows (all three).
-  #   signs        needs the KMS keys (only Submit signs; rebroadcasts reuse
+  #   signs        needs the KMS keys (Submit and ResubmitSweep sign; rebroadcasts reuse
   #                the persisted raw bytes)
   #   env          function-specific environment
   functions = {
@@ -148,17 +148,17 @@ locals {
     resubmit = {
       service     = "txfence-resubmit-sweep"
       target      = "ResubmitSweep"
-      description = "txfence ResubmitSweep: Cloud Scheduler every minute; re-prompts stranded work, rebroadcasts persisted attempts, marks STUCK."
+      description = "txfence ResubmitSweep: Cloud Scheduler every minute, sweeping for ~50s; bumps fees, rebroadcasts, works STUCK transactions through the stuck-resolution policy, carries out admin actions."
       trigger     = "schedule"
-      timeout     = 120
+      timeout     = 120 # > the 50s sweep (TXFENCE_RESUBMIT_BUDGET) plus start-up and the last pass
       concurrency = 1
       min         = 0
       max         = 2
       db_conns    = 4
       cpu         = "1"
       memory      = "512Mi"
-      publishes   = ["submit", "completion"]
-      signs       = false
+      publishes   = ["submit", "receipt", "completion"]
+      signs       = true # fee bumps, cancels and placeholders are new signatures
       env         = {}
     }
   }
