@@ -358,7 +358,7 @@ func TestIssue3_ChainAhead(t *testing.T) {
 
 func TestIssue3_ChainSyncExpires(t *testing.T) {
 	t.Parallel()
-	b := setup(t, 2, func(c *config.Config) { c.NonceStateTimeout = 300 * time.Millisecond })
+	b := setup(t, 2, func(c *config.Config) { c.NonceStateTimeout = 1500 * time.Millisecond // roomy: a loaded machine must not make the sync stale early })
 	signer := signers(1)[0]
 	b.chain.setPending(signer, 5)
 	r := b.create(t, b.insts[0], transfer(signer, 1, ""))
@@ -367,12 +367,12 @@ func TestIssue3_ChainSyncExpires(t *testing.T) {
 	r = b.create(t, b.insts[1], transfer(signer, 1, ""))
 	require.EqualValues(t, 6, r.tx.Nonce, "the cached sync is still fresh")
 	calls := b.chain.pendingCalls.Load()
-	time.Sleep(400 * time.Millisecond)
+	time.Sleep(1600 * time.Millisecond)
 	r = b.create(t, b.insts[1], transfer(signer, 1, ""))
 	assert.EqualValues(t, 40, r.tx.Nonce, "a stale sync asks the chain, which is ahead")
 	assert.Equal(t, calls+1, b.chain.pendingCalls.Load())
 	b.chain.setPending(signer, 3) // a chain behind the cursor never moves it back
-	time.Sleep(400 * time.Millisecond)
+	time.Sleep(1600 * time.Millisecond)
 	r = b.create(t, b.insts[0], transfer(signer, 1, ""))
 	assert.EqualValues(t, 41, r.tx.Nonce)
 	assert.Equal(t, calls+2, b.chain.pendingCalls.Load())
