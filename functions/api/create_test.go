@@ -358,7 +358,8 @@ func TestIssue3_ChainAhead(t *testing.T) {
 
 func TestIssue3_ChainSyncExpires(t *testing.T) {
 	t.Parallel()
-	b := setup(t, 2, func(c *config.Config) { c.NonceStateTimeout = 1500 * time.Millisecond // roomy: a loaded machine must not make the sync stale early })
+	// A roomy timeout: a loaded machine must not make the sync stale early.
+	b := setup(t, 2, func(c *config.Config) { c.NonceStateTimeout = 1500 * time.Millisecond })
 	signer := signers(1)[0]
 	b.chain.setPending(signer, 5)
 	r := b.create(t, b.insts[0], transfer(signer, 1, ""))

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/big"
 	"net/http"
+	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,7 +25,9 @@ import (
 	"github.com/txfence/txfence/shared/config"
 	"github.com/txfence/txfence/shared/evm/evmtest"
 	"github.com/txfence/txfence/shared/evm/rpcproxy"
+	"github.com/txfence/txfence/shared/stuckpolicy"
 	"github.com/txfence/txfence/shared/txm"
+	"github.com/txfence/txfence/shared/webhook"
 )
 
 // lively are timings that let a test see minutes of a deployment's life in
@@ -681,4 +684,73 @@ func TestIssue10_MaxInFlightStuck(t *testing.T) {
 	s, _ := txState(t, w, second)
 	assert.Equal(t, string(txm.StateAllocated), s)
 	assert.Empty(t, attempts(t, w, second))
+}
+
+// TestIssue10_CancelByWebhook: the webhook policy decides a STUCK
+// transaction's fate. Its answers are signed: one signed with another secret
+// and one with a stale timestamp are refused and change nothing (the default
+// work goes on); a good one cancels it, and the nonces behind it confirm.
+func TestIssue10_CancelByWebhook(t *testing.T) {
+	t.Parallel()
+	secret := []byte("a webhook secret of some length")
+	var phase atomic.Int32 // 0 forged, 1 stale, 2 honest
+	var asked [3]atomic.Int64
+	honest := webhook.NewReceiver(secret, func(_ context.Context, r webhook.Request) (webhook.Answer, error) {
+		return webhook.Answer{Action: txm.ActionCancel, Reason: "payout " + r.TxID + " superseded"}, nil
+	})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := phase.Load()
+		asked[p].Add(1)
+		if p == 2 {
+			honest.ServeHTTP(w, r)
+			return
+		}
+		body := []byte(`{"action":"cancel","reason":"forged"}`)
+		key, at := []byte("another secret entirely"), time.Now()
+		if p == 1 {
+			key, at = secret, time.Now().Add(-10*time.Minute)
+		}
+		ts, sig := webhook.Sign(key, body, at)
+		w.Header().Set(webhook.HeaderTimestamp, ts)
+		w.Header().Set(webhook.HeaderSignature, sig)
+		_, _ = w.Write(body)
+	}))
+	t.Cleanup(srv.Close)
+
+	w := stacktest.NewWorld(t, 2, lively, func(c *config.Config) {
+		c.StuckPolicy = []config.StuckRule{{Action: config.StuckWebhookAction}}
+		c.StuckWebhook = config.StuckWebhook{URL: srv.URL + "/txfence/stuck?key=k", Secret: string(secret), Timeout: 2 * time.Second}
+	})
+	hook, err := stuckpolicy.FromConfig(w.Cfg)
+	require.NoError(t, err)
+	w.Hook = hook
+	n := w.Node(t, "n")
+	signer := poorSigner(t, w)
+	stuck := create(t, n, transfer(signer, big.NewInt(2*params.Ether)))
+	later := create(t, n, transfer(signer, big.NewInt(1))).ID
+	stop := w.Run(t, []*stacktest.Node{n}, stacktest.RunOptions{})
+	defer stop()
+	waitState(t, w, stuck.ID, txm.StateStuck, 10*time.Second)
+
+	for p := int32(0); p < 2; p++ {
+		waitFor(t, "the webhook to be asked", 10*time.Second, func() bool { return asked[p].Load() >= 2 })
+		phase.Store(p + 1)
+		s, _ := txState(t, w, stuck.ID)
+		assert.Equal(t, string(txm.StateStuck), s, "a refused answer changes nothing")
+		for _, a := range attempts(t, w, stuck.ID) {
+			assert.NotEqual(t, "cancel", a.Kind, "no cancel from a refused answer")
+		}
+	}
+	assert.Positive(t, n.Metrics.Count("resubmit_total", "result", "policy_error"))
+
+	waitState(t, w, stuck.ID, txm.StateFailedFinal, 30*time.Second)
+	waitState(t, w, later, txm.StateConfirmed, 30*time.Second)
+	_, sub := txState(t, w, stuck.ID)
+	assert.Equal(t, txm.SubStateCancelled, sub)
+	var actor, reason string
+	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT actor, reason FROM tx_history WHERE tx_id = $1 AND action = 'cancel'`, stuck.ID).
+		Scan(&actor, &reason))
+	assert.Equal(t, "policy:webhook", actor)
+	assert.Equal(t, "payout "+stuck.ID+" superseded", reason)
+	assert.Equal(t, []reported{{"STUCK", false, "insufficient_funds"}, {"FAILED_FINAL", true, txm.SubStateCancelled}}, reports(t, w, stuck.ID))
 }

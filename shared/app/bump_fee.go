@@ -100,9 +100,12 @@ func (w *attempter) replace(ctx context.Context, l txm.Lease, chain txm.Chain, s
 	if err != nil {
 		return w.failed(ctx, l, t.Tx, txm.ReasonTransient, err)
 	}
-	if prev != nil && sameFees(fees, txm.FeesOf(*prev)) && kind == prev.Kind {
-		// Fresh fees equal to the last attempt's: that attempt is the one to send.
-		return w.rebroadcast(ctx, l, chain, t, prev)
+	for i := range t.Attempts {
+		if a := &t.Attempts[i]; a.Kind == kind && sameFees(fees, txm.FeesOf(*a)) {
+			// Fresh fees equal to an earlier attempt's: that attempt (the
+			// same transaction) is the one to send.
+			return w.rebroadcast(ctx, l, chain, t, a)
+		}
 	}
 	gas := t.Tx.Gas()
 	if prev != nil {
@@ -121,6 +124,7 @@ func (w *attempter) replace(ctx context.Context, l txm.Lease, chain txm.Chain, s
 	if err != nil {
 		return w.failed(ctx, l, t.Tx, reasonSigningFailed, err)
 	}
+
 	if w.beforeSave != nil {
 		w.beforeSave()
 	}

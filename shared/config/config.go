@@ -7,7 +7,9 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/big"
+	"net/url"
 	"os"
 	"sort"
 	"strconv"
@@ -458,8 +460,8 @@ func (c Config) validate() []Problem {
 		bad(EnvStuckWebhookURL, "is required when %s uses %q", EnvStuckPolicy, StuckWebhookAction)
 	}
 	if c.StuckWebhook.URL != "" {
-		if !strings.HasPrefix(c.StuckWebhook.URL, "https://") && !strings.HasPrefix(c.StuckWebhook.URL, "http://") {
-			bad(EnvStuckWebhookURL, "must be an http(s) URL")
+		if u, err := url.Parse(c.StuckWebhook.URL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			bad(EnvStuckWebhookURL, "must be an http(s) URL with a host")
 		}
 		if len(c.StuckWebhook.Secret) < 16 {
 			bad(EnvStuckWebhookSecret, "must be at least 16 characters when %s is set", EnvStuckWebhookURL)
@@ -557,16 +559,17 @@ func (c Config) FeeCaps(id uint64) txm.FeeCaps {
 // StuckWebhookAction is the StuckRule action that asks the webhook.
 const StuckWebhookAction = "webhook"
 
-// StuckActionFor is the action the most specific StuckRule gives a STUCK
-// transaction of signer on chain id: "noop" when no rule matches.
-func (c Config) StuckActionFor(id uint64, signer common.Address) string {
-	best, score := "noop", -1
+// StuckRuleFor is the most specific StuckRule for the STUCK transactions
+// of signer on chain id (chain and signer, then signer, then chain, then
+// "*"; the first of equals), and whether any matches.
+func (c Config) StuckRuleFor(id uint64, signer common.Address) (StuckRule, bool) {
+	var best StuckRule
+	score := -1
 	for _, r := range c.StuckPolicy {
-		s := 0
-		switch {
-		case r.ChainID != 0 && r.ChainID != id, r.Signer != nil && *r.Signer != signer:
+		if r.ChainID != 0 && r.ChainID != id || r.Signer != nil && *r.Signer != signer {
 			continue
 		}
+		s := 0
 		if r.Signer != nil {
 			s += 2
 		}
@@ -574,11 +577,36 @@ func (c Config) StuckActionFor(id uint64, signer common.Address) string {
 			s++
 		}
 		if s > score {
-			best, score = r.Action, s
+			best, score = r, s
 		}
 	}
-	return best
+	return best, score >= 0
 }
+
+// StuckActionFor is the action StuckRuleFor gives: "noop" when no rule
+// matches.
+func (c Config) StuckActionFor(id uint64, signer common.Address) string {
+	if r, ok := c.StuckRuleFor(id, signer); ok {
+		return r.Action
+	}
+	return "noop"
+}
+
+// String names the webhook by scheme and host only: its path or query may
+// carry a key, and the secret is never shown.
+func (w StuckWebhook) String() string {
+	if w.URL == "" {
+		return "no webhook"
+	}
+	u, err := url.Parse(w.URL)
+	if err != nil || u.Host == "" {
+		return "webhook (unparsable URL)"
+	}
+	return "webhook " + u.Scheme + "://" + u.Host
+}
+
+// LogValue keeps the secret and the URL's path and query out of logs.
+func (w StuckWebhook) LogValue() slog.Value { return slog.StringValue(w.String()) }
 
 // Signer returns the configured signer for addr, if any.
 func (c Config) Signer(addr common.Address) (Signer, bool) {

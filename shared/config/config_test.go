@@ -2,6 +2,8 @@ package config
 
 import (
 	"errors"
+	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -181,11 +183,16 @@ func TestIssue10_Config(t *testing.T) {
 		assert.Equal(t, "placeholder", c.StuckActionFor(1, a1))
 		assert.Equal(t, "cancel", c.StuckActionFor(1337, other))
 		assert.Equal(t, "bump", c.StuckActionFor(1, other))
-		assert.NotContains(t, c.StuckWebhook.URL, "0123456789abcdef", "sanity")
+		var logged strings.Builder
+		slog.New(slog.NewJSONHandler(&logged, nil)).Info("config", slog.Any("webhook", c.StuckWebhook))
+		assert.Contains(t, logged.String(), "webhook https://hooks.example")
+		assert.NotContains(t, logged.String(), "0123456789abcdef", "the secret is never logged")
+		assert.NotContains(t, logged.String(), "/stuck", "nor the URL's path")
+		assert.NotContains(t, fmt.Sprint(c.StuckWebhook), "0123456789abcdef")
 	})
 	bad := []struct {
 		env, value, want string
-		extra           map[string]string
+		extra            map[string]string
 	}{
 		{EnvBumpPercent, "5", "between 10", nil},
 		{EnvBumpAfter, "0s", "positive", nil},
@@ -207,6 +214,7 @@ func TestIssue10_Config(t *testing.T) {
 		{EnvStuckPolicy, "1337:0x12=cancel", "40 hex digits", nil},
 		{EnvStuckPolicy, "*=webhook", "", nil}, // reported on the URL, below
 		{EnvStuckWebhookURL, "ftp://x", "http(s) URL", map[string]string{EnvStuckWebhookSecret: "0123456789abcdef0123"}},
+		{EnvStuckWebhookURL, "https://", "with a host", map[string]string{EnvStuckWebhookSecret: "0123456789abcdef0123"}},
 		{EnvStuckWebhookSecret, "short", "at least 16", map[string]string{EnvStuckWebhookURL: "https://hooks.example"}},
 		{EnvStuckWebhookTimeout, "2m", "between 0 and 1m", nil},
 	}

@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/ethereum/go-ethereum/common"
-
 	"github.com/txfence/txfence/shared/config"
 	"github.com/txfence/txfence/shared/txm"
 	"github.com/txfence/txfence/shared/webhook"
@@ -75,34 +73,11 @@ func (p *Policy) Resolve(ctx context.Context, t txm.StuckTx) (txm.Resolution, er
 		// New has checked every rule; this is a bug, and no decision.
 		return txm.Resolution{}, fmt.Errorf("resolve stuck tx %s: %w", t.TxID, err)
 	}
-	return txm.Resolution{Action: action, Reason: p.reason(t.ChainID, t.Signer, name), By: By}, nil
-}
-
-// reason names the rule that gave action to (chain, signer): the first of
-// the most specific matching rules with that action, which is the rule
-// config.StuckActionFor picked (TestStaticAgreesWithConfig checks it).
-func (p *Policy) reason(chain uint64, signer common.Address, action string) string {
-	var best *config.StuckRule
-	bestScore := -1
-	for i, r := range p.rules.StuckPolicy {
-		if r.Action != action || r.ChainID != 0 && r.ChainID != chain || r.Signer != nil && *r.Signer != signer {
-			continue
-		}
-		score := 0
-		if r.Signer != nil {
-			score += 2
-		}
-		if r.ChainID != 0 {
-			score++
-		}
-		if score > bestScore {
-			best, bestScore = &p.rules.StuckPolicy[i], score
-		}
+	reason := "no stuck rule matches: default " + name
+	if r, ok := p.rules.StuckRuleFor(t.ChainID, t.Signer); ok {
+		reason = "stuck rule " + ruleName(r)
 	}
-	if best == nil {
-		return "no stuck rule matches: default " + action
-	}
-	return "stuck rule " + ruleName(*best)
+	return txm.Resolution{Action: action, Reason: reason, By: By}, nil
 }
 
 // ruleName writes r as TXFENCE_STUCK_POLICY spells it: SCOPE=ACTION.

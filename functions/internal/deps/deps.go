@@ -23,6 +23,7 @@ import (
 	"github.com/txfence/txfence/shared/metrics"
 	"github.com/txfence/txfence/shared/postgres"
 	"github.com/txfence/txfence/shared/pubsub"
+	"github.com/txfence/txfence/shared/stuckpolicy"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -40,6 +41,8 @@ type Process struct {
 	pubsub    *gpubsub.Client
 	signersMu sync.Mutex
 	signers   map[common.Address]txm.Signer
+	stuckMu   sync.Mutex
+	stuck     txm.StuckResolutionHook
 	kms       *kmsapi.KeyManagementClient
 }
 
@@ -110,10 +113,19 @@ func Build(ctx context.Context, cfg config.Config) (*Process, error) {
 	return p, nil
 }
 
-// StuckPolicy is the stuck-resolution policy the configuration names: the
-// default (noop) for now.
+// StuckPolicy is the stuck-resolution policy the configuration names
+// (TXFENCE_STUCK_POLICY, with the webhook where a rule says so), built once.
 func (p *Process) StuckPolicy() (txm.StuckResolutionHook, error) {
-	return app.NoopPolicy{}, nil
+	p.stuckMu.Lock()
+	defer p.stuckMu.Unlock()
+	if p.stuck == nil {
+		h, err := stuckpolicy.FromConfig(p.Config)
+		if err != nil {
+			return nil, err
+		}
+		p.stuck = h
+	}
+	return p.stuck, nil
 }
 
 // ChainOptions are opts with a chain's fee policy: its fee cap, tip cap and

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
@@ -73,7 +74,25 @@ func (c *Chain) Burn(ctx context.Context, key *ecdsa.PrivateKey, burner common.A
 			return err
 		}
 	}
-	return nil
+	return c.waitPending(ctx, crypto.PubkeyToAddress(key.PublicKey), nonce+uint64(n))
+}
+
+// waitPending waits until the pool counts the sender's transactions up to
+// nonce as pending: the pool promotes new transactions in the background,
+// and a block sealed before that would leave them out.
+func (c *Chain) waitPending(ctx context.Context, from common.Address, nonce uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for {
+		n, err := c.Backend.Client().PendingNonceAt(ctx, from)
+		if err != nil {
+			return fmt.Errorf("wait pending: %w", err)
+		}
+		if n >= nonce {
+			return nil
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // BaseFee is the base fee of the latest block.
