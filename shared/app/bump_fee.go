@@ -64,6 +64,10 @@ type round struct {
 	progress bool
 	// sent: the attempt is in a node's pool (accepted or already known).
 	sent bool
+	// saved: a new attempt was persisted (with its audit, and its admin
+	// action marked done); false when an identical earlier attempt was sent
+	// instead.
+	saved bool
 	// refused says why no attempt was made: the fee caps, or an admin's fees
 	// too low to replace. Nothing was written.
 	refused error
@@ -136,7 +140,9 @@ func (w *attempter) replace(ctx context.Context, l txm.Lease, chain txm.Chain, s
 		slog.Int("attempt", a.No), slog.String("kind", string(a.Kind)), slog.String("action", r.audit.Action),
 		slog.String("actor", r.audit.Actor), slog.String("fees", feesText(fees)), slog.Int64(logging.KeyToken, l.Token))
 	t.Attempts = append(t.Attempts, a)
-	return w.send(ctx, l, chain, t, &t.Attempts[len(t.Attempts)-1], true)
+	sent, err := w.send(ctx, l, chain, t, &t.Attempts[len(t.Attempts)-1], true)
+	sent.saved = true
+	return sent, err
 }
 
 // rebroadcast sends a persisted attempt again.

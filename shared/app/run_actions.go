@@ -65,10 +65,14 @@ func (w *attempter) runActions(ctx context.Context, q txm.ActionQueue, l txm.Lea
 		if err != nil {
 			return err
 		}
-		if r.refused != nil {
-			if err := finish(txm.ActionFailed, r.refused.Error()); err != nil {
-				return err
-			}
+		switch {
+		case r.refused != nil:
+			err = finish(txm.ActionFailed, r.refused.Error())
+		case !r.saved && r.sent:
+			err = finish(txm.ActionDone, "an identical earlier attempt was broadcast again")
+		}
+		if err != nil {
+			return err
 		}
 	}
 	return nil
