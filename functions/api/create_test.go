@@ -236,10 +236,12 @@ func TestIssue3_ManySignersMixed(t *testing.T) {
 
 func TestIssue3_LeaseLostMidBatch(t *testing.T) {
 	t.Parallel()
+	// A lease long enough that a loaded machine does not lose it in an
+	// ordinary batch, short enough to stall past.
 	b := setup(t, 3, func(c *config.Config) {
-		c.Lease.Duration = 300 * time.Millisecond
-		c.Lease.RenewEvery = 100 * time.Millisecond
-		c.Lease.ClockSkew = 50 * time.Millisecond
+		c.Lease.Duration = time.Second
+		c.Lease.RenewEvery = 300 * time.Millisecond
+		c.Lease.ClockSkew = 100 * time.Millisecond
 	})
 	signer := signers(1)[0]
 	seed := b.create(t, b.insts[1], transfer(signer, 1, "seed"))
@@ -252,7 +254,7 @@ func TestIssue3_LeaseLostMidBatch(t *testing.T) {
 	b.insts[0].store.SetHooks(postgres.Hooks{AfterNonceLease: func() error {
 		if fired.CompareAndSwap(false, true) {
 			close(entered)
-			time.Sleep(600 * time.Millisecond)
+			time.Sleep(2 * time.Second)
 		}
 		return nil
 	}})
