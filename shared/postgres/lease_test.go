@@ -238,7 +238,7 @@ func TestIssue2_TakeoverFencing(t *testing.T) {
 func TestIssue2_TakeoverFencing_InFlightTx(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
-	insts := newInstances(t, db, 2, config.Lease{Duration: 300 * time.Millisecond, ClockSkew: 50 * time.Millisecond})
+	insts := newInstances(t, db, 2, config.Lease{Duration: time.Second, ClockSkew: 50 * time.Millisecond})
 	a, b := insts[0], insts[1]
 	ctx := context.Background()
 	la, _, err := a.leases.Acquire(ctx, chainKey(), "A")
@@ -251,7 +251,7 @@ func TestIssue2_TakeoverFencing_InFlightTx(t *testing.T) {
 			return err
 		}
 		go func() { takeover <- waitTakeOver(t, b, "B") }()
-		time.Sleep(500 * time.Millisecond) // the lease expires while the transaction is open
+		time.Sleep(1500 * time.Millisecond) // the lease expires while the transaction is open
 		_, err := q.leases.fencedExec(ctx, tx, la, "test_bump_cursor", "", bumpSQL)
 		return err
 	})
@@ -325,7 +325,7 @@ func TestIssue2_RenewRelease(t *testing.T) {
 func TestIssue2_DatabaseTime(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
-	insts := newInstances(t, db, 2, config.Lease{Duration: 400 * time.Millisecond, ClockSkew: 100 * time.Millisecond})
+	insts := newInstances(t, db, 2, config.Lease{Duration: time.Second, ClockSkew: 100 * time.Millisecond})
 	a, b := insts[0], insts[1]
 	ctx := context.Background()
 
