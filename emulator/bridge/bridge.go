@@ -17,7 +17,12 @@
 // subscription with message ordering the library hands over a key's next
 // message only once the callback for the previous one has returned, so
 // retries keep the order. When Run stops, deliveries in flight are cut short
-// and their messages nacked, to be redelivered by the next Run.
+// and their messages nacked, to be redelivered by the next Run. The client
+// library sends those last nacks before it closes its streaming pull, so
+// Pub/Sub (or the fake) may hand a nacked message straight back on the
+// closing stream; such a message is redelivered only once the stream's ack
+// deadline (10 minutes) has passed (never by pstest, which also drops
+// messages 10 minutes after they were published).
 package bridge
 
 import (
