@@ -14,9 +14,9 @@ import (
 )
 
 // Fault is what a call is answered with instead of the node's answer. The
-// fields combine: Delay comes first, then Drop, HTTPStatus, RPCError and
-// EmptyResult, the first of them set deciding the answer. The zero Fault lets
-// the call through.
+// fields combine: Delay comes first, then Drop, HTTPStatus, RPCError,
+// Swallow and EmptyResult, the first of them set deciding the answer. The
+// zero Fault lets the call through.
 type Fault struct {
 	// RPCError answers the call with this JSON-RPC error object.
 	RPCError *RPCError
@@ -28,6 +28,11 @@ type Fault struct {
 	Delay time.Duration
 	// Drop closes the connection of the whole HTTP request without answering.
 	Drop bool
+	// Swallow answers an eth_sendRawTransaction call with the hash of its
+	// transaction, as a node that accepted it would, and forwards nothing:
+	// a broadcast lost on its way to the network. A call whose params hold
+	// no signed transaction is answered with an invalid-params error.
+	Swallow bool
 	// EmptyResult answers the call with "result": null.
 	EmptyResult bool
 }
@@ -35,7 +40,7 @@ type Fault struct {
 // answers reports whether f answers the call itself, instead of letting it
 // through to the node.
 func (f *Fault) answers() bool {
-	return f != nil && (f.Drop || f.HTTPStatus != 0 || f.RPCError != nil || f.EmptyResult)
+	return f != nil && (f.Drop || f.HTTPStatus != 0 || f.RPCError != nil || f.Swallow || f.EmptyResult)
 }
 
 // RPCError is a JSON-RPC error object.
