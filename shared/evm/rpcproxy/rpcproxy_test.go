@@ -336,6 +336,44 @@ func mustBinary(t *testing.T, tx *types.Transaction) []byte {
 	return b
 }
 
+func TestProxy_Hold(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	tx := signTransfer(t, f.eth, f.keys[0], 0)
+
+	// Hold waits for a call already in flight.
+	f.proxy.Fail("eth_sendRawTransaction", 1, Fault{Delay: 300 * time.Millisecond, RPCError: &RPCError{Code: -32000, Message: "slow"}})
+	inFlight := make(chan error, 1)
+	go func() { inFlight <- f.eth.SendTransaction(ctx, tx) }()
+	require.Eventually(t, func() bool { return f.proxy.Count("eth_sendRawTransaction") == 1 }, 5*time.Second, time.Millisecond)
+	start := time.Now()
+	release := f.proxy.Hold("eth_sendRawTransaction")
+	require.Greater(t, time.Since(start), 100*time.Millisecond, "Hold returned before the call in flight was answered")
+	requireRPCError(t, <-inFlight, -32000)
+
+	// Held calls wait; other methods pass.
+	held := make(chan error, 1)
+	go func() { held <- f.eth.SendTransaction(ctx, tx) }()
+	_, err := f.eth.ChainID(ctx)
+	require.NoError(t, err)
+	select {
+	case err := <-held:
+		t.Fatalf("a held call was answered: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	pending, err := f.direct.PendingNonceAt(ctx, f.keys[0].Address)
+	require.NoError(t, err)
+	require.Zero(t, pending, "the node saw a held call")
+
+	release()
+	release()
+	require.NoError(t, <-held)
+	pending, err = f.direct.PendingNonceAt(ctx, f.keys[0].Address)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, pending)
+}
+
 func TestProxy_BatchPartialFault(t *testing.T) {
 	t.Parallel()
 	f := setup(t)

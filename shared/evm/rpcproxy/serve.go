@@ -52,6 +52,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		p.relay(w, r, body)
 		return
 	}
+	defer p.pass(reqs)()
 	calls, faults := p.resolve(reqs)
 
 	var delay time.Duration
