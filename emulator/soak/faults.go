@@ -28,7 +28,10 @@ const (
 var FaultNames = []string{faultFundingDip, faultFeeSpike, faultRPCErrors, faultRPCTimeouts, faultDropped,
 	faultKill, faultPause, faultDBRestart, faultReorg}
 
-func knownFault(name string) bool { return slices.Contains(FaultNames, name) }
+// faultNone, alone in Config.Faults, injects no fault: the load alone.
+const faultNone = "none"
+
+func knownFault(name string) bool { return name == faultNone || slices.Contains(FaultNames, name) }
 
 // rpcErrorMethods get JSON-RPC error answers during rpc-errors.
 var rpcErrorMethods = []string{"eth_maxPriorityFeePerGas", "eth_getTransactionReceipt", "eth_sendRawTransaction"}

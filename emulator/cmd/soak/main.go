@@ -35,7 +35,7 @@ func main() {
 	flag.DurationVar(&cfg.Gap, "gap", 0, "calm after each fault (4s)")
 	flag.DurationVar(&cfg.BlockTime, "block-time", 0, "simulated block interval (500ms)")
 	flag.IntVar(&cfg.MaxFee1, "maxfee1", 0, "creates whose caller caps the fee at 1 wei (0: one in 250, at least 2; -1: none)")
-	faults := flag.String("faults", "", "comma-separated faults to inject (all): "+strings.Join(soak.FaultNames, ","))
+	faults := flag.String("faults", "", "comma-separated faults to inject (all), or none: "+strings.Join(soak.FaultNames, ","))
 	serverLog := flag.String("server-log", "", "append the function servers' logs to this file")
 	flag.Parse()
 	if *faults != "" {
