@@ -56,7 +56,7 @@ type row struct {
 	Nonce                                             int64
 	ReceiptBlock                                      *string // receipt_block_hash
 	ReceiptHash                                       *string // the hash of the attempt the receipt is for
-	Attempts, Broadcasts                              int
+	Attempts, Broadcasts, Reorgs                      int
 }
 
 // feedEntry is one item of the completions feed.
@@ -135,6 +135,7 @@ func (r *run) check(ctx context.Context) Result {
 	r.checkNonces(rows)
 	r.checkFeed(ctx, rows, byID)
 	r.checkOnChain(ctx, rows)
+	r.reportAttempts(ctx)
 	r.reportOpen(open)
 	res.Violations = r.violationCount()
 	return res
@@ -151,7 +152,7 @@ func (r *run) rows(ctx context.Context) ([]row, error) {
 	q, err := r.db.Query(ctx, `
 SELECT t.id::text, t.signer, t.nonce, t.state, coalesce(t.sub_state, ''), coalesce(t.last_error, ''),
        coalesce(t.request_id, ''), t.receipt_block_hash, a.tx_hash,
-       (SELECT count(*) FROM tx_attempt x WHERE x.tx_id = t.id), t.broadcast_count
+       (SELECT count(*) FROM tx_attempt x WHERE x.tx_id = t.id), t.broadcast_count, t.reorg_count
 FROM managed_tx t
 LEFT JOIN tx_attempt a ON a.tx_id = t.id AND a.attempt_no = t.receipt_attempt_no
 ORDER BY t.signer, t.nonce`)
@@ -163,7 +164,7 @@ ORDER BY t.signer, t.nonce`)
 	for q.Next() {
 		var rw row
 		if err := q.Scan(&rw.ID, &rw.Signer, &rw.Nonce, &rw.State, &rw.SubState, &rw.LastError, &rw.RequestID,
-			&rw.ReceiptBlock, &rw.ReceiptHash, &rw.Attempts, &rw.Broadcasts); err != nil {
+			&rw.ReceiptBlock, &rw.ReceiptHash, &rw.Attempts, &rw.Broadcasts, &rw.Reorgs); err != nil {
 			return nil, err
 		}
 		out = append(out, rw)
@@ -232,7 +233,11 @@ func (r *run) checkFeed(ctx context.Context, rows []row, byID map[string]*row) {
 				}
 			}
 		}
-		if firsts != 1 {
+		switch {
+		case firsts == 0:
+			r.violation("one outcome per transaction: tx %s (reorged %d times) has no entry with newFork=false: its first report is already a re-report (%s)",
+				rw.ID, rw.Reorgs, describe(entries))
+		case firsts > 1:
 			r.violation("one outcome per transaction: tx %s has %d entries with newFork=false (%s)", rw.ID, firsts, describe(entries))
 		}
 		if last := entries[len(entries)-1]; (settled || rw.State == "STUCK") && last.State != rw.State {
@@ -360,6 +365,28 @@ func (r *run) reportOpen(open []openRow) {
 		r.out.printf("open: tx %s nonce %d of %s: %s/%s (%s, created during %s): %s",
 			o.ID, o.Nonce, o.Signer, o.State, orNone(o.SubState), o.Kind, o.Phase, trim(o.LastError, 160))
 	}
+}
+
+// reportAttempts prints how many attempts of each kind were signed: a
+// soak that settles without replacements shows the faults were outwaited,
+// not resolved.
+func (r *run) reportAttempts(ctx context.Context) {
+	q, err := r.db.Query(ctx, `SELECT kind, count(*) FROM tx_attempt GROUP BY kind`)
+	if err != nil {
+		return
+	}
+	defer q.Close()
+	kinds := map[string]int{}
+	for q.Next() {
+		var k string
+		var n int
+		if q.Scan(&k, &n) == nil {
+			kinds[k] = n
+		}
+	}
+	var reorged, rebroadcast int
+	_ = r.db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE reorg_count > 0), count(*) FILTER (WHERE broadcast_count > 1) FROM managed_tx`).Scan(&reorged, &rebroadcast)
+	r.out.printf("soak: attempts by kind: %s; transactions reorged: %d, broadcast more than once: %d", formatCounts(kinds), reorged, rebroadcast)
 }
 
 // report prints the faults injected and the violations by invariant.
