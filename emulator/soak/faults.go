@@ -296,18 +296,39 @@ func (r *run) dbRestart(ctx context.Context) (string, error) {
 // reorg replaces the last block, then, half a window later, more blocks
 // than the confirmation depth (reported outcomes are reopened).
 func (r *run) reorg(ctx context.Context) (string, error) {
+	shallow := r.txsInLastBlocks(ctx, 1)
 	if err := r.s.Reorg(1, false); err != nil {
 		return "", err
 	}
 	r.faults.Add(1)
 	r.sleep(ctx, r.cfg.Window/2)
 	deep := confirmations + 1
+	deepTxs := r.txsInLastBlocks(ctx, deep)
 	if err := r.s.Reorg(deep, false); err != nil {
 		return "1-block reorg", err
 	}
 	r.faults.Add(1)
 	r.sleep(ctx, r.cfg.Window/2)
-	return fmt.Sprintf("a 1-block reorg, then a %d-block one (confirmations %d)", deep, confirmations), nil
+	return fmt.Sprintf("a 1-block reorg (%d transactions in the replaced block), then a %d-block one (%d; confirmations %d)",
+		shallow, deep, deepTxs, confirmations), nil
+}
+
+// txsInLastBlocks counts the transactions in the chain's last n blocks.
+func (r *run) txsInLastBlocks(ctx context.Context, n int) int {
+	ec := r.s.Chain.Backend.Client()
+	head, err := ec.BlockNumber(ctx)
+	if err != nil {
+		return -1
+	}
+	total := 0
+	for i := 0; i < n && uint64(i) < head; i++ {
+		b, err := ec.BlockByNumber(ctx, new(big.Int).SetUint64(head-uint64(i)))
+		if err != nil {
+			return -1
+		}
+		total += len(b.Transactions())
+	}
+	return total
 }
 
 // healAll undoes whatever fault may still be on (a soak cut short): proxy
