@@ -136,7 +136,7 @@ func (r *run) check(ctx context.Context) Result {
 	r.checkFeed(ctx, rows, byID)
 	r.checkOnChain(ctx, rows)
 	r.reportAttempts(ctx)
-	r.reportOpen(open)
+	r.reportOpen(ctx, open)
 	res.Violations = r.violationCount()
 	return res
 }
@@ -326,7 +326,7 @@ func (r *run) checkOnChain(ctx context.Context, rows []row) {
 // reportOpen prints the transactions left open, grouped, so that one can
 // see which fault left them so: per signer the lowest open nonce (which
 // holds up the others), then each open row, bounded.
-func (r *run) reportOpen(open []openRow) {
+func (r *run) reportOpen(ctx context.Context, open []openRow) {
 	if len(open) == 0 {
 		return
 	}
@@ -356,6 +356,9 @@ func (r *run) reportOpen(open []openRow) {
 		o := lowest[s]
 		r.out.printf("  signer %s: lowest open nonce %d is %s/%s (%s, created during %s, %d attempts, %d broadcasts): %s",
 			s, o.Nonce, o.State, orNone(o.SubState), o.Kind, o.Phase, o.Attempts, o.Broadcasts, trim(o.LastError, 200))
+		for _, h := range r.history(ctx, o.ID) {
+			r.out.printf("      %s", h)
+		}
 	}
 	for i, o := range open {
 		if i == r.cfg.MaxReported {
@@ -387,6 +390,33 @@ func (r *run) reportAttempts(ctx context.Context) {
 	var reorged, rebroadcast int
 	_ = r.db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE reorg_count > 0), count(*) FILTER (WHERE broadcast_count > 1) FROM managed_tx`).Scan(&reorged, &rebroadcast)
 	r.out.printf("soak: attempts by kind: %s; transactions reorged: %d, broadcast more than once: %d", formatCounts(kinds), reorged, rebroadcast)
+}
+
+// history is what happened to a transaction, oldest first, in seconds
+// since the soak began: its state changes (tx_history) and its attempts.
+func (r *run) history(ctx context.Context, txID string) []string {
+	var out []string
+	q, err := r.db.Query(ctx, `
+SELECT created_at, coalesce(from_state, '-') || ' -> ' || to_state || coalesce(' ' || sub_state, '') ||
+       coalesce(': ' || reason, '') || ' (' || owner || ')'
+FROM tx_history WHERE tx_id = $1
+UNION ALL
+SELECT created_at, format('attempt %s (%s) signed, max fee %s, broadcast %s times%s', attempt_no, kind,
+       coalesce(max_fee_per_gas::text, gas_price::text), broadcast_count, coalesce(', last error: ' || last_error, ''))
+FROM tx_attempt WHERE tx_id = $1
+ORDER BY 1`, txID)
+	if err != nil {
+		return []string{"history: " + err.Error()}
+	}
+	defer q.Close()
+	for q.Next() {
+		var at time.Time
+		var what string
+		if q.Scan(&at, &what) == nil {
+			out = append(out, fmt.Sprintf("+%5.1fs %s", at.Sub(r.start).Seconds(), trim(what, 220)))
+		}
+	}
+	return out
 }
 
 // report prints the faults injected and the violations by invariant.
