@@ -390,6 +390,9 @@ func (r *run) reportAttempts(ctx context.Context) {
 	var reorged, rebroadcast int
 	_ = r.db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE reorg_count > 0), count(*) FILTER (WHERE broadcast_count > 1) FROM managed_tx`).Scan(&reorged, &rebroadcast)
 	r.out.printf("soak: attempts by kind: %s; transactions reorged: %d, broadcast more than once: %d", formatCounts(kinds), reorged, rebroadcast)
+	for sub, st := range r.s.Bridge.Stats().Routes {
+		r.out.printf("soak: pushes on %s: %d delivered, %d retried, %d dead-lettered", sub, st.Delivered, st.Retried, st.DeadLettered)
+	}
 }
 
 // history is what happened to a transaction, oldest first, in seconds
