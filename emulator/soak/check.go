@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -390,7 +392,9 @@ func (r *run) reportAttempts(ctx context.Context) {
 	var reorged, rebroadcast int
 	_ = r.db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE reorg_count > 0), count(*) FILTER (WHERE broadcast_count > 1) FROM managed_tx`).Scan(&reorged, &rebroadcast)
 	r.out.printf("soak: attempts by kind: %s; transactions reorged: %d, broadcast more than once: %d", formatCounts(kinds), reorged, rebroadcast)
-	for sub, st := range r.s.Bridge.Stats().Routes {
+	routes := r.s.Bridge.Stats().Routes
+	for _, sub := range slices.Sorted(maps.Keys(routes)) {
+		st := routes[sub]
 		r.out.printf("soak: pushes on %s: %d delivered, %d retried, %d dead-lettered", sub, st.Delivered, st.Retried, st.DeadLettered)
 	}
 }
