@@ -11,13 +11,20 @@
 // attempts is published to the dead-letter topic, if one is configured, and
 // acknowledged.
 //
-// Retries happen inside the receive callback while the client library keeps
-// extending the message's ack deadline, so the fake never redelivers a
-// message that is still being retried and never hot-loops on nacks. On a
-// subscription with message ordering the library hands over a key's next
-// message only once the callback for the previous one has returned, so
-// retries keep the order. When Run stops, deliveries in flight are cut short
-// and their messages nacked, to be redelivered by the next Run.
+// The bridge pulls with unary Pull calls, as many messages as it has free
+// delivery slots (Concurrency per route), and keeps each message's ack
+// deadline extended while its delivery is retried, so the fake never
+// redelivers a message that is still being retried and never hot-loops on
+// nacks. On a subscription with message ordering, Pub/Sub hands over a key's
+// next message only once the previous one is acknowledged, so retries keep
+// the order. When Run stops, deliveries in flight are cut short and their
+// messages nacked, to be redelivered at once (by the next Run).
+//
+// The client library's streaming pull (Subscriber.Receive) is not used:
+// pstest answers a stream's keepalive ping while holding its server-wide
+// lock, and once the library has stopped reading the stream (all its slots
+// busy, e.g. retrying a function server that hangs) that answer blocks, and
+// the whole fake with it, for good.
 package bridge
 
 import (
@@ -36,6 +43,8 @@ import (
 
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/txfence/txfence/shared/logging"
 )
@@ -267,38 +276,157 @@ func (b *Bridge) Run(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// receive delivers r's messages until ctx is done.
+// Pull settings: how long the bridge waits before asking again when a
+// subscription had nothing, and the ack deadline it keeps a message under
+// while delivering it (extended at a third of it).
+const (
+	idlePoll    = 25 * time.Millisecond
+	ackDeadline = 60 * time.Second
+)
+
+// receive delivers r's messages until ctx is done, then waits for the
+// deliveries in flight, which ctx's end cuts short and nacks.
+//
+// It pulls with unary Pull calls, as many messages as it has free delivery
+// slots, rather than the client library's streaming pull: pstest answers a
+// stream's keepalive ping while holding its server-wide lock, so once the
+// library stops reading the stream (every slot busy, say retrying a server
+// that hangs) the ping's answer blocks, the whole fake with it, for good.
 func (b *Bridge) receive(ctx context.Context, r *route, dlq *pubsub.Publisher) error {
-	s := b.client.Subscriber(r.name)
-	s.ReceiveSettings.MaxOutstandingMessages = b.opts.Concurrency
-	s.ReceiveSettings.NumGoroutines = 1
-	// Keep extending the ack deadline for as long as a message may be
-	// retried, with a minute to spare for the dead-letter publish.
-	s.ReceiveSettings.MaxExtension = time.Duration(b.opts.MaxAttempts)*(b.opts.Timeout+b.opts.MaxBackoff) + time.Minute
-	return s.Receive(ctx, func(ctx context.Context, m *pubsub.Message) {
-		b.handle(ctx, r, m, dlq)
-	})
+	slots := make(chan struct{}, b.opts.Concurrency)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		select { // wait for a free slot, then take every free one
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil
+		}
+		n := 1
+	more:
+		for n < b.opts.Concurrency {
+			select {
+			case slots <- struct{}{}:
+				n++
+			default:
+				break more
+			}
+		}
+		resp, err := b.client.SubscriptionAdminClient.Pull(ctx, &pubsubpb.PullRequest{
+			Subscription:      r.name,
+			MaxMessages:       int32(n),
+			ReturnImmediately: true, //nolint:staticcheck // deprecated; the bridge polls itself
+		})
+		msgs := resp.GetReceivedMessages()
+		for range n - len(msgs) {
+			<-slots
+		}
+		switch {
+		case ctx.Err() != nil:
+			b.settle(context.WithoutCancel(ctx), r, msgs, false) // pulled as Run stopped: back at once
+			return nil
+		case err != nil:
+			if status.Code(err) == codes.NotFound {
+				return fmt.Errorf("pull: %w", err)
+			}
+			b.log.WarnContext(ctx, "pull failed", slog.String("subscription", r.sub), slog.Any("error", err))
+		}
+		if len(msgs) == 0 {
+			sleep(ctx, idlePoll)
+			continue
+		}
+		for _, rm := range msgs {
+			wg.Go(func() {
+				defer func() { <-slots }()
+				b.handle(ctx, r, rm, dlq)
+			})
+		}
+	}
 }
 
-// handle delivers m, retrying with backoff on the route's next endpoints,
-// and acks or nacks it.
-func (b *Bridge) handle(ctx context.Context, r *route, m *pubsub.Message, dlq *pubsub.Publisher) {
+// handle delivers one pulled message, keeping its ack deadline extended
+// meanwhile, and acks or nacks it.
+func (b *Bridge) handle(ctx context.Context, r *route, rm *pubsubpb.ReceivedMessage, dlq *pubsub.Publisher) {
+	pm := rm.GetMessage()
+	m := &pubsub.Message{ID: pm.GetMessageId(), Data: pm.GetData(), Attributes: pm.GetAttributes(),
+		PublishTime: pm.GetPublishTime().AsTime(), OrderingKey: pm.GetOrderingKey()}
+	done := make(chan struct{})
+	var lease sync.WaitGroup
+	lease.Go(func() { b.extend(ctx, r, rm.GetAckId(), done) })
+	ack := b.deliver(ctx, r, m, dlq)
+	close(done)
+	lease.Wait()
+	b.settle(context.WithoutCancel(ctx), r, []*pubsubpb.ReceivedMessage{rm}, ack)
+}
+
+// extend keeps a message's ack deadline ahead until done is closed, for at
+// most as long as every attempt could take, with a minute to spare for the
+// dead-letter publish.
+func (b *Bridge) extend(ctx context.Context, r *route, ackID string, done chan struct{}) {
+	limit := time.Now().Add(time.Duration(b.opts.MaxAttempts)*(b.opts.Timeout+b.opts.MaxBackoff) + time.Minute)
+	t := time.NewTicker(ackDeadline / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if time.Now().After(limit) {
+			return
+		}
+		err := b.client.SubscriptionAdminClient.ModifyAckDeadline(ctx, &pubsubpb.ModifyAckDeadlineRequest{
+			Subscription: r.name, AckIds: []string{ackID}, AckDeadlineSeconds: int32(ackDeadline / time.Second)})
+		if err != nil && ctx.Err() == nil {
+			b.log.WarnContext(ctx, "extend ack deadline failed", slog.String("subscription", r.sub), slog.Any("error", err))
+		}
+	}
+}
+
+// settle acks msgs, or nacks them (deadline 0: redelivered at once).
+func (b *Bridge) settle(ctx context.Context, r *route, msgs []*pubsubpb.ReceivedMessage, ack bool) {
+	if len(msgs) == 0 {
+		return
+	}
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.GetAckId()
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var err error
+	if ack {
+		err = b.client.SubscriptionAdminClient.Acknowledge(ctx, &pubsubpb.AcknowledgeRequest{Subscription: r.name, AckIds: ids})
+	} else {
+		err = b.client.SubscriptionAdminClient.ModifyAckDeadline(ctx, &pubsubpb.ModifyAckDeadlineRequest{
+			Subscription: r.name, AckIds: ids, AckDeadlineSeconds: 0})
+	}
+	if err != nil {
+		// The message comes back when its ack deadline passes.
+		b.log.WarnContext(ctx, "settle failed", slog.String("subscription", r.sub), slog.Bool("ack", ack), slog.Any("error", err))
+	}
+}
+
+// deliver delivers m, retrying with backoff on the route's next endpoints,
+// and reports whether to ack it (delivered, or dead-lettered) rather than
+// nack it (cut short by ctx, or the dead-letter publish failed).
+func (b *Bridge) deliver(ctx context.Context, r *route, m *pubsub.Message, dlq *pubsub.Publisher) bool {
 	log := b.log.With(slog.String("subscription", r.sub), slog.String(logging.KeyEventID, m.ID))
 	p, err := newPush(b.project, r, m)
 	if err != nil {
 		// Cannot happen for a message the client library decoded; ack so a
 		// poison message does not cycle forever.
 		log.ErrorContext(ctx, "dropping message that cannot be encoded", slog.Any("error", err))
-		m.Ack()
-		return
+		return true
 	}
 	first := r.next.Add(1) - 1
 	var lastErr error
 	for attempt := 1; attempt <= b.opts.MaxAttempts; attempt++ {
 		if attempt > 1 {
 			if !sleep(ctx, b.backoff(attempt-1)) {
-				m.Nack()
-				return
+				return false
 			}
 			r.retried.Add(1)
 		}
@@ -307,12 +435,10 @@ func (b *Bridge) handle(ctx context.Context, r *route, m *pubsub.Message, dlq *p
 		if err == nil {
 			r.delivered.Add(1)
 			log.DebugContext(ctx, "delivered", slog.String("endpoint", endpoint), slog.Int("attempt", attempt))
-			m.Ack()
-			return
+			return true
 		}
 		if ctx.Err() != nil {
-			m.Nack()
-			return
+			return false
 		}
 		lastErr = err
 		log.DebugContext(ctx, "delivery failed, will retry", slog.String("endpoint", endpoint), slog.Int("attempt", attempt), slog.Any("error", err))
@@ -321,18 +447,16 @@ func (b *Bridge) handle(ctx context.Context, r *route, m *pubsub.Message, dlq *p
 	if dlq == nil {
 		r.deadLettered.Add(1)
 		log.ErrorContext(ctx, "dropping message after max attempts", slog.Int("attempts", b.opts.MaxAttempts), slog.Any("error", lastErr))
-		m.Ack()
-		return
+		return true
 	}
 	if err := b.deadLetter(ctx, dlq, r, m, lastErr); err != nil {
 		log.ErrorContext(ctx, "dead-letter failed; nacking", slog.Any("error", err))
-		m.Nack()
-		return
+		return false
 	}
 	r.deadLettered.Add(1)
 	log.ErrorContext(ctx, "dead-lettered message after max attempts", slog.String("topic", b.opts.DeadLetterTopic),
 		slog.Int("attempts", b.opts.MaxAttempts), slog.Any("error", lastErr))
-	m.Ack()
+	return true
 }
 
 // backoff returns the wait before retry n (1-based): MinBackoff doubled

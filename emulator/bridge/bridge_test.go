@@ -525,7 +525,18 @@ func TestBridge_RunReturnsOnCancel(t *testing.T) {
 	}
 	assert.Zero(t, b.Stats().Delivered)
 
-	// The cut-short delivery was nacked, so the message is still there.
+	// The cut-short delivery was nacked (a modack to deadline 0), never
+	// acked.
+	m := e.ps.Fake.Message(id)
+	require.NotNil(t, m)
+	assert.Zero(t, m.Acks, "the message was acknowledged")
+	nacked := false
+	for _, ma := range m.Modacks {
+		nacked = nacked || ma.AckDeadline == 0
+	}
+	assert.True(t, nacked, "the message was not nacked: %+v", m.Modacks)
+
+	// Nacked, it is available again at once.
 	left, err := e.ps.Pull(context.Background(), sub, 10, 5*time.Second)
 	require.NoError(t, err)
 	require.Len(t, left, 1)

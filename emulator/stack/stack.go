@@ -5,7 +5,12 @@
 // with a block ticker, or an RPC URL), funded development signers, one or
 // more function-server processes running the same binary as Cloud Run, and
 // tickers standing in for Cloud Scheduler (FinalitySweep, OutboxSweep,
-// ResubmitSweep). `make dev` and `make e2e` use it.
+// ResubmitSweep). `make dev`, `make e2e` and `make soak` use it.
+//
+// For fault soaks the stack injects faults into its real parts (faults.go):
+// JSON-RPC faults through a proxy in front of the chain, SIGKILL, restart,
+// SIGSTOP and SIGCONT of servers, a PostgreSQL restart, fee spikes, funding
+// and reorgs of the simulated chain.
 package stack
 
 import (
@@ -27,6 +32,7 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -34,6 +40,7 @@ import (
 
 	"github.com/txfence/txfence/emulator/bridge"
 	"github.com/txfence/txfence/shared/evm/evmtest"
+	"github.com/txfence/txfence/shared/evm/rpcproxy"
 	"github.com/txfence/txfence/shared/pgtest"
 	"github.com/txfence/txfence/shared/postgres"
 	"github.com/txfence/txfence/shared/pubsub"
@@ -68,35 +75,65 @@ type Options struct {
 	PubSubHost    string        // use this Pub/Sub emulator instead of pstest
 	RPCURL        string        // use this chain instead of the simulated one
 	ScheduleEvery time.Duration // Cloud Scheduler stand-in period (5s)
-	Env           []string      // extra environment for the servers
+	Env           []string      // extra environment for the servers (after the stack's own: it wins)
 	ServerOutput  io.Writer     // where server logs go (discarded when nil)
 	Log           *slog.Logger
+
+	// FaultProxy puts an rpcproxy between the servers and the chain
+	// (Stack.Proxy), to inject JSON-RPC errors, delays, dropped connections
+	// and swallowed broadcasts.
+	FaultProxy bool
+	// BlockGasLimit of the simulated chain (go-ethereum's default, 60M,
+	// when 0). FeeSpike fills blocks with one call of 9/10 of it, which must
+	// stay under the per-transaction cap of 2^24 gas.
+	BlockGasLimit uint64
+	// MinerTip is the simulated chain's lowest includable priority fee, in
+	// wei (evmtest.MinerTip when nil).
+	MinerTip *big.Int
 }
 
 // Stack is a running local txfence.
 type Stack struct {
 	APIURL      string   // base URL of the API (first server), e.g. http://127.0.0.1:8080/Api
 	ServerURLs  []string // function servers, every function at /<Name>
-	RPCURL      string
-	PubSubHost  string // for PUBSUB_EMULATOR_HOST
+	RPCURL      string   // the chain as the servers reach it (through Proxy when there is one)
+	PubSubHost  string   // for PUBSUB_EMULATOR_HOST
 	DatabaseURL string
 	Signers     []common.Address
-	Chain       *evmtest.Chain // nil with an external chain
+	Chain       *evmtest.Chain  // nil with an external chain
+	Proxy       *rpcproxy.Proxy // between servers and chain; nil without Options.FaultProxy
 	Bridge      *bridge.Bridge
+	Funder      common.Address // a funded account txfence does not manage (Fund)
 
 	opts    Options
 	keys    []*ecdsa.PrivateKey
+	funder  evmtest.DevKey
+	spammer evmtest.DevKey
+	pg      *pgtest.Server // nil with an external database
 	servers []*server
 	closers []func()
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
+
+	fundMu sync.Mutex // one funding transfer at a time (the funder's nonces)
+	spike  struct {
+		sync.Mutex
+		stop chan struct{}
+		done chan struct{}
+	}
 }
 
+// server is one function-server process. Its port stays across restarts.
 type server struct {
 	url  string
-	cmd  *exec.Cmd
-	mu   sync.Mutex
-	dead bool
+	port int
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when cmd has been waited for
+	dead   bool          // killed and not restarted
+	paused bool          // SIGSTOPped
+	starts int           // processes started on this port
 }
 
 // Start brings everything up and returns when the first server answers.
@@ -139,6 +176,8 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		s.keys = append(s.keys, k.Key)
 		s.Signers = append(s.Signers, k.Address)
 	}
+	s.funder, s.spammer = evmtest.NamedDevKey("funder"), evmtest.NamedDevKey("spammer")
+	s.Funder = s.funder.Address
 	if err := s.startChain(); err != nil {
 		return nil, err
 	}
@@ -150,9 +189,11 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		port := 0
 		if opts.FirstPort != 0 {
 			port = opts.FirstPort + i
+		} else if port, err = FreePort(); err != nil {
+			return nil, err
 		}
-		srv, err := s.startServer(port)
-		if err != nil {
+		srv := &server{url: fmt.Sprintf("http://127.0.0.1:%d", port), port: port}
+		if err := s.startServer(srv); err != nil {
 			return nil, err
 		}
 		s.servers = append(s.servers, srv)
@@ -197,6 +238,7 @@ func (s *Stack) startDatabase(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		s.pg = srv
 		s.closers = append(s.closers, func() { _ = srv.Stop() })
 		admin, err := pgxpool.New(ctx, srv.URL("postgres"))
 		if err != nil {
@@ -217,23 +259,44 @@ func (s *Stack) startDatabase(ctx context.Context) error {
 	return postgres.MigrateUp(ctx, pool)
 }
 
+// funderBalance is the funder's genesis balance: a billion ether.
+var funderBalance = new(big.Int).Mul(big.NewInt(1_000_000_000), big.NewInt(1e18))
+
 func (s *Stack) startChain() error {
 	if s.opts.RPCURL != "" {
 		s.RPCURL = s.opts.RPCURL
 		s.opts.Log.Warn("external chain: the development signers must be funded there", slog.Any("signers", s.Signers))
-		return nil
+	} else {
+		devKeys := []evmtest.DevKey{s.spammer}
+		for i, k := range s.keys {
+			devKeys = append(devKeys, evmtest.DevKey{Key: k, Address: s.Signers[i]})
+		}
+		alloc := evmtest.FundedAlloc(devKeys, nil)
+		alloc[s.funder.Address] = types.Account{Balance: new(big.Int).Set(funderBalance)}
+		alloc[evmtest.GasBurner] = evmtest.GasBurnerAccount()
+		var opts []evmtest.Option
+		if s.opts.BlockGasLimit != 0 {
+			opts = append(opts, evmtest.WithBlockGasLimit(s.opts.BlockGasLimit))
+		}
+		if s.opts.MinerTip != nil {
+			opts = append(opts, evmtest.WithMinerTip(s.opts.MinerTip))
+		}
+		c, err := evmtest.New(alloc, opts...)
+		if err != nil {
+			return err
+		}
+		s.Chain, s.RPCURL = c, c.URL
+		stop := c.StartMining(s.opts.BlockTime)
+		s.closers = append(s.closers, func() { s.EndFeeSpike(); stop(); _ = c.Close() })
 	}
-	var devKeys []evmtest.DevKey
-	for i, k := range s.keys {
-		devKeys = append(devKeys, evmtest.DevKey{Key: k, Address: s.Signers[i]})
+	if s.opts.FaultProxy {
+		p, err := rpcproxy.New(s.RPCURL)
+		if err != nil {
+			return err
+		}
+		s.Proxy, s.RPCURL = p, p.URL
+		s.closers = append(s.closers, p.Close)
 	}
-	c, err := evmtest.New(evmtest.FundedAlloc(devKeys, nil))
-	if err != nil {
-		return err
-	}
-	s.Chain, s.RPCURL = c, c.URL
-	stop := c.StartMining(s.opts.BlockTime)
-	s.closers = append(s.closers, func() { stop(); _ = c.Close() })
 	return nil
 }
 
@@ -303,16 +366,21 @@ func (s *Stack) serverEnv() []string {
 	return append(env, s.opts.Env...)
 }
 
-func (s *Stack) startServer(port int) (*server, error) {
-	if port == 0 {
-		var err error
-		if port, err = FreePort(); err != nil {
-			return nil, err
-		}
+// startServer starts srv's process on its port. The caller holds no lock
+// on srv.
+func (s *Stack) startServer(srv *server) error {
+	// Every process is a new instance with an owner id of its own: a
+	// restarted server must not renew the leases of the one it replaces.
+	srv.mu.Lock()
+	srv.starts++
+	id := fmt.Sprintf("local-%d", srv.port)
+	if srv.starts > 1 {
+		id += fmt.Sprintf("-r%d", srv.starts-1)
 	}
+	srv.mu.Unlock()
 	cmd := exec.Command(s.opts.ServerBinary)
-	cmd.Env = append(append(os.Environ(), s.serverEnv()...), "HOST=127.0.0.1", fmt.Sprintf("PORT=%d", port),
-		fmt.Sprintf("TXFENCE_INSTANCE_ID=local-%d", port))
+	cmd.Env = append(append(os.Environ(), s.serverEnv()...), "HOST=127.0.0.1", fmt.Sprintf("PORT=%d", srv.port),
+		"TXFENCE_INSTANCE_ID="+id)
 	out := s.opts.ServerOutput
 	if out == nil {
 		out = io.Discard
@@ -320,17 +388,25 @@ func (s *Stack) startServer(port int) (*server, error) {
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start function server: %w", err)
+		return fmt.Errorf("start function server: %w", err)
 	}
-	return &server{url: fmt.Sprintf("http://127.0.0.1:%d", port), cmd: cmd}, nil
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	srv.mu.Lock()
+	srv.cmd, srv.exited, srv.dead, srv.paused = cmd, exited, false, false
+	srv.mu.Unlock()
+	return nil
 }
 
 // schedule calls path on the live servers in turn, every period, as Cloud
-// Scheduler calls the sweep functions.
+// Scheduler calls the sweep functions: each call on its own, so that a
+// server that hangs (SIGSTOP) delays only the calls it was given.
 func (s *Stack) schedule(ctx context.Context, path string, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	client := &http.Client{Timeout: 2 * every}
+	var calls sync.WaitGroup
+	defer calls.Wait()
 	for i := 0; ; i++ {
 		select {
 		case <-ctx.Done():
@@ -341,14 +417,16 @@ func (s *Stack) schedule(ctx context.Context, path string, every time.Duration) 
 		if srv.isDead() {
 			continue
 		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.url+path, nil)
-		resp, err := client.Do(req)
-		if err != nil {
-			s.opts.Log.Debug("scheduler call failed", slog.String("path", path), slog.Any("error", err))
-			continue
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+		calls.Go(func() {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.url+path, nil)
+			resp, err := client.Do(req)
+			if err != nil {
+				s.opts.Log.Debug("scheduler call failed", slog.String("path", path), slog.Any("error", err))
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		})
 	}
 }
 
@@ -358,67 +436,27 @@ func (srv *server) isDead() bool {
 	return srv.dead
 }
 
-// Kill SIGKILLs function server i, as a crashed instance.
-func (s *Stack) Kill(i int) error {
-	srv := s.servers[i]
-	srv.mu.Lock()
-	srv.dead = true
-	srv.mu.Unlock()
-	if err := srv.cmd.Process.Kill(); err != nil {
-		return err
-	}
-	_ = srv.cmd.Wait()
-	return nil
-}
-
-// Reorg replaces the last depth blocks of the simulated chain with a longer
-// branch (depth + 1 new blocks); transactions of the dropped blocks return
-// to the pool unless drop is set.
-func (s *Stack) Reorg(depth int, drop bool) error {
-	if s.Chain == nil {
-		return errors.New("reorg: only the simulated chain can be reorganised")
-	}
-	ctx := context.Background()
-	cl := s.Chain.Backend.Client()
-	head, err := cl.HeaderByNumber(ctx, nil)
-	if err != nil {
-		return err
-	}
-	if head.Number.Int64() <= int64(depth) {
-		return fmt.Errorf("reorg: the chain has only %d blocks", head.Number.Int64())
-	}
-	base, err := cl.HeaderByNumber(ctx, head.Number.Sub(head.Number, big.NewInt(int64(depth))))
-	if err != nil {
-		return err
-	}
-	if err := s.Chain.Fork(base.Hash()); err != nil {
-		return err
-	}
-	if drop {
-		s.Chain.Rollback()
-	}
-	for i := 0; i <= depth; i++ {
-		s.Chain.Commit()
-	}
-	return nil
-}
-
 // Close stops everything and removes temporary data.
 func (s *Stack) Close() error {
 	if s.cancel != nil {
 		s.cancel()
 	}
 	for _, srv := range s.servers {
-		if srv.isDead() {
+		srv.mu.Lock()
+		cmd, exited, dead, paused := srv.cmd, srv.exited, srv.dead, srv.paused
+		srv.mu.Unlock()
+		if dead || cmd == nil {
 			continue
 		}
-		_ = srv.cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = srv.cmd.Wait(); close(done) }()
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		if paused {
+			_ = cmd.Process.Signal(syscall.SIGCONT)
+		}
 		select {
-		case <-done:
+		case <-exited:
 		case <-time.After(5 * time.Second):
-			_ = srv.cmd.Process.Kill()
+			_ = cmd.Process.Kill()
+			<-exited
 		}
 	}
 	s.wg.Wait()

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -40,12 +41,17 @@ type Options struct {
 
 // Server is a running ephemeral PostgreSQL server.
 type Server struct {
-	dir  string
-	sock string
-	port int
-	tcp  bool
+	dir      string
+	sock     string
+	port     int
+	tcp      bool
+	postgres string   // the server binary
+	args     []string // its arguments, the same on every start
+	cred     *syscall.Credential
+
+	mu   sync.Mutex // guards cmd and done across Restart and Stop
 	cmd  *exec.Cmd
-	done chan struct{}
+	done chan struct{} // closed when cmd has exited
 }
 
 // Start initialises a data directory in a new temporary directory and starts
@@ -86,7 +92,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		return fail(fmt.Errorf("pgtest: initdb: %w\n%s", err, out))
 	}
 
-	s := &Server{dir: dir, sock: dir, port: 5432, tcp: opts.TCP, done: make(chan struct{})}
+	s := &Server{dir: dir, sock: dir, port: 5432, tcp: opts.TCP, postgres: postgres, cred: cred}
 	listen := ""
 	if opts.TCP {
 		if s.port, err = freePort(); err != nil {
@@ -107,24 +113,77 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if !opts.Durable {
 		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
 	}
-	logFile, err := os.Create(filepath.Join(dir, "postgres.log"))
-	if err != nil {
-		return fail(fmt.Errorf("pgtest: log file: %w", err))
+	s.args = args
+	if err := s.start(); err != nil {
+		return fail(err)
 	}
-	defer logFile.Close()
-	s.cmd = exec.Command(postgres, args...)
-	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := s.cmd.Start(); err != nil {
-		return fail(fmt.Errorf("pgtest: start postgres: %w", err))
-	}
-	go func() { _ = s.cmd.Wait(); close(s.done) }()
 	if err := s.waitReady(ctx, 30*time.Second); err != nil {
 		logText, _ := os.ReadFile(filepath.Join(dir, "postgres.log"))
 		_ = s.Stop()
 		return nil, fmt.Errorf("pgtest: postgres did not start: %w\n%s", err, logText)
 	}
 	return s, nil
+}
+
+// start runs postgres on the data directory, appending to its log.
+func (s *Server) start() error {
+	logFile, err := os.OpenFile(filepath.Join(s.dir, "postgres.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("pgtest: log file: %w", err)
+	}
+	defer logFile.Close()
+	cmd := exec.Command(s.postgres, s.args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred, Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("pgtest: start postgres: %w", err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	s.mu.Lock()
+	s.cmd, s.done = cmd, done
+	s.mu.Unlock()
+	return nil
+}
+
+// running returns the current process and its exit channel.
+func (s *Server) running() (*exec.Cmd, chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd, s.done
+}
+
+// shutdown stops the running server: a fast shutdown (SIGINT: sessions are
+// cut, open transactions rolled back, a checkpoint written), then, after
+// 10s, SIGKILL to its process group.
+func (s *Server) shutdown() {
+	cmd, done := s.running()
+	if cmd == nil || cmd.Process == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+	}
+}
+
+// Restart stops the server fast and starts it again on the same data
+// directory, socket and port, keeping the data: what clients see of a
+// database failover or a restart for maintenance. Every session is cut;
+// pools reconnect once it answers again. It returns when the server
+// accepts connections.
+func (s *Server) Restart(ctx context.Context) error {
+	s.shutdown()
+	if err := s.start(); err != nil {
+		return err
+	}
+	if err := s.waitReady(ctx, 30*time.Second); err != nil {
+		return fmt.Errorf("pgtest: postgres did not restart: %w", err)
+	}
+	return nil
 }
 
 // URL returns a connection string for database name as the superuser.
@@ -137,15 +196,7 @@ func (s *Server) URL(name string) string {
 
 // Stop shuts the server down (fast shutdown, then kill) and removes its data.
 func (s *Server) Stop() error {
-	if s.cmd != nil && s.cmd.Process != nil {
-		_ = s.cmd.Process.Signal(syscall.SIGINT)
-		select {
-		case <-s.done:
-		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-			<-s.done
-		}
-	}
+	s.shutdown()
 	return os.RemoveAll(s.dir)
 }
 
@@ -158,8 +209,9 @@ func (s *Server) waitReady(ctx context.Context, limit time.Duration) error {
 		if err == nil {
 			return conn.Close(ctx)
 		}
+		_, done := s.running()
 		select {
-		case <-s.done:
+		case <-done:
 			return errors.New("postgres exited")
 		case <-ctx.Done():
 			return ctx.Err()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/big"
 	"net"
 	"slices"
 	"sync"
@@ -30,9 +31,9 @@ const MinerTip = params.GWei / 1000
 // httpModules are the RPC namespaces served over HTTP.
 var httpModules = []string{"eth", "net", "web3", "debug", "txpool"}
 
-// Chain is a simulated chain served over HTTP at URL. Commit, Fork, Rollback
-// and the mining ticker are serialised; the Backend's own methods are not,
-// so use Chain's while the ticker runs.
+// Chain is a simulated chain served over HTTP at URL. Commit, Fork,
+// Rollback, Reorg and the mining ticker are serialised; the Backend's own
+// methods are not, so use Chain's while the ticker runs.
 type Chain struct {
 	// Backend is the simulated backend, for in-process access.
 	Backend *simulated.Backend
@@ -58,6 +59,25 @@ type Option func(*config)
 // to change the block gas limit or the txpool settings.
 func WithBackendOption(o func(nodeConf *node.Config, ethConf *ethconfig.Config)) Option {
 	return func(c *config) { c.backendOpts = append(c.backendOpts, o) }
+}
+
+// WithBlockGasLimit sets the block gas limit (the gas target is half of
+// it); go-ethereum's default is 60M. A small limit makes blocks cheap to fill
+// past the target.
+func WithBlockGasLimit(gas uint64) Option {
+	return WithBackendOption(func(_ *node.Config, ethConf *ethconfig.Config) {
+		ethConf.Genesis.GasLimit = gas
+		ethConf.Miner.GasCeil = gas
+	})
+}
+
+// WithMinerTip sets the lowest priority fee per gas the miner includes
+// (MinerTip by default); it is also the node's first tip suggestion
+// (eth_maxPriorityFeePerGas) before blocks carry transactions to sample.
+func WithMinerTip(wei *big.Int) Option {
+	return WithBackendOption(func(_ *node.Config, ethConf *ethconfig.Config) {
+		ethConf.Miner.GasPrice = new(big.Int).Set(wei)
+	})
 }
 
 // New starts a simulated chain with alloc as its genesis state and serves it
@@ -145,6 +165,11 @@ func (c *Chain) Commit() common.Hash {
 	if c.closed {
 		return common.Hash{}
 	}
+	return c.commitLocked()
+}
+
+// commitLocked is Commit with c.mu held and the chain open.
+func (c *Chain) commitLocked() common.Hash {
 	h := c.Backend.Commit()
 	c.waitIndexed()
 	return h

@@ -2,6 +2,7 @@ package evmtest_test
 
 import (
 	"context"
+	"fmt"
 	"math/big"
 	"testing"
 	"time"
@@ -124,4 +125,154 @@ func TestChain_Rollback(t *testing.T) {
 	pending, err = ec.PendingNonceAt(ctx, to)
 	require.NoError(t, err)
 	require.Zero(t, pending)
+}
+
+// send signs a transfer of 1 wei from key at nonce, paying tip and feeCap,
+// and sends it to the chain.
+func send(t *testing.T, ec *ethclient.Client, key evmtest.DevKey, nonce uint64, to common.Address, gas uint64, tip, feeCap *big.Int) *types.Transaction {
+	t.Helper()
+	tx, err := types.SignTx(types.NewTx(&types.DynamicFeeTx{
+		ChainID: big.NewInt(evmtest.ChainID), Nonce: nonce, GasTipCap: tip, GasFeeCap: feeCap,
+		Gas: gas, To: &to, Value: big.NewInt(1),
+	}), types.LatestSignerForChainID(big.NewInt(evmtest.ChainID)), key.Key)
+	require.NoError(t, err)
+	require.NoError(t, ec.SendTransaction(context.Background(), tx))
+	return tx
+}
+
+func TestChain_GasBurnerRaisesBaseFee(t *testing.T) {
+	t.Parallel()
+	spammer := evmtest.NamedDevKey("spammer")
+	alloc := evmtest.FundedAlloc([]evmtest.DevKey{spammer}, nil)
+	alloc[evmtest.GasBurner] = evmtest.GasBurnerAccount()
+	chain := evmtest.Start(t, alloc, evmtest.WithBlockGasLimit(10_000_000), evmtest.WithMinerTip(big.NewInt(1)))
+	ctx := context.Background()
+	ec, err := ethclient.DialContext(ctx, chain.URL)
+	require.NoError(t, err)
+	t.Cleanup(ec.Close)
+
+	tip, err := ec.SuggestGasTipCap(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, tip.Int64(), "the miner's minimum tip is the first suggestion")
+	before, err := ec.HeaderByNumber(ctx, nil)
+	require.NoError(t, err)
+	require.EqualValues(t, 10_000_000, before.GasLimit)
+
+	const burn = 9_000_000
+	tx := send(t, ec, spammer, 0, evmtest.GasBurner, burn, big.NewInt(100), big.NewInt(1e9))
+	chain.Commit()
+	r, err := ec.TransactionReceipt(ctx, tx.Hash())
+	require.NoError(t, err)
+	require.Equal(t, types.ReceiptStatusFailed, r.Status)
+	require.EqualValues(t, burn, r.GasUsed, "the call uses its whole gas limit")
+	chain.Commit()
+	after, err := ec.HeaderByNumber(ctx, nil)
+	require.NoError(t, err)
+	require.Greater(t, after.Number.Uint64(), before.Number.Uint64())
+	parent, err := ec.HeaderByNumber(ctx, r.BlockNumber)
+	require.NoError(t, err)
+	require.EqualValues(t, burn, parent.GasUsed)
+	next, err := ec.HeaderByNumber(ctx, new(big.Int).Add(r.BlockNumber, big.NewInt(1)))
+	require.NoError(t, err)
+	require.Equal(t, 1, next.BaseFee.Cmp(parent.BaseFee), "a block past the target raises the base fee: %s → %s", parent.BaseFee, next.BaseFee)
+}
+
+func TestChain_ReorgKeepsPool(t *testing.T) {
+	t.Parallel()
+	for _, drop := range []bool{false, true} {
+		t.Run(fmt.Sprintf("drop=%v", drop), func(t *testing.T) {
+			t.Parallel()
+			keys := evmtest.DevKeys(2)
+			chain := evmtest.Start(t, evmtest.FundedAlloc(keys, nil))
+			ctx := context.Background()
+			ec, err := ethclient.DialContext(ctx, chain.URL)
+			require.NoError(t, err)
+			t.Cleanup(ec.Close)
+			tip, feeCap := big.NewInt(1e9), big.NewInt(1e11)
+
+			mined := send(t, ec, keys[0], 0, keys[1].Address, 21000, tip, feeCap)
+			chain.Commit()
+			r, err := ec.TransactionReceipt(ctx, mined.Hash())
+			require.NoError(t, err)
+			oldHead := r.BlockHash
+			waiting := send(t, ec, keys[0], 1, keys[1].Address, 21000, tip, feeCap) // in the pool
+			other := send(t, ec, keys[1], 0, keys[0].Address, 21000, tip, feeCap)   // in the pool
+
+			require.NoError(t, chain.Reorg(1, drop))
+			gone, err := ec.HeaderByHash(ctx, oldHead)
+			if err == nil {
+				canon, err := ec.HeaderByNumber(ctx, gone.Number)
+				require.NoError(t, err)
+				require.NotEqual(t, oldHead, canon.Hash(), "the old block is no longer canonical")
+			}
+			chain.Commit()
+			_, err = ec.TransactionReceipt(ctx, other.Hash())
+			require.NoError(t, err, "a pooled transaction survives the reorg")
+			_, err = ec.TransactionReceipt(ctx, mined.Hash())
+			_, werr := ec.TransactionReceipt(ctx, waiting.Hash())
+			if drop {
+				require.ErrorIs(t, err, ethereum.NotFound, "dropped with its block")
+				require.ErrorIs(t, werr, ethereum.NotFound, "kept, but waits for the dropped nonce 0")
+				pending, err := ec.PendingNonceAt(ctx, keys[0].Address)
+				require.NoError(t, err)
+				require.Zero(t, pending)
+				return
+			}
+			require.NoError(t, err, "back in the pool, mined again")
+			require.NoError(t, werr)
+		})
+	}
+}
+
+func TestChain_ReorgUnderTraffic(t *testing.T) {
+	t.Parallel()
+	keys := evmtest.DevKeys(1)
+	chain := evmtest.Start(t, evmtest.FundedAlloc(keys, nil))
+	ctx := context.Background()
+	ec, err := ethclient.DialContext(ctx, chain.URL)
+	require.NoError(t, err)
+	t.Cleanup(ec.Close)
+	stop := chain.StartMining(20 * time.Millisecond)
+	defer stop()
+	require.Eventually(t, func() bool {
+		h, err := ec.BlockNumber(ctx)
+		return err == nil && h > 3
+	}, 10*time.Second, 10*time.Millisecond)
+
+	// A sender keeps the pool busy while reorgs run, and then, as a wallet
+	// does, rebroadcasts what is not mined yet (a reorg may lose a
+	// transaction that arrives at the wrong moment).
+	const n = 150
+	signer := types.LatestSignerForChainID(big.NewInt(evmtest.ChainID))
+	txs := make([]*types.Transaction, n)
+	for i := range txs {
+		txs[i] = types.MustSignNewTx(keys[0].Key, signer, &types.DynamicFeeTx{ChainID: big.NewInt(evmtest.ChainID), Nonce: uint64(i),
+			GasTipCap: big.NewInt(1e9), GasFeeCap: big.NewInt(1e11), Gas: 21000, To: &keys[0].Address})
+	}
+	sent := make(chan error, 1)
+	go func() {
+		for _, tx := range txs {
+			if err := ec.SendTransaction(ctx, tx); err != nil {
+				sent <- fmt.Errorf("nonce %d: %w", tx.Nonce(), err)
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+		sent <- nil
+	}()
+	for i := 0; i < 5; i++ {
+		time.Sleep(30 * time.Millisecond)
+		require.NoError(t, chain.Reorg(2, false))
+	}
+	require.NoError(t, <-sent)
+	require.Eventually(t, func() bool {
+		mined, err := ec.NonceAt(ctx, keys[0].Address, nil)
+		if err != nil {
+			return false
+		}
+		for _, tx := range txs[mined:] {
+			_ = ec.SendTransaction(ctx, tx)
+		}
+		return mined == n
+	}, 20*time.Second, 200*time.Millisecond, "every transaction mined")
 }

@@ -10,6 +10,18 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 )
 
+// GasBurner is the address of a contract whose whole code is the INVALID
+// opcode (0xfe): a call to it fails at once and uses its entire gas limit,
+// which counts toward the block's gas used like any other. Filling blocks
+// past the gas target with such calls raises the base fee (EIP-1559) at no
+// cost in CPU. Put it in a genesis with GasBurnerAccount.
+var GasBurner = common.HexToAddress("0x00000000000000000000000000000000000fe0fe")
+
+// GasBurnerAccount is GasBurner's genesis account.
+func GasBurnerAccount() types.Account {
+	return types.Account{Code: []byte{0xfe}, Balance: new(big.Int)}
+}
+
 // DevKey is a DEVELOPMENT-ONLY key pair. Its private key is derived from a
 // public string: anyone can spend what it holds on any chain. Never fund it
 // anywhere but a local test chain.
@@ -34,6 +46,18 @@ func DevKeys(n int) []DevKey {
 		keys[i] = DevKey{Key: key, Address: crypto.PubkeyToAddress(key.PublicKey)}
 	}
 	return keys
+}
+
+// NamedDevKey returns the DEVELOPMENT-ONLY key keccak256("txfence
+// development key <name>"), for accounts a tool needs besides the signers
+// (a funder, a spammer). A name that is not a decimal number never gives
+// one of the DevKeys.
+func NamedDevKey(name string) DevKey {
+	key, err := crypto.ToECDSA(crypto.Keccak256([]byte("txfence development key " + name)))
+	if err != nil {
+		panic(fmt.Sprintf("evmtest: dev key %q: %v", name, err))
+	}
+	return DevKey{Key: key, Address: crypto.PubkeyToAddress(key.PublicKey)}
 }
 
 // DevBalance is what FundedAlloc gives each key: one million ether.

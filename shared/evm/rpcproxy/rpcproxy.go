@@ -14,9 +14,9 @@ import (
 )
 
 // Fault is what a call is answered with instead of the node's answer. The
-// fields combine: Delay comes first, then Drop, HTTPStatus, RPCError and
-// EmptyResult, the first of them set deciding the answer. The zero Fault lets
-// the call through.
+// fields combine: Delay comes first, then Drop, HTTPStatus, RPCError,
+// Swallow and EmptyResult, the first of them set deciding the answer. The
+// zero Fault lets the call through.
 type Fault struct {
 	// RPCError answers the call with this JSON-RPC error object.
 	RPCError *RPCError
@@ -28,6 +28,11 @@ type Fault struct {
 	Delay time.Duration
 	// Drop closes the connection of the whole HTTP request without answering.
 	Drop bool
+	// Swallow answers an eth_sendRawTransaction call with the hash of its
+	// transaction, as a node that accepted it would, and forwards nothing:
+	// a broadcast lost on its way to the network. A call whose params hold
+	// no signed transaction is answered with an invalid-params error.
+	Swallow bool
 	// EmptyResult answers the call with "result": null.
 	EmptyResult bool
 }
@@ -35,7 +40,7 @@ type Fault struct {
 // answers reports whether f answers the call itself, instead of letting it
 // through to the node.
 func (f *Fault) answers() bool {
-	return f != nil && (f.Drop || f.HTTPStatus != 0 || f.RPCError != nil || f.EmptyResult)
+	return f != nil && (f.Drop || f.HTTPStatus != 0 || f.RPCError != nil || f.Swallow || f.EmptyResult)
 }
 
 // RPCError is a JSON-RPC error object.
@@ -80,6 +85,7 @@ type Proxy struct {
 	once     sync.Once
 
 	mu      sync.Mutex
+	gates   map[string]*sync.RWMutex // by method; see Hold
 	closed  bool
 	calls   []*Call
 	before  map[string]func(json.RawMessage) *Fault
@@ -111,6 +117,7 @@ func New(upstream string) (*Proxy, error) {
 		cancel:   cancel,
 		served:   make(chan struct{}),
 		before:   make(map[string]func(json.RawMessage) *Fault),
+		gates:    make(map[string]*sync.RWMutex),
 		fail:     make(map[string][]rule),
 	}
 	p.srv = &http.Server{
@@ -224,6 +231,52 @@ func (p *Proxy) Heal() {
 	defer p.mu.Unlock()
 	p.failAll = nil
 	clear(p.fail)
+}
+
+// Hold makes requests that carry a call of method wait, and returns once
+// those already past the proxy's door have been answered: from then until
+// release is called, the node receives no call of method through the proxy.
+// Use it to keep a node's input still while something is done to the node
+// (the stack's reorg of its simulated chain empties the chain's pool for a
+// moment). release may be called more than once; call it before Close.
+func (p *Proxy) Hold(method string) (release func()) {
+	g := p.gate(method)
+	g.Lock()
+	var once sync.Once
+	return func() { once.Do(g.Unlock) }
+}
+
+// gate returns method's gate, creating it.
+func (p *Proxy) gate(method string) *sync.RWMutex {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	g := p.gates[method]
+	if g == nil {
+		g = new(sync.RWMutex)
+		p.gates[method] = g
+	}
+	return g
+}
+
+// pass waits at the gate of every method of reqs and returns the function
+// that lets the gates go once the request has been answered.
+func (p *Proxy) pass(reqs []request) (done func()) {
+	methods := make([]string, 0, len(reqs))
+	for _, r := range reqs {
+		methods = append(methods, r.method)
+	}
+	slices.Sort(methods)
+	methods = slices.Compact(methods)
+	gates := make([]*sync.RWMutex, len(methods))
+	for i, m := range methods {
+		gates[i] = p.gate(m)
+		gates[i].RLock()
+	}
+	return func() {
+		for _, g := range gates {
+			g.RUnlock()
+		}
+	}
 }
 
 // enter registers a request handler, unless the proxy is closed.

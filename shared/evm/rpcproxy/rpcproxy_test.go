@@ -272,6 +272,108 @@ func TestProxy_EmptyResult(t *testing.T) {
 	require.Equal(t, types.ReceiptStatusSuccessful, r.Status)
 }
 
+func TestProxy_SwallowBroadcast(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	lost := signTransfer(t, f.eth, f.keys[0], 0)
+	f.proxy.Fail("eth_sendRawTransaction", 1, Fault{Swallow: true})
+
+	var got common.Hash
+	require.NoError(t, f.rpc.CallContext(ctx, &got, "eth_sendRawTransaction", hexutil.Encode(mustBinary(t, lost))))
+	require.Equal(t, lost.Hash(), got, "answered with the transaction's hash, as accepted")
+	_, _, err := f.direct.TransactionByHash(ctx, lost.Hash())
+	require.ErrorIs(t, err, ethereum.NotFound, "the node never saw it")
+	pending, err := f.direct.PendingNonceAt(ctx, f.keys[0].Address)
+	require.NoError(t, err)
+	require.Zero(t, pending)
+
+	// In a batch only the swallowed call is lost; the rule is used up, so
+	// a rebroadcast of the lost bytes reaches the node.
+	next := signTransfer(t, f.eth, f.keys[0], 1)
+	f.proxy.Fail("eth_sendRawTransaction", 1, Fault{Swallow: true})
+	hashes := make([]common.Hash, 3)
+	batch := []rpc.BatchElem{
+		{Method: "eth_sendRawTransaction", Args: []any{hexutil.Encode(mustBinary(t, next))}, Result: &hashes[0]},
+		{Method: "eth_sendRawTransaction", Args: []any{hexutil.Encode(mustBinary(t, lost))}, Result: &hashes[1]},
+		{Method: "eth_sendRawTransaction", Args: []any{"0x1234"}, Result: &hashes[2]},
+	}
+	require.NoError(t, f.rpc.BatchCallContext(ctx, batch))
+	require.NoError(t, batch[0].Error)
+	require.Equal(t, next.Hash(), hashes[0])
+	require.NoError(t, batch[1].Error)
+	require.Equal(t, lost.Hash(), hashes[1])
+	require.Error(t, batch[2].Error, "garbage is the node's to refuse")
+	pending, err = f.direct.PendingNonceAt(ctx, f.keys[0].Address)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, pending, "nonce 0 arrived, nonce 1 did not")
+	_, _, err = f.direct.TransactionByHash(ctx, next.Hash())
+	require.ErrorIs(t, err, ethereum.NotFound, "the swallowed call was the batch's first")
+	_, _, err = f.direct.TransactionByHash(ctx, lost.Hash())
+	require.NoError(t, err, "the rebroadcast reached the node")
+
+	var faulted []bool
+	for _, c := range f.proxy.Calls() {
+		if c.Method == "eth_sendRawTransaction" {
+			faulted = append(faulted, c.Faulted)
+		}
+	}
+	require.Equal(t, []bool{true, true, false, false}, faulted)
+}
+
+func TestProxy_SwallowWithoutTransaction(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.proxy.Fail("eth_chainId", 1, Fault{Swallow: true})
+	_, err := f.eth.ChainID(context.Background())
+	requireRPCError(t, err, -32602)
+}
+
+func mustBinary(t *testing.T, tx *types.Transaction) []byte {
+	t.Helper()
+	b, err := tx.MarshalBinary()
+	require.NoError(t, err)
+	return b
+}
+
+func TestProxy_Hold(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	tx := signTransfer(t, f.eth, f.keys[0], 0)
+
+	// Hold waits for a call already in flight.
+	f.proxy.Fail("eth_sendRawTransaction", 1, Fault{Delay: 300 * time.Millisecond, RPCError: &RPCError{Code: -32000, Message: "slow"}})
+	inFlight := make(chan error, 1)
+	go func() { inFlight <- f.eth.SendTransaction(ctx, tx) }()
+	require.Eventually(t, func() bool { return f.proxy.Count("eth_sendRawTransaction") == 1 }, 5*time.Second, time.Millisecond)
+	start := time.Now()
+	release := f.proxy.Hold("eth_sendRawTransaction")
+	require.Greater(t, time.Since(start), 100*time.Millisecond, "Hold returned before the call in flight was answered")
+	requireRPCError(t, <-inFlight, -32000)
+
+	// Held calls wait; other methods pass.
+	held := make(chan error, 1)
+	go func() { held <- f.eth.SendTransaction(ctx, tx) }()
+	_, err := f.eth.ChainID(ctx)
+	require.NoError(t, err)
+	select {
+	case err := <-held:
+		t.Fatalf("a held call was answered: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	pending, err := f.direct.PendingNonceAt(ctx, f.keys[0].Address)
+	require.NoError(t, err)
+	require.Zero(t, pending, "the node saw a held call")
+
+	release()
+	release()
+	require.NoError(t, <-held)
+	pending, err = f.direct.PendingNonceAt(ctx, f.keys[0].Address)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, pending)
+}
+
 func TestProxy_BatchPartialFault(t *testing.T) {
 	t.Parallel()
 	f := setup(t)

@@ -52,6 +52,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		p.relay(w, r, body)
 		return
 	}
+	defer p.pass(reqs)()
 	calls, faults := p.resolve(reqs)
 
 	var delay time.Duration
@@ -93,7 +94,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusOK)
 			return
 		}
-		writeJSON(w, answer(reqs[0].id, faults[0]))
+		writeJSON(w, answer(reqs[0], faults[0]))
 	default:
 		p.serveBatch(w, r, reqs, faults)
 	}
@@ -141,12 +142,12 @@ func (p *Proxy) serveBatch(w http.ResponseWriter, r *http.Request, reqs []reques
 		switch k := idKey(req.id); {
 		case req.id == nil: // a notification gets no answer
 		case faults[i].answers():
-			out = append(out, answer(req.id, faults[i]))
+			out = append(out, answer(req, faults[i]))
 		case len(byID[k]) > 0:
 			out = append(out, byID[k][0])
 			byID[k] = byID[k][1:]
 		default:
-			out = append(out, answer(req.id, &Fault{RPCError: &RPCError{
+			out = append(out, answer(req, &Fault{RPCError: &RPCError{
 				Code: -32603, Message: "rpcproxy: no answer from upstream",
 			}}))
 		}
@@ -233,12 +234,20 @@ func parse(body []byte) (reqs []request, batch bool) {
 	return reqs, batch
 }
 
-// answer is the JSON-RPC response f makes for the call with id.
-func answer(id json.RawMessage, f *Fault) json.RawMessage {
-	resp := response{Version: "2.0", ID: id}
-	if f.RPCError != nil {
+// answer is the JSON-RPC response f makes for req.
+func answer(req request, f *Fault) json.RawMessage {
+	resp := response{Version: "2.0", ID: req.id}
+	switch {
+	case f.RPCError != nil:
 		resp.Error = f.RPCError
-	} else {
+	case f.Swallow:
+		h, err := TxHashOf(req.params)
+		if err != nil {
+			resp.Error = &RPCError{Code: -32602, Message: "rpcproxy: swallow: " + err.Error()}
+			break
+		}
+		resp.Result, _ = json.Marshal(h) // a common.Hash always encodes
+	default:
 		resp.Result = json.RawMessage("null")
 	}
 	b, err := json.Marshal(resp)
