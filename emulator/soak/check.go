@@ -193,9 +193,12 @@ func (r *run) checkNonces(rows []row) {
 	}
 }
 
-// checkFeed: exactly one entry with newFork=false per settled transaction,
-// first; every later entry of it newFork=true; its last entry's state is
-// the row's state; entries in seq order, for known transactions.
+// checkFeed: one outcome per settled transaction plus newFork re-reports:
+// its first entry is its first report, and every later entry carries
+// newFork=true; the first carries newFork=false unless the transaction was
+// reorged before it was first reported (DESIGN.md section 5: a reorg sets
+// newFork on the next event); its last entry's state is the row's state;
+// entries in seq order, for known transactions.
 func (r *run) checkFeed(ctx context.Context, rows []row, byID map[string]*row) {
 	feed, err := r.feed(ctx)
 	if err != nil {
@@ -225,22 +228,15 @@ func (r *run) checkFeed(ctx context.Context, rows []row, byID map[string]*row) {
 			}
 			continue
 		}
-		firsts := 0
-		for i, e := range entries {
-			if !e.NewFork {
-				firsts++
-				if i > 0 {
-					r.violation("one outcome per transaction: tx %s: entry seq %d (%s) has newFork=false after %d earlier entries",
-						rw.ID, e.Seq, e.State, i)
-				}
-			}
+		if first := entries[0]; first.NewFork && rw.Reorgs == 0 {
+			r.violation("one outcome per transaction: tx %s was never reorged, yet its first report carries newFork (%s)",
+				rw.ID, describe(entries))
 		}
-		switch {
-		case firsts == 0:
-			r.violation("one outcome per transaction: tx %s (reorged %d times) has no entry with newFork=false: its first report is already a re-report (%s)",
-				rw.ID, rw.Reorgs, describe(entries))
-		case firsts > 1:
-			r.violation("one outcome per transaction: tx %s has %d entries with newFork=false (%s)", rw.ID, firsts, describe(entries))
+		for _, e := range entries[1:] {
+			if !e.NewFork {
+				r.violation("one outcome per transaction: tx %s: entry seq %d (%s) is a second report without newFork (%s)",
+					rw.ID, e.Seq, e.State, describe(entries))
+			}
 		}
 		if last := entries[len(entries)-1]; (settled || rw.State == "STUCK") && last.State != rw.State {
 			r.violation("feed ends at the row's state: tx %s is %s but its last entry (seq %d) says %s (%s)",
