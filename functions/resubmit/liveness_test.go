@@ -229,24 +229,18 @@ func TestIssue10_FundingDip(t *testing.T) {
 type spiker struct {
 	t      testing.TB
 	w      *stacktest.World
-	burner common.Address
 	mode   atomic.Int32 // 0 off, 1 spike, 2 hold
 	failed atomic.Bool
 }
 
-func newSpiker(t testing.TB, w *stacktest.World) *spiker {
-	t.Helper()
-	burner, err := w.Chain.DeployBurner(ctx, w.Keys[0].Key)
-	require.NoError(t, err)
-	return &spiker{t: t, w: w, burner: burner}
-}
+func newSpiker(t testing.TB, w *stacktest.World) *spiker { return &spiker{t: t, w: w} }
 
 func (s *spiker) beforeBlock() {
 	n := map[int32]int{1: 4, 2: 2}[s.mode.Load()]
 	if n == 0 {
 		return
 	}
-	if err := s.w.Chain.Burn(ctx, s.w.Keys[0].Key, s.burner, n, 15_000_000); err != nil && s.failed.CompareAndSwap(false, true) {
+	if err := s.w.Chain.Burn(ctx, s.w.Keys[0].Key, n, 15_000_000); err != nil && s.failed.CompareAndSwap(false, true) {
 		s.t.Logf("spike: %v", err)
 	}
 }

@@ -71,22 +71,8 @@ func (p *PassStats) add(o PassStats) {
 // Run sweeps pass after pass for budget, pausing interval between passes.
 func (s *SweepFinality) Run(ctx context.Context, budget, interval time.Duration) (PassStats, error) {
 	var total PassStats
-	start := time.Now()
-	for {
-		st, err := s.Pass(ctx)
-		total.add(st)
-		if err != nil {
-			return total, err
-		}
-		if time.Since(start)+interval >= budget {
-			return total, nil
-		}
-		select {
-		case <-ctx.Done():
-			return total, nil
-		case <-time.After(interval):
-		}
-	}
+	err := runPasses(ctx, budget, interval, s.Pass, total.add)
+	return total, err
 }
 
 // chainView caches one pass's look at a chain, so that one pass sees one

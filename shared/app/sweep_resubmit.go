@@ -98,22 +98,8 @@ func (st *ResubmitStats) add(o ResubmitStats) {
 // so that backoffs shorter than the scheduler's period are honoured.
 func (s *SweepResubmit) Run(ctx context.Context, budget, interval time.Duration) (ResubmitStats, error) {
 	var total ResubmitStats
-	start := time.Now()
-	for {
-		st, err := s.Pass(ctx)
-		total.add(st)
-		if err != nil {
-			return total, err
-		}
-		if time.Since(start)+interval >= budget {
-			return total, nil
-		}
-		select {
-		case <-ctx.Done():
-			return total, nil
-		case <-time.After(interval):
-		}
-	}
+	err := runPasses(ctx, budget, interval, s.Pass, total.add)
+	return total, err
 }
 
 // Pass runs the sweep once. A signer whose lease is held elsewhere is

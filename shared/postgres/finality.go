@@ -176,15 +176,7 @@ type finalized struct {
 
 // Finalize implements txm.ReceiptStore.
 func (s *Store) Finalize(ctx context.Context, l txm.Lease, txIDs []string) ([]int64, error) {
-	if len(txIDs) == 0 {
-		return nil, nil
-	}
-	var outbox []int64
-	err := WithTx(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, completionLock); err != nil {
-			return fmt.Errorf("lock completions: %w", translate(err))
-		}
-		rows, err := tx.Query(ctx, `
+	return s.report(ctx, l, "finalize", "MINED", txIDs, `
 WITH moved AS (
     -- A mined cancel or placeholder took the nonce instead of the payload.
     UPDATE managed_tx t SET
@@ -203,28 +195,46 @@ WITH moved AS (
     SELECT id, 'MINED', state, sub_state, 'final', $4::text, $5::bigint FROM moved
 )
 SELECT m.id::text, m.chain_id, m.signer, m.state, coalesce(m.sub_state, ''), m.nonce, m.fork, m.tx_hash
-FROM moved m ORDER BY m.nonce`, append(fenceArgs(l), txIDs)...)
+FROM moved m ORDER BY m.nonce`)
+}
+
+// report runs a statement that moves the transactions txIDs to a reported
+// outcome (its parameters: the lease, then the ids as $6, then args; its
+// rows: id, chain id, signer, state, sub-state, nonce, fork, hash) and
+// writes their completions and completion outbox rows, in one transaction
+// under completionLock. All of txIDs must move (they were in state from);
+// otherwise nothing is written.
+func (s *Store) report(ctx context.Context, l txm.Lease, op, from string, txIDs []string, sql string, args ...any) ([]int64, error) {
+	if len(txIDs) == 0 {
+		return nil, nil
+	}
+	var outbox []int64
+	err := WithTx(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, completionLock); err != nil {
+			return fmt.Errorf("lock completions: %w", translate(err))
+		}
+		rows, err := tx.Query(ctx, sql, append(append(fenceArgs(l), txIDs), args...)...)
 		if err != nil {
-			return fmt.Errorf("finalize: %w", translate(err))
+			return fmt.Errorf("%s: %w", op, translate(err))
 		}
 		var done []finalized
 		for rows.Next() {
 			var f finalized
 			if err := rows.Scan(&f.id, &f.chainID, &f.signer, &f.state, &f.subState, &f.nonce, &f.fork, &f.hash); err != nil {
 				rows.Close()
-				return fmt.Errorf("finalize: %w", translate(err))
+				return fmt.Errorf("%s: %w", op, translate(err))
 			}
 			done = append(done, f)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return fmt.Errorf("finalize: %w", translate(err))
+			return fmt.Errorf("%s: %w", op, translate(err))
 		}
 		if len(done) != len(txIDs) {
-			if err := s.leases.check(ctx, tx, l, "finalize", txIDs[0]); err != nil {
+			if err := s.leases.check(ctx, tx, l, op, txIDs[0]); err != nil {
 				return err
 			}
-			return fmt.Errorf("finalize: %d of %d were MINED", len(done), len(txIDs))
+			return fmt.Errorf("%s: %d of %d were %s", op, len(done), len(txIDs), from)
 		}
 		outbox, err = s.writeCompletions(ctx, tx, done)
 		return err
@@ -470,15 +480,7 @@ SELECT id::text FROM moved`, append(fenceArgs(l), int64(block.Number), block.Has
 
 // ConsumedExternally implements txm.ReceiptStore.
 func (s *Store) ConsumedExternally(ctx context.Context, l txm.Lease, txIDs []string, detail string) ([]int64, error) {
-	if len(txIDs) == 0 {
-		return nil, nil
-	}
-	var outbox []int64
-	err := WithTx(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, completionLock); err != nil {
-			return fmt.Errorf("lock completions: %w", translate(err))
-		}
-		rows, err := tx.Query(ctx, `
+	return s.report(ctx, l, "consumed_externally", "open", txIDs, `
 WITH moved AS (
     UPDATE managed_tx t SET state = 'FAILED_FINAL', sub_state = 'nonce_consumed_externally', last_error = $7,
         finalized_at = clock_timestamp(), fork_pending = false, next_attempt_at = NULL, stuck_since = NULL,
@@ -493,34 +495,5 @@ WITH moved AS (
     INSERT INTO tx_history (tx_id, from_state, to_state, sub_state, reason, owner, fencing_token)
     SELECT id, from_state, 'FAILED_FINAL', 'nonce_consumed_externally', $7, $4::text, $5::bigint FROM moved
 )
-SELECT id::text, chain_id, signer, nonce, fork FROM moved ORDER BY nonce`, append(fenceArgs(l), txIDs, detail)...)
-		if err != nil {
-			return fmt.Errorf("consumed externally: %w", translate(err))
-		}
-		var done []finalized
-		for rows.Next() {
-			f := finalized{state: string(txm.StateFailedFinal), subState: txm.SubStateNonceConsumedExternally}
-			if err := rows.Scan(&f.id, &f.chainID, &f.signer, &f.nonce, &f.fork); err != nil {
-				rows.Close()
-				return fmt.Errorf("consumed externally: %w", translate(err))
-			}
-			done = append(done, f)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("consumed externally: %w", translate(err))
-		}
-		if len(done) != len(txIDs) {
-			if err := s.leases.check(ctx, tx, l, "consumed_externally", txIDs[0]); err != nil {
-				return err
-			}
-			return fmt.Errorf("consumed externally: %d of %d were open", len(done), len(txIDs))
-		}
-		outbox, err = s.writeCompletions(ctx, tx, done)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return outbox, nil
+SELECT id::text, chain_id, signer, 'FAILED_FINAL', 'nonce_consumed_externally', nonce, fork, NULL::text FROM moved ORDER BY nonce`, detail)
 }

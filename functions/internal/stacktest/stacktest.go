@@ -66,7 +66,9 @@ type Option func(*config.Config)
 func NewWorld(t *testing.T, nkeys int, opts ...Option) *World {
 	t.Helper()
 	keys := evmtest.DevKeys(nkeys)
-	chain := evmtest.Start(t, evmtest.FundedAlloc(keys, nil))
+	alloc := evmtest.FundedAlloc(keys, nil)
+	alloc[evmtest.GasBurner] = evmtest.GasBurnerAccount() // for other users filling blocks
+	chain := evmtest.Start(t, alloc)
 	proxy := rpcproxy.Start(t, chain.URL)
 	db := pgtest.New(t)
 	cfg := config.Defaults()

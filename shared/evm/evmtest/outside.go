@@ -3,7 +3,6 @@ package evmtest
 import (
 	"context"
 	"crypto/ecdsa"
-	"errors"
 	"fmt"
 	"math/big"
 	"time"
@@ -36,41 +35,20 @@ func (c *Chain) SendAt(ctx context.Context, key *ecdsa.PrivateKey, nonce uint64,
 	return c.sendTx(ctx, key, &to, value, nil, params.TxGas, &nonce)
 }
 
-// burnerInit deploys the runtime PUSH1 0 PUSH4 0x400000 MSTORE: every call
-// asks for 4 MiB of memory, whose gas (about 34M) no transaction has, so it
-// fails at once having used all its gas, without the CPU time of a loop.
-var burnerInit = common.FromHex("0x676000630040000052600052600860" + "18f3")
-
-// DeployBurner deploys, from key, a contract that uses all the gas it is
-// given, commits a block, and returns its address.
-func (c *Chain) DeployBurner(ctx context.Context, key *ecdsa.PrivateKey) (common.Address, error) {
-	tx, err := c.sendTx(ctx, key, nil, new(big.Int), burnerInit, 100_000, nil)
-	if err != nil {
-		return common.Address{}, err
-	}
-	c.Commit()
-	r, err := c.Backend.Client().TransactionReceipt(ctx, tx.Hash())
-	if err != nil {
-		return common.Address{}, fmt.Errorf("deploy burner: %w", err)
-	}
-	if r.Status != types.ReceiptStatusSuccessful {
-		return common.Address{}, errors.New("deploy burner: reverted")
-	}
-	return r.ContractAddress, nil
-}
-
-// Burn sends n calls to burner from key, each using gas; with the
-// high SpamTip they fill the next block first. Four calls of 15M gas fill a
-// block of the simulated chain's 60M gas limit (the base fee then rises by
-// 12.5%); two keep it at the target (the base fee stays).
-func (c *Chain) Burn(ctx context.Context, key *ecdsa.PrivateKey, burner common.Address, n int, gas uint64) error {
+// Burn sends n calls to GasBurner (which must be in the genesis, see
+// GasBurnerAccount) from key, each using gas, and waits until the pool has
+// them pending; with the high SpamTip they fill the next block first. Four
+// calls of 15M gas fill a block of the simulated chain's default 60M gas
+// limit (the base fee then rises by 12.5%); two keep it at the target (the
+// base fee stays).
+func (c *Chain) Burn(ctx context.Context, key *ecdsa.PrivateKey, n int, gas uint64) error {
 	nonce, err := c.Backend.Client().PendingNonceAt(ctx, crypto.PubkeyToAddress(key.PublicKey))
 	if err != nil {
 		return fmt.Errorf("pending nonce: %w", err)
 	}
 	for i := range uint64(n) {
 		at := nonce + i
-		if _, err := c.sendTx(ctx, key, &burner, new(big.Int), nil, gas, &at); err != nil {
+		if _, err := c.sendTx(ctx, key, &GasBurner, new(big.Int), nil, gas, &at); err != nil {
 			return err
 		}
 	}
