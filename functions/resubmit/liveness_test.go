@@ -748,3 +748,123 @@ func TestIssue10_CancelByWebhook(t *testing.T) {
 	assert.Equal(t, "payout "+stuck.ID+" superseded", reason)
 	assert.Equal(t, []reported{{"STUCK", false, "insufficient_funds"}, {"FAILED_FINAL", true, txm.SubStateCancelled}}, reports(t, w, stuck.ID))
 }
+
+// TestIssue10_PlaceholderPolicy: the static policy fills the nonce of a
+// STUCK transaction that will never be sent with a placeholder; it ends
+// FAILED_FINAL placeholder, audited as the policy's, and the nonces behind
+// it confirm.
+func TestIssue10_PlaceholderPolicy(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 2, lively, func(c *config.Config) {
+		c.StuckPolicy = []config.StuckRule{{ChainID: evmtest.ChainID, Action: string(txm.ActionPlaceholder)}}
+	})
+	hook, err := stuckpolicy.FromConfig(w.Cfg)
+	require.NoError(t, err)
+	w.Hook = hook
+	n := w.Node(t, "n")
+	signer := poorSigner(t, w)
+	never := create(t, n, transfer(signer, big.NewInt(2*params.Ether)))
+	later := create(t, n, transfer(signer, big.NewInt(1))).ID
+	stop := w.Run(t, []*stacktest.Node{n}, stacktest.RunOptions{})
+	defer stop()
+	waitState(t, w, never.ID, txm.StateFailedFinal, 30*time.Second)
+	waitState(t, w, later, txm.StateConfirmed, 30*time.Second)
+	_, sub := txState(t, w, never.ID)
+	assert.Equal(t, txm.SubStatePlaceholder, sub)
+	as := attempts(t, w, never.ID)
+	assert.Equal(t, "placeholder", as[len(as)-1].Kind)
+	assert.Equal(t, "mined", as[len(as)-1].Outcome)
+	var actor, reason string
+	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT actor, reason FROM tx_history WHERE tx_id = $1 AND action = 'placeholder'`, never.ID).
+		Scan(&actor, &reason))
+	assert.Equal(t, "policy:static", actor)
+	assert.Equal(t, "stuck rule 1337=placeholder", reason)
+	assert.Equal(t, []reported{{"STUCK", false, "insufficient_funds"}, {"FAILED_FINAL", true, txm.SubStatePlaceholder}}, reports(t, w, never.ID))
+}
+
+// TestIssue10_AdminActions: resubmit and replace through the API: bad
+// input is 422 and changes nothing, a state where the action makes no sense
+// is 409, fees that do not beat the last attempt fail the action (nothing
+// else changes), and the caller's fees are what the replacement pays.
+func TestIssue10_AdminActions(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 1, lively, func(c *config.Config) { c.BumpAfter = time.Hour })
+	n := w.Node(t, "n")
+	signer := w.Keys[0].Address
+	tx := create(t, n, transfer(signer, big.NewInt(1)))
+	base := n.APIURL + "/v1/transactions/" + tx.ID
+
+	// Not broadcast yet: nothing to replace.
+	status, p := post(t, base+"/replace", map[string]any{"actionId": "r0", "reason": "too early"})
+	assert.Equal(t, http.StatusConflict, status, "%v", p)
+	for _, bad := range []map[string]any{
+		{"actionId": "x"},   // no reason
+		{"reason": "no id"}, // no action id
+		{"actionId": "x", "reason": "r", "maxFeePerGas": "1"},                                                  // half the 1559 fees
+		{"actionId": "x", "reason": "r", "maxFeePerGas": "100000000000000000000", "maxPriorityFeePerGas": "1"}, // above the cap
+	} {
+		status, p := post(t, base+"/replace", bad)
+		assert.Equal(t, http.StatusUnprocessableEntity, status, "%v → %v", bad, p)
+	}
+	status, p = post(t, base+"/cancel", map[string]any{"actionId": "c", "reason": "r", "maxFeePerGas": "5", "maxPriorityFeePerGas": "1"})
+	assert.Equal(t, http.StatusUnprocessableEntity, status, "fees only for replace: %v", p)
+	status, _ = post(t, n.APIURL+"/v1/transactions/01a2080c-8f95-799b-bad0-9beedcb82ae4/resubmit", map[string]any{"actionId": "x", "reason": "r"})
+	assert.Equal(t, http.StatusNotFound, status)
+	var actions int
+	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM tx_action`).Scan(&actions))
+	assert.Zero(t, actions, "refusals write nothing")
+
+	_, err := n.Drain.Execute(ctx, evmtest.ChainID, signer) // TRACKING, not mined: no block is sealed
+	require.NoError(t, err)
+	first := attempts(t, w, tx.ID)[0]
+
+	status, p = post(t, base+"/resubmit", map[string]any{"actionId": "s1", "reason": "node restarted"})
+	require.Equal(t, http.StatusAccepted, status, "%v", p)
+	sends := w.Proxy.Count("eth_sendRawTransaction")
+	_, err = n.Drain.Execute(ctx, evmtest.ChainID, signer) // the prompt's work
+	require.NoError(t, err)
+	assert.Equal(t, sends+1, w.Proxy.Count("eth_sendRawTransaction"), "broadcast again")
+	assert.Len(t, attempts(t, w, tx.ID), 1, "the same attempt")
+
+	low := new(big.Int).Add(first.MaxFee, big.NewInt(1))
+	status, p = post(t, base+"/replace", map[string]any{"actionId": "r1", "reason": "too little", "maxFeePerGas": low.String(),
+		"maxPriorityFeePerGas": first.Tip.String()})
+	require.Equal(t, http.StatusAccepted, status, "%v", p)
+	fee := new(big.Int).Mul(first.MaxFee, big.NewInt(3))
+	tip := new(big.Int).Mul(first.Tip, big.NewInt(3))
+	status, p = post(t, base+"/replace", map[string]any{"actionId": "r2", "reason": "gas spike", "maxFeePerGas": fee.String(),
+		"maxPriorityFeePerGas": tip.String()})
+	require.Equal(t, http.StatusAccepted, status, "%v", p)
+	_, err = n.Drain.Execute(ctx, evmtest.ChainID, signer)
+	require.NoError(t, err)
+
+	resp, err := http.Get(base + "/actions")
+	require.NoError(t, err)
+	var list struct {
+		Items []struct{ ActionID, Action, Status, Result string } `json:"items"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&list))
+	resp.Body.Close()
+	got := map[string]string{}
+	for _, a := range list.Items {
+		got[a.ActionID] = a.Status + ": " + a.Result
+	}
+	assert.Equal(t, "done: attempt 1 broadcast again", got["s1"])
+	assert.Contains(t, got["r1"], "failed: fees too low to replace the last attempt")
+	assert.Equal(t, "done: signed attempt 2 (replace)", got["r2"])
+	as := attempts(t, w, tx.ID)
+	require.Len(t, as, 2, "one replacement: the refused one wrote nothing")
+	assert.Equal(t, fee, as[1].MaxFee, "the caller's fees")
+	assert.Equal(t, tip, as[1].Tip)
+	var audited int
+	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM tx_history WHERE tx_id = $1 AND actor = 'api'`, tx.ID).Scan(&audited))
+	assert.Equal(t, 3, audited, "every admin action is in the history, the failed one too")
+
+	w.MineAll(t, signer, 1)
+	_, err = n.Receipts.Execute(ctx, evmtest.ChainID, signer)
+	require.NoError(t, err)
+	as = attempts(t, w, tx.ID)
+	assert.Equal(t, []string{"replaced", "mined"}, []string{as[0].Outcome, as[1].Outcome})
+	status, p = post(t, base+"/replace", map[string]any{"actionId": "r3", "reason": "late"})
+	assert.Equal(t, http.StatusConflict, status, "a MINED transaction: %v", p)
+}

@@ -190,12 +190,16 @@ ORDER BY a.created_at, a.action_id`, int64(chainID), txm.CanonicalAddress(signer
 // and an audit row in tx_history, fenced.
 func (s *Store) FinishAction(ctx context.Context, l txm.Lease, a txm.Action) error {
 	return WithTx(ctx, s.pool, func(tx pgx.Tx) error {
-		return s.finishAction(ctx, tx, l, a.TxID, a.ActionID, a.Status, a.Result)
+		return s.finishAction(ctx, tx, l, a.TxID, a.ActionID, a.Status, a.Result, true)
 	})
 }
 
-func (s *Store) finishAction(ctx context.Context, tx pgx.Tx, l txm.Lease, txID, actionID string, status txm.ActionStatus, result string) error {
-	got, err := s.leases.fencedExec(ctx, tx, l, "finish_action", txID, `
+// finishAction marks a pending action done or failed, fenced, with an
+// audit row in tx_history unless the caller wrote one (a replacement).
+func (s *Store) finishAction(ctx context.Context, tx pgx.Tx, l txm.Lease, txID, actionID string, status txm.ActionStatus, result string,
+	audit bool) error {
+	var got int
+	err := tx.QueryRow(ctx, `
 WITH done AS (
     UPDATE tx_action a SET status = $8, result = $9, fencing_token = $5::bigint, done_at = clock_timestamp()
     WHERE a.tx_id = $6::uuid AND a.action_id = $7 AND a.status = 'pending' AND `+fenceHeld+`
@@ -204,14 +208,19 @@ WITH done AS (
     -- a resubmit ends the backoff of a transaction still waiting to be sent
     UPDATE managed_tx t SET next_attempt_at = NULL, updated_at = clock_timestamp()
     FROM done d WHERE t.id = d.tx_id AND d.action = 'resubmit' AND $8 = 'done' AND t.state = 'ALLOCATED'
+), audited AS (
+    INSERT INTO tx_history (tx_id, from_state, to_state, sub_state, reason, owner, fencing_token, action, actor)
+    SELECT d.tx_id, t.state, t.state, t.sub_state, d.reason || ' (' || $8 || ': ' || $9 || ')', $4::text, $5::bigint, d.action, d.actor
+    FROM done d JOIN managed_tx t ON t.id = d.tx_id WHERE $10
 )
-INSERT INTO tx_history (tx_id, from_state, to_state, sub_state, reason, owner, fencing_token, action, actor)
-SELECT d.tx_id, t.state, t.state, t.sub_state, d.reason || ' (' || $8 || ': ' || $9 || ')', $4::text, $5::bigint, d.action, d.actor
-FROM done d JOIN managed_tx t ON t.id = d.tx_id`, txID, actionID, string(status), result)
+SELECT count(*) FROM done`, append(fenceArgs(l), txID, actionID, string(status), result, audit)...).Scan(&got)
 	if err != nil {
-		return err
+		return fmt.Errorf("finish action: %w", translate(err))
 	}
 	if got != 1 {
+		if err := s.leases.check(ctx, tx, l, "finish_action", txID); err != nil {
+			return err
+		}
 		return fmt.Errorf("finish action %s/%s: not pending", txID, actionID)
 	}
 	return nil

@@ -286,7 +286,7 @@ SELECT id, state, state, sub_state, $16, $4::text, $5::bigint, $17, $18 FROM tou
 			return nil
 		}
 		return s.finishAction(ctx, tx, l, a.TxID, audit.ActionID, txm.ActionDone,
-			fmt.Sprintf("signed attempt %d (%s)", a.No, a.Kind))
+			fmt.Sprintf("signed attempt %d (%s)", a.No, a.Kind), false)
 	})
 }
 
