@@ -356,6 +356,7 @@ func (s *Stack) serverEnv() []string {
 		"TXFENCE_CLOCK_SKEW=500ms",
 		"TXFENCE_SUBMIT_BUDGET=20s",
 		"TXFENCE_LOG_LEVEL=info",
+		"TXFENCE_AUTH=dev,apikey", // development: calls without a credential are the principal "dev"
 	}
 	for i, k := range s.keys {
 		v := fmt.Sprintf("TXFENCE_DEV_KEY_%d", i)

@@ -108,6 +108,7 @@ func setup(t *testing.T, n int, opts ...option) *bundle {
 	t.Helper()
 	db := pgtest.New(t)
 	cfg := config.Defaults()
+	cfg.Auth.Methods = []string{"dev"}
 	cfg.Database.URL = db.URL
 	cfg.Chains = []config.Chain{{ID: testChain, RPCURLs: []string{"http://127.0.0.1:1"}}}
 	for _, a := range signers(200) {

@@ -31,6 +31,9 @@ func run(args []string) error {
 	dbcfg.Instance = os.Getenv(config.EnvCloudSQLInstance)
 	dbcfg.IAMAuth = os.Getenv(config.EnvCloudSQLIAMAuth) == "true"
 	dbcfg.PrivateIP = os.Getenv(config.EnvCloudSQLPrivateIP) == "true"
+	// Migrations may rewrite large tables: bounded by the command's own
+	// 10 minutes, not the services' statement timeout.
+	dbcfg.StatementTimeout = 0
 	if dbcfg.URL == "" {
 		return fmt.Errorf("%s is required", config.EnvDatabaseURL)
 	}

@@ -37,6 +37,7 @@ func setup(t *testing.T) (*pgtest.DB, config.Config, *postgres.Store, *pubsubtes
 	db := pgtest.New(t)
 	ps := pubsubtest.MustStart(t, "test")
 	cfg := config.Defaults()
+	cfg.Auth.Methods = []string{"dev"}
 	cfg.Database.URL = db.URL
 	cfg.Chains = []config.Chain{{ID: 1337, RPCURLs: []string{"http://127.0.0.1:1"}}}
 	cfg.Signers = []config.Signer{{Address: common.HexToAddress("0xa1")}}

@@ -5,6 +5,7 @@ package config
 
 import (
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -46,6 +47,43 @@ type Database struct {
 	PrivateIP bool
 	// MaxConns bounds the pool.
 	MaxConns int32
+	// StatementTimeout, LockTimeout and IdleInTxTimeout are set on every
+	// connection: nothing waits on the database longer than they allow.
+	StatementTimeout time.Duration
+	LockTimeout      time.Duration
+	IdleInTxTimeout  time.Duration
+}
+
+// Auth says how callers are authenticated and what they may do.
+type Auth struct {
+	// Methods are the accepted credentials: "oidc" (Google-signed ID
+	// tokens for Audience), "apikey" (keys created with the admin command),
+	// "dev" (development: a call without a credential is the all-powerful
+	// principal "dev"). Required: production refuses to start without one,
+	// and "dev" is refused on Cloud Run.
+	Methods  []string
+	Audience string // the OIDC audience: the API's URL as its callers name it
+	// PolicySeed is written as version 1 of each principal's policy that has
+	// none (the first deploy's policies).
+	PolicySeed []txm.Policy
+	// Rate limits per instance: each principal's calls per second and burst
+	// (unless its policy says otherwise), each signer's creates per second.
+	RatePerSecond       float64
+	RateBurst           int
+	SignerRatePerSecond float64
+	// MaxWaits caps a principal's concurrent completion long-polls per
+	// instance (unless its policy says otherwise).
+	MaxWaits int
+}
+
+// Has reports whether method is accepted.
+func (a Auth) Has(method string) bool {
+	for _, m := range a.Methods {
+		if m == method {
+			return true
+		}
+	}
+	return false
 }
 
 // Lease holds the per-signer lease timings.
@@ -110,6 +148,7 @@ type Config struct {
 
 	Database Database
 	Lease    Lease
+	Auth     Auth
 
 	Chains  []Chain
 	Signers []Signer
@@ -155,6 +194,10 @@ type Config struct {
 	// carries newFork. Zero turns the watch off.
 	ReorgWatch time.Duration
 
+	// onCloudRun is set by Load when K_SERVICE is: development
+	// authentication is refused there.
+	onCloudRun bool
+
 	Project         string // Google Cloud project for Pub/Sub
 	TopicSubmit     string
 	TopicReceipt    string
@@ -165,7 +208,9 @@ type Config struct {
 func Defaults() Config {
 	return Config{
 		LogLevel: "info",
-		Database: Database{MaxConns: 10},
+		Database: Database{MaxConns: 10, StatementTimeout: 15 * time.Second, LockTimeout: 3 * time.Second,
+			IdleInTxTimeout: 30 * time.Second},
+		Auth: Auth{RatePerSecond: 200, RateBurst: 400, SignerRatePerSecond: 2000, MaxWaits: 20},
 		Lease: Lease{
 			Duration:   10 * time.Second,
 			RenewEvery: 3 * time.Second,
@@ -214,6 +259,16 @@ const (
 	EnvCloudSQLIAMAuth     = "TXFENCE_CLOUDSQL_IAM_AUTH"
 	EnvCloudSQLPrivateIP   = "TXFENCE_CLOUDSQL_PRIVATE_IP"
 	EnvDBMaxConns          = "TXFENCE_DB_MAX_CONNS"
+	EnvDBStatementTimeout  = "TXFENCE_DB_STATEMENT_TIMEOUT"
+	EnvDBLockTimeout       = "TXFENCE_DB_LOCK_TIMEOUT"
+	EnvDBIdleInTxTimeout   = "TXFENCE_DB_IDLE_IN_TX_TIMEOUT"
+	EnvAuth                = "TXFENCE_AUTH"
+	EnvOIDCAudience        = "TXFENCE_OIDC_AUDIENCE"
+	EnvPolicySeed          = "TXFENCE_POLICY_SEED"
+	EnvRatePerSecond       = "TXFENCE_RATE_PER_SECOND"
+	EnvRateBurst           = "TXFENCE_RATE_BURST"
+	EnvSignerRatePerSecond = "TXFENCE_SIGNER_RATE_PER_SECOND"
+	EnvMaxWaits            = "TXFENCE_MAX_WAITS"
 	EnvLeaseDuration       = "TXFENCE_LEASE_DURATION"
 	EnvLeaseRenew          = "TXFENCE_LEASE_RENEW"
 	EnvClockSkew           = "TXFENCE_CLOCK_SKEW"
@@ -275,6 +330,16 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 	p.boolean(EnvCloudSQLIAMAuth, &c.Database.IAMAuth)
 	p.boolean(EnvCloudSQLPrivateIP, &c.Database.PrivateIP)
 	p.int32(EnvDBMaxConns, &c.Database.MaxConns)
+	p.duration(EnvDBStatementTimeout, &c.Database.StatementTimeout)
+	p.duration(EnvDBLockTimeout, &c.Database.LockTimeout)
+	p.duration(EnvDBIdleInTxTimeout, &c.Database.IdleInTxTimeout)
+	p.list(EnvAuth, &c.Auth.Methods)
+	p.str(EnvOIDCAudience, &c.Auth.Audience)
+	p.policies(EnvPolicySeed, &c.Auth.PolicySeed)
+	p.float(EnvRatePerSecond, &c.Auth.RatePerSecond)
+	p.integer(EnvRateBurst, &c.Auth.RateBurst)
+	p.float(EnvSignerRatePerSecond, &c.Auth.SignerRatePerSecond)
+	p.integer(EnvMaxWaits, &c.Auth.MaxWaits)
 	p.duration(EnvLeaseDuration, &c.Lease.Duration)
 	p.duration(EnvLeaseRenew, &c.Lease.RenewEvery)
 	p.duration(EnvClockSkew, &c.Lease.ClockSkew)
@@ -324,6 +389,9 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 	if c.InstanceID == "" {
 		c.InstanceID = defaultInstanceID(lookup)
 	}
+	if v, ok := lookup("K_SERVICE"); ok && v != "" {
+		c.onCloudRun = true
+	}
 	// A variable that failed to parse kept its default, which validate may
 	// also dislike; report each variable once, with the parse problem.
 	reported := map[string]bool{}
@@ -365,6 +433,18 @@ func (c Config) validate() []Problem {
 	if c.Database.MaxConns < 1 {
 		bad(EnvDBMaxConns, "must be at least 1, got %d", c.Database.MaxConns)
 	}
+	for _, t := range []struct {
+		env string
+		v   time.Duration
+	}{{EnvDBStatementTimeout, c.Database.StatementTimeout}, {EnvDBLockTimeout, c.Database.LockTimeout}, {EnvDBIdleInTxTimeout, c.Database.IdleInTxTimeout}} {
+		if t.v <= 0 || t.v > time.Hour {
+			bad(t.env, "must be between 0 and 1h, got %s", t.v)
+		}
+	}
+	if c.Database.LockTimeout >= c.Database.StatementTimeout && c.Database.LockTimeout > 0 {
+		bad(EnvDBLockTimeout, "must be shorter than %s (%s)", EnvDBStatementTimeout, c.Database.StatementTimeout)
+	}
+	c.validateAuth(bad)
 	if c.Lease.Duration <= 0 {
 		bad(EnvLeaseDuration, "must be positive, got %s", c.Lease.Duration)
 	}
@@ -524,6 +604,40 @@ func (c Config) Chain(id uint64) (Chain, bool) {
 		}
 	}
 	return Chain{}, false
+}
+
+// AuthMethods are the accepted values of TXFENCE_AUTH.
+var AuthMethods = []string{"oidc", "apikey", "dev"}
+
+func (c Config) validateAuth(bad func(env, format string, args ...any)) {
+	a := c.Auth
+	if len(a.Methods) == 0 {
+		bad(EnvAuth, "is required: oidc, apikey and/or dev (development only), comma separated; txfence never serves unauthenticated calls by default")
+	}
+	for _, m := range a.Methods {
+		ok := false
+		for _, known := range AuthMethods {
+			ok = ok || m == known
+		}
+		if !ok {
+			bad(EnvAuth, "%q is not one of oidc, apikey, dev", m)
+		}
+	}
+	if a.Has("oidc") && a.Audience == "" {
+		bad(EnvOIDCAudience, "is required with %s=oidc: the audience callers' ID tokens are minted for (the API's URL)", EnvAuth)
+	}
+	if a.Has("dev") && c.onCloudRun {
+		bad(EnvAuth, "dev (no authentication) is refused on Cloud Run (K_SERVICE is set)")
+	}
+	if a.RatePerSecond <= 0 || a.SignerRatePerSecond <= 0 {
+		bad(EnvRatePerSecond, "the rates must be positive")
+	}
+	if a.RateBurst < 1 {
+		bad(EnvRateBurst, "must be at least 1, got %d", a.RateBurst)
+	}
+	if a.MaxWaits < 1 {
+		bad(EnvMaxWaits, "must be at least 1, got %d", a.MaxWaits)
+	}
 }
 
 // FeesFor is the fee policy of chain id: the global settings with the
@@ -797,6 +911,52 @@ func (p *parser) signers(env string, dst *[]Signer) {
 		out = append(out, Signer{Address: a, KeyRef: ref})
 	}
 	*dst = out
+}
+
+// list parses a comma-separated list of words.
+func (p *parser) list(env string, dst *[]string) {
+	v, ok := p.get(env)
+	if !ok {
+		return
+	}
+	var out []string
+	for _, w := range strings.Split(v, ",") {
+		if w = strings.TrimSpace(w); w != "" {
+			out = append(out, w)
+		}
+	}
+	*dst = out
+}
+
+func (p *parser) float(env string, dst *float64) {
+	if v, ok := p.get(env); ok {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			p.bad(env, "must be a number, got %q", v)
+			return
+		}
+		*dst = f
+	}
+}
+
+// policies parses a JSON array of policies (txm.Policy's wire form).
+func (p *parser) policies(env string, dst *[]txm.Policy) {
+	v, ok := p.get(env)
+	if !ok {
+		return
+	}
+	var ps []txm.Policy
+	if err := json.Unmarshal([]byte(v), &ps); err != nil {
+		p.bad(env, "must be a JSON array of policies: %v", err)
+		return
+	}
+	for _, pol := range ps {
+		if err := pol.Validate(); err != nil {
+			p.bad(env, "policy of %q: %v", pol.Principal, err)
+			return
+		}
+	}
+	*dst = ps
 }
 
 // chainFees parses CHAIN_ID:key=value[,key=value...][;CHAIN_ID:...] with

@@ -22,6 +22,7 @@ func validEnv() map[string]string {
 		EnvDatabaseURL: "postgres://u@localhost/txfence",
 		EnvChains:      "1337=http://127.0.0.1:8545|http://127.0.0.1:8546,1=https://rpc.example",
 		EnvSigners:     "0x00000000000000000000000000000000000000a1=local:env:DEV_KEY,0xdAC17F958D2ee523a2206206994597C13D831ec7",
+		EnvAuth:        "apikey",
 	}
 }
 
@@ -74,7 +75,7 @@ func TestIssue2_Config(t *testing.T) {
 		var cerr *Error
 		require.ErrorAs(t, err, &cerr)
 		assert.True(t, errors.Is(err, ErrConfig))
-		assert.Equal(t, []string{EnvChains, EnvDatabaseURL, EnvSigners}, cerr.Vars())
+		assert.Equal(t, []string{EnvAuth, EnvChains, EnvDatabaseURL, EnvSigners}, cerr.Vars())
 		for _, v := range cerr.Vars() {
 			assert.Contains(t, err.Error(), v)
 		}

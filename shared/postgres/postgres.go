@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strconv"
 	"time"
 
 	"cloud.google.com/go/cloudsqlconn"
@@ -45,6 +46,14 @@ func Open(ctx context.Context, cfg config.Database) (*DB, error) {
 		pcfg.MaxConns = cfg.MaxConns
 	}
 	pcfg.MaxConnIdleTime = 5 * time.Minute
+	// Nothing waits on the database for ever: a statement, a lock wait, an
+	// idle transaction each end at their bound (zero leaves one unset).
+	for name, d := range map[string]time.Duration{"statement_timeout": cfg.StatementTimeout, "lock_timeout": cfg.LockTimeout,
+		"idle_in_transaction_session_timeout": cfg.IdleInTxTimeout} {
+		if d > 0 {
+			pcfg.ConnConfig.RuntimeParams[name] = strconv.FormatInt(d.Milliseconds(), 10)
+		}
+	}
 	db := &DB{}
 	if cfg.Instance != "" {
 		opts := []cloudsqlconn.Option{cloudsqlconn.WithLazyRefresh()}

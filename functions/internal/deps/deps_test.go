@@ -44,6 +44,7 @@ func TestIssue10_BuildAppliesChainFees(t *testing.T) {
 
 	db := pgtest.New(t)
 	cfg := config.Defaults()
+	cfg.Auth.Methods = []string{"dev"}
 	cfg.Database.URL = db.URL
 	cfg.Chains = []config.Chain{{ID: evmtest.ChainID, RPCURLs: []string{proxy.URL}}}
 	cfg.Signers = []config.Signer{{Address: keys[0].Address}}

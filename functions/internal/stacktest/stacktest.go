@@ -72,6 +72,7 @@ func NewWorld(t *testing.T, nkeys int, opts ...Option) *World {
 	proxy := rpcproxy.Start(t, chain.URL)
 	db := pgtest.New(t)
 	cfg := config.Defaults()
+	cfg.Auth.Methods = []string{"dev"}
 	cfg.Database.URL = db.URL
 	cfg.Chains = []config.Chain{{ID: evmtest.ChainID, RPCURLs: []string{proxy.URL}}}
 	for _, k := range keys {

@@ -1,0 +1,299 @@
+package txm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/big"
+	"slices"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+)
+
+// Authentication and authorization: who calls, and what each caller may do.
+// txfence is closed by default: a caller with no policy may do nothing.
+
+var (
+	// ErrUnauthenticated means the call carried no credential txfence
+	// accepts: none, a malformed one, a bad signature, an expired token, a
+	// token for another audience, an unknown or revoked API key (HTTP 401).
+	ErrUnauthenticated = errors.New("unauthenticated")
+	// ErrForbidden means the caller is known but its policy does not allow
+	// the call (HTTP 403). A *Refusal names the rule.
+	ErrForbidden = errors.New("forbidden")
+	// ErrRateLimited means the caller or the signer is over its rate (HTTP
+	// 429). A *RateLimitError says when to retry.
+	ErrRateLimited = errors.New("rate limited")
+)
+
+// Principal is an authenticated caller.
+type Principal struct {
+	// ID names the caller in policies and audit rows: the verified email
+	// of a Google-signed ID token (a service account's), the owner an API
+	// key was created for, or "dev" in development mode.
+	ID string
+	// Via says how it was authenticated: "oidc", "apikey" or "dev".
+	Via string
+}
+
+// Credential is what a call presented: the bearer token of its
+// Authorization header ("" when there was none).
+type Credential struct {
+	Bearer string
+}
+
+// Authenticator turns a credential into a principal, or ErrUnauthenticated
+// (wrapped with why, for logs; the caller is never told more than 401).
+type Authenticator interface {
+	Authenticate(ctx context.Context, c Credential) (Principal, error)
+}
+
+// Role is what a principal may do, route by route.
+type Role string
+
+const (
+	// RoleSender may create transactions (for its signers) and read them.
+	RoleSender Role = "sender"
+	// RoleReader may read transactions, signers and the completions feed
+	// (of its signers).
+	RoleReader Role = "reader"
+	// RoleAdmin may act on transactions (resubmit, replace, cancel), read
+	// everything and change policies.
+	RoleAdmin Role = "admin"
+)
+
+// Roles lists every role.
+var Roles = []Role{RoleSender, RoleReader, RoleAdmin}
+
+// Limit bounds what a principal sends from one signer in a rolling window.
+// A nil Value or a zero Count does not limit.
+type Limit struct {
+	Value *big.Int // wei
+	Count int      // transactions
+}
+
+// Policy is what one principal may do. Policies are versioned: a change
+// writes a new version.
+type Policy struct {
+	Principal string
+	Version   int
+	Roles     []Role
+	// Signers the principal may send from (sender) or read (reader): nil
+	// or empty is none, AllSigners is every configured signer.
+	Signers    []common.Address
+	AllSigners bool
+	// MaxValue caps one transaction's value (nil: no cap).
+	MaxValue *big.Int
+	// Hourly and Daily cap, per signer, what the principal sends in the last
+	// hour and the last 24 hours.
+	Hourly, Daily Limit
+	// Allowlist, when not nil, is every destination the principal may send
+	// to (contract creations are refused).
+	Allowlist []common.Address
+	// RatePerSecond and Burst bound the principal's calls per instance
+	// (0: the configured default).
+	RatePerSecond float64
+	Burst         int
+	// MaxWaits caps the principal's concurrent completion long-polls per
+	// instance (0: the configured default).
+	MaxWaits  int
+	CreatedAt time.Time
+	CreatedBy string
+}
+
+// Has reports whether the policy grants role (admin implies reader).
+func (p Policy) Has(role Role) bool {
+	return slices.Contains(p.Roles, role) || role == RoleReader && (slices.Contains(p.Roles, RoleAdmin) || slices.Contains(p.Roles, RoleSender))
+}
+
+// CoversSigner reports whether the policy names signer.
+func (p Policy) CoversSigner(signer common.Address) bool {
+	return p.AllSigners || slices.Contains(p.Signers, signer)
+}
+
+// Validate checks a policy before it is stored.
+func (p Policy) Validate() error {
+	v := &ValidationError{}
+	if p.Principal == "" || len(p.Principal) > 320 {
+		v.Add("principal", "is required (at most 320 characters)")
+	}
+	if len(p.Roles) == 0 {
+		v.Add("roles", "give at least one of sender, reader, admin")
+	}
+	for _, r := range p.Roles {
+		if !slices.Contains(Roles, r) {
+			v.Add("roles", "%q is not one of sender, reader, admin", r)
+		}
+	}
+	for name, w := range map[string]*big.Int{"maxValue": p.MaxValue, "hourly.value": p.Hourly.Value, "daily.value": p.Daily.Value} {
+		if w != nil && w.Sign() < 0 {
+			v.Add(name, "must not be negative")
+		}
+	}
+	if p.Hourly.Count < 0 || p.Daily.Count < 0 {
+		v.Add("count", "must not be negative")
+	}
+	if p.RatePerSecond < 0 || p.Burst < 0 || p.MaxWaits < 0 {
+		v.Add("rate", "ratePerSecond, burst and maxWaits must not be negative")
+	}
+	return v.Err()
+}
+
+// Refusal names the policy rule that refused a call. It matches
+// ErrForbidden under errors.Is.
+type Refusal struct {
+	Rule   string // role, signer, max_value, hourly_value, hourly_count, daily_value, daily_count, allowlist
+	Detail string
+}
+
+func (r *Refusal) Error() string { return fmt.Sprintf("forbidden by rule %s: %s", r.Rule, r.Detail) }
+
+// Is makes a *Refusal match ErrForbidden.
+func (r *Refusal) Is(target error) bool { return target == ErrForbidden }
+
+// Refusal rules.
+const (
+	RuleRole        = "role"
+	RuleSigner      = "signer"
+	RuleMaxValue    = "max_value"
+	RuleAllowlist   = "allowlist"
+	RuleHourlyValue = "hourly_value"
+	RuleHourlyCount = "hourly_count"
+	RuleDailyValue  = "daily_value"
+	RuleDailyCount  = "daily_count"
+)
+
+// Require returns a *Refusal unless the policy grants role.
+func (p Policy) Require(role Role) error {
+	if !p.Has(role) {
+		return &Refusal{Rule: RuleRole, Detail: fmt.Sprintf("the %s role is required", role)}
+	}
+	return nil
+}
+
+// CheckSend is every rule a create request must pass that does not depend
+// on what the principal sent before: the sender role, the signer, the value
+// cap, the allowlist. The rolling caps are checked where the usage is known
+// (CheckUsage).
+func (p Policy) CheckSend(r *Request) error {
+	if err := p.Require(RoleSender); err != nil {
+		return err
+	}
+	if !p.CoversSigner(r.From) {
+		return &Refusal{Rule: RuleSigner, Detail: "the principal may not send from " + CanonicalAddress(r.From)}
+	}
+	if p.MaxValue != nil && r.Value != nil && r.Value.Cmp(p.MaxValue) > 0 {
+		return &Refusal{Rule: RuleMaxValue, Detail: fmt.Sprintf("the value %s wei is above the per-transaction cap of %s wei", r.Value, p.MaxValue)}
+	}
+	if p.Allowlist != nil {
+		if r.To == nil {
+			return &Refusal{Rule: RuleAllowlist, Detail: "contract creations are not on the destination allowlist"}
+		}
+		if !slices.Contains(p.Allowlist, *r.To) {
+			return &Refusal{Rule: RuleAllowlist, Detail: CanonicalAddress(*r.To) + " is not on the destination allowlist"}
+		}
+	}
+	return nil
+}
+
+// Usage is what a principal sent from one signer in the rolling windows.
+type Usage struct {
+	HourValue, DayValue *big.Int
+	HourCount, DayCount int
+}
+
+// CheckUsage refuses a request that would take the principal past a
+// rolling cap, given what it already sent (u).
+func (p Policy) CheckUsage(r *Request, u Usage) error {
+	value := r.Value
+	if value == nil {
+		value = new(big.Int)
+	}
+	over := func(limit *big.Int, used *big.Int) bool {
+		if limit == nil {
+			return false
+		}
+		if used == nil {
+			used = new(big.Int)
+		}
+		return new(big.Int).Add(used, value).Cmp(limit) > 0
+	}
+	switch {
+	case p.Hourly.Count > 0 && u.HourCount+1 > p.Hourly.Count:
+		return &Refusal{Rule: RuleHourlyCount, Detail: fmt.Sprintf("%d transactions from this signer in the last hour is the cap", p.Hourly.Count)}
+	case over(p.Hourly.Value, u.HourValue):
+		return &Refusal{Rule: RuleHourlyValue, Detail: fmt.Sprintf("the hourly cap of %s wei from this signer would be passed", p.Hourly.Value)}
+	case p.Daily.Count > 0 && u.DayCount+1 > p.Daily.Count:
+		return &Refusal{Rule: RuleDailyCount, Detail: fmt.Sprintf("%d transactions from this signer in the last 24 hours is the cap", p.Daily.Count)}
+	case over(p.Daily.Value, u.DayValue):
+		return &Refusal{Rule: RuleDailyValue, Detail: fmt.Sprintf("the daily cap of %s wei from this signer would be passed", p.Daily.Value)}
+	}
+	return nil
+}
+
+// HasRollingCaps reports whether any rolling cap applies.
+func (p Policy) HasRollingCaps() bool {
+	return p.Hourly.Value != nil || p.Hourly.Count > 0 || p.Daily.Value != nil || p.Daily.Count > 0
+}
+
+// RateLimitError says when a rate-limited call may be retried.
+type RateLimitError struct {
+	Scope      string // "principal" or "signer"
+	RetryAfter time.Duration
+}
+
+func (e *RateLimitError) Error() string {
+	return fmt.Sprintf("rate limited (%s); retry after %s", e.Scope, e.RetryAfter)
+}
+
+// Is makes a *RateLimitError match ErrRateLimited.
+func (e *RateLimitError) Is(target error) bool { return target == ErrRateLimited }
+
+// PolicyStore keeps the versioned policies.
+type PolicyStore interface {
+	// Policy is the principal's current (latest) policy, or ErrNotFound.
+	Policy(ctx context.Context, principal string) (Policy, error)
+	// PutPolicy writes p as the principal's next version and returns it
+	// (Version and CreatedAt filled in), with an audit row naming by.
+	PutPolicy(ctx context.Context, p Policy, by string) (Policy, error)
+	// SeedPolicies writes version 1 of each policy whose principal has none
+	// (the first deploy's seed); existing policies are left alone.
+	SeedPolicies(ctx context.Context, ps []Policy) error
+}
+
+// APIKey is a stored API key: only a hash of its secret is kept.
+type APIKey struct {
+	ID        string // public part of the key, e.g. "k_0123abcd"
+	Principal string
+	Hash      []byte // sha256 of the whole key
+	CreatedAt time.Time
+	CreatedBy string
+	RevokedAt *time.Time
+}
+
+// APIKeyStore keeps API keys.
+type APIKeyStore interface {
+	// APIKey returns the key with id (revoked ones too), or ErrNotFound.
+	APIKey(ctx context.Context, id string) (APIKey, error)
+	// CreateAPIKey stores k (its ID and Hash set by the caller).
+	CreateAPIKey(ctx context.Context, k APIKey) error
+	// RevokeAPIKey marks the key revoked, by whom; ErrNotFound if none.
+	RevokeAPIKey(ctx context.Context, id, by string) error
+	// ListAPIKeys lists the principal's keys (all principals when "").
+	ListAPIKeys(ctx context.Context, principal string) ([]APIKey, error)
+}
+
+// AuditEntry is one refusal or admin action, for the audit log.
+type AuditEntry struct {
+	Principal string
+	Action    string // e.g. "create", "policy.put", "apikey.revoke", "cancel"
+	Target    string // a transaction id, a principal, a key id
+	Outcome   string // "refused:<rule>", "ok", "unauthenticated"
+	Detail    string
+}
+
+// AuditLog records refusals and admin actions.
+type AuditLog interface {
+	Audit(ctx context.Context, e AuditEntry) error
+}

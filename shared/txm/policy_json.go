@@ -1,0 +1,136 @@
+package txm
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+)
+
+// policyJSON is a Policy on the wire, in the database, in the seed and in
+// the admin CLI's files: wei as decimal strings, addresses as hex, "*" for
+// every signer.
+type policyJSON struct {
+	Principal     string     `json:"principal"`
+	Version       int        `json:"version,omitempty"`
+	Roles         []Role     `json:"roles"`
+	Signers       []string   `json:"signers,omitempty"`
+	MaxValue      string     `json:"maxValue,omitempty"`
+	Hourly        *limitJSON `json:"hourly,omitempty"`
+	Daily         *limitJSON `json:"daily,omitempty"`
+	Allowlist     *[]string  `json:"allowlist,omitempty"`
+	RatePerSecond float64    `json:"ratePerSecond,omitempty"`
+	Burst         int        `json:"burst,omitempty"`
+	MaxWaits      int        `json:"maxWaits,omitempty"`
+	CreatedAt     *time.Time `json:"createdAt,omitempty"`
+	CreatedBy     string     `json:"createdBy,omitempty"`
+}
+
+type limitJSON struct {
+	Value string `json:"value,omitempty"`
+	Count int    `json:"count,omitempty"`
+}
+
+// MarshalJSON writes the policy's wire form.
+func (p Policy) MarshalJSON() ([]byte, error) {
+	j := policyJSON{Principal: p.Principal, Version: p.Version, Roles: p.Roles, MaxValue: weiText(p.MaxValue),
+		RatePerSecond: p.RatePerSecond, Burst: p.Burst, MaxWaits: p.MaxWaits, CreatedBy: p.CreatedBy}
+	if j.Roles == nil {
+		j.Roles = []Role{}
+	}
+	if p.AllSigners {
+		j.Signers = []string{"*"}
+	}
+	for _, s := range p.Signers {
+		j.Signers = append(j.Signers, CanonicalAddress(s))
+	}
+	if p.Hourly.Value != nil || p.Hourly.Count > 0 {
+		j.Hourly = &limitJSON{Value: weiText(p.Hourly.Value), Count: p.Hourly.Count}
+	}
+	if p.Daily.Value != nil || p.Daily.Count > 0 {
+		j.Daily = &limitJSON{Value: weiText(p.Daily.Value), Count: p.Daily.Count}
+	}
+	if p.Allowlist != nil {
+		list := make([]string, len(p.Allowlist))
+		for i, a := range p.Allowlist {
+			list[i] = CanonicalAddress(a)
+		}
+		j.Allowlist = &list
+	}
+	if !p.CreatedAt.IsZero() {
+		t := p.CreatedAt.UTC()
+		j.CreatedAt = &t
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads the wire form; a malformed field is a
+// *ValidationError naming it.
+func (p *Policy) UnmarshalJSON(b []byte) error {
+	var j policyJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return fmt.Errorf("%w: policy: %v", ErrInvalid, err)
+	}
+	v := &ValidationError{}
+	out := Policy{Principal: j.Principal, Version: j.Version, Roles: j.Roles, RatePerSecond: j.RatePerSecond, Burst: j.Burst,
+		MaxWaits: j.MaxWaits, CreatedBy: j.CreatedBy}
+	if j.CreatedAt != nil {
+		out.CreatedAt = *j.CreatedAt
+	}
+	for _, s := range j.Signers {
+		if s == "*" {
+			out.AllSigners = true
+			continue
+		}
+		a, err := ParseAddress(s)
+		if err != nil {
+			v.Add("signers", "%v", err)
+			continue
+		}
+		out.Signers = append(out.Signers, a)
+	}
+	out.MaxValue = parseWei(v, "maxValue", j.MaxValue)
+	if j.Hourly != nil {
+		out.Hourly = Limit{Value: parseWei(v, "hourly.value", j.Hourly.Value), Count: j.Hourly.Count}
+	}
+	if j.Daily != nil {
+		out.Daily = Limit{Value: parseWei(v, "daily.value", j.Daily.Value), Count: j.Daily.Count}
+	}
+	if j.Allowlist != nil {
+		out.Allowlist = []common.Address{}
+		for _, s := range *j.Allowlist {
+			a, err := ParseAddress(s)
+			if err != nil {
+				v.Add("allowlist", "%v", err)
+				continue
+			}
+			out.Allowlist = append(out.Allowlist, a)
+		}
+	}
+	if err := v.Err(); err != nil {
+		return err
+	}
+	*p = out
+	return nil
+}
+
+func weiText(v *big.Int) string {
+	if v == nil {
+		return ""
+	}
+	return v.String()
+}
+
+func parseWei(v *ValidationError, field, s string) *big.Int {
+	if s == "" {
+		return nil
+	}
+	n, ok := new(big.Int).SetString(s, 10)
+	if !ok || n.Sign() < 0 {
+		v.Add(field, "must be a non-negative decimal number of wei, got %q", s)
+		return nil
+	}
+	return n
+}
