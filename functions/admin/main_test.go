@@ -1,0 +1,213 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/txfence/txfence/shared/auth"
+	"github.com/txfence/txfence/shared/config"
+	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/shared/postgres"
+	"github.com/txfence/txfence/shared/txm"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// cli runs the command against one database as one user.
+type cli struct {
+	t     *testing.T
+	env   map[string]string
+	db    *pgtest.DB
+	stdin string
+}
+
+func newCLI(t *testing.T) *cli {
+	db := pgtest.New(t)
+	return &cli{t: t, db: db, env: map[string]string{config.EnvDatabaseURL: db.URL, "USER": "alice"}}
+}
+
+func (c *cli) run(args ...string) (stdout, stderr string, err error) {
+	c.t.Helper()
+	var out, errOut bytes.Buffer
+	err = run(context.Background(), args, cmdEnv{getenv: func(k string) string { return c.env[k] }, stdin: strings.NewReader(c.stdin),
+		stdout: &out, stderr: &errOut})
+	return out.String(), errOut.String(), err
+}
+
+func (c *cli) ok(args ...string) (stdout, stderr string) {
+	c.t.Helper()
+	stdout, stderr, err := c.run(args...)
+	require.NoError(c.t, err, "admin %v: %s", args, stderr)
+	return stdout, stderr
+}
+
+func TestIssue11_AuthAdminAPIKeyLifecycle(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newCLI(t)
+	keys, err := postgres.NewAPIKeys(c.db.Pool)
+	require.NoError(t, err)
+	audit, err := postgres.NewAuditLog(c.db.Pool)
+	require.NoError(t, err)
+	authn, err := auth.New(config.Auth{Methods: []string{"apikey"}}, keys)
+	require.NoError(t, err)
+
+	stdout, stderr := c.ok("apikey", "create", "--principal", "partner@example.com")
+	key := strings.TrimSpace(stdout)
+	id, ok := auth.ParseAPIKey(key)
+	require.True(t, ok, "stdout is the key and nothing else: %q", stdout)
+	assert.Equal(t, key+"\n", stdout)
+	assert.Contains(t, stderr, id)
+	assert.Contains(t, stderr, "no policy yet")
+	assert.NotContains(t, stderr, key)
+	secret := key[len("txfk_"+id+"_"):]
+	assert.NotContains(t, stderr, secret)
+
+	// Only the hash is stored.
+	stored, err := keys.APIKey(ctx, id)
+	require.NoError(t, err)
+	sum := sha256.Sum256([]byte(key))
+	assert.Equal(t, sum[:], stored.Hash)
+	assert.Equal(t, "cli:alice", stored.CreatedBy)
+
+	p, err := authn.Authenticate(ctx, txm.Credential{Bearer: key})
+	require.NoError(t, err)
+	assert.Equal(t, txm.Principal{ID: "partner@example.com", Via: "apikey"}, p)
+
+	// The listing shows ids and owners, never secrets.
+	c.env["USER"] = ""
+	other, _ := c.ok("apikey", "create", "--principal", "other@example.com")
+	list, _ := c.ok("apikey", "list")
+	assert.Contains(t, list, id)
+	assert.Contains(t, list, "partner@example.com")
+	assert.Contains(t, list, "other@example.com")
+	assert.NotContains(t, list, secret)
+	assert.NotContains(t, list, strings.TrimSpace(other)[len("txfk_k_0123456789abcdef_"):])
+	list, _ = c.ok("apikey", "list", "--principal", "other@example.com")
+	assert.NotContains(t, list, "partner@example.com")
+
+	c.env["USER"] = "bob"
+	out, _ := c.ok("apikey", "revoke", "--id", id)
+	assert.Equal(t, "revoked "+id+"\n", out)
+	_, err = authn.Authenticate(ctx, txm.Credential{Bearer: key})
+	require.ErrorIs(t, err, txm.ErrUnauthenticated, "a revoked key is 401")
+	list, _ = c.ok("apikey", "list", "--principal", "partner@example.com")
+	lines := strings.Split(strings.TrimSpace(list), "\n")
+	require.Len(t, lines, 2)
+	assert.Regexp(t, `^`+id+`\s.*\s\d{4}-\d\d-\d\dT\S+Z$`, lines[1], "the listing shows when the key was revoked")
+
+	_, _, err = c.run("apikey", "revoke", "--id", "k_0000000000000000")
+	assert.ErrorContains(t, err, "no API key")
+	_, _, err = c.run("apikey", "revoke", "--id", key)
+	require.ErrorIs(t, err, errUsage)
+	assert.NotContains(t, err.Error(), key, "a pasted key is not echoed")
+
+	rows, err := audit.ListAudit(ctx, "", 10)
+	require.NoError(t, err)
+	var got []string
+	for _, r := range rows {
+		got = append(got, r.Principal+" "+r.Action)
+		assert.NotContains(t, r.Detail+r.Target, secret)
+	}
+	assert.Equal(t, []string{"cli:bob apikey.revoke", "cli apikey.create", "cli:alice apikey.create"}, got)
+	auditOut, _ := c.ok("audit", "list", "--principal", "cli:bob")
+	assert.Contains(t, auditOut, "apikey.revoke")
+	assert.NotContains(t, auditOut, "apikey.create")
+}
+
+func TestAdminPolicyPutAndShow(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		path := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(path, []byte(body), 0o600))
+		return path
+	}
+
+	_, _, err := c.run("policy", "show", "--principal", "svc@example.com")
+	assert.ErrorContains(t, err, "no policy")
+
+	good := write("good.json", `{"principal": "svc@example.com", "roles": ["sender"],
+  "signers": ["0x0000000000000000000000000000000000000001"], "maxValue": "1000",
+  "hourly": {"value": "5000", "count": 10}, "daily": {"count": 100}, "ratePerSecond": 2}`)
+	stdout, stderr := c.ok("policy", "put", "--file", good)
+	assert.Contains(t, stderr, "version 1")
+	var put txm.Policy
+	require.NoError(t, json.Unmarshal([]byte(stdout), &put))
+	assert.Equal(t, 1, put.Version)
+	assert.Equal(t, "cli:alice", put.CreatedBy)
+
+	shown, _ := c.ok("policy", "show", "--principal", "svc@example.com")
+	var p txm.Policy
+	require.NoError(t, json.Unmarshal([]byte(shown), &p))
+	assert.Equal(t, 1, p.Version)
+	assert.Equal(t, "1000", p.MaxValue.String())
+	assert.Equal(t, 10, p.Hourly.Count)
+
+	c.stdin = `{"principal": "svc@example.com", "roles": ["reader"], "signers": ["*"]}`
+	_, stderr = c.ok("policy", "put", "--file", "-")
+	assert.Contains(t, stderr, "version 2")
+	shown, _ = c.ok("policy", "show", "--principal", "svc@example.com")
+	require.NoError(t, json.Unmarshal([]byte(shown), &p))
+	assert.Equal(t, 2, p.Version)
+	assert.True(t, p.AllSigners)
+
+	// Bad files write nothing.
+	for name, body := range map[string]string{
+		"unknown.json":       `{"principal": "svc@example.com", "roles": ["sender"], "maxvalue": "1"}`,
+		"unknown_limit.json": `{"principal": "svc@example.com", "roles": ["sender"], "hourly": {"values": "1"}}`,
+		"role.json":          `{"principal": "svc@example.com", "roles": ["root"]}`,
+		"noprincipal.json":   `{"roles": ["sender"]}`,
+		"wei.json":           `{"principal": "svc@example.com", "roles": ["sender"], "maxValue": "-1"}`,
+		"signer.json":        `{"principal": "svc@example.com", "roles": ["sender"], "signers": ["0x12"]}`,
+		"array.json":         `[{"principal": "svc@example.com", "roles": ["sender"]}]`,
+		"trailing.json":      `{"principal": "svc@example.com", "roles": ["sender"]} {}`,
+	} {
+		_, _, err := c.run("policy", "put", "--file", write(name, body))
+		assert.ErrorIs(t, err, txm.ErrInvalid, name)
+	}
+	shown, _ = c.ok("policy", "show", "--principal", "svc@example.com")
+	require.NoError(t, json.Unmarshal([]byte(shown), &p))
+	assert.Equal(t, 2, p.Version)
+}
+
+func TestAdminUsage(t *testing.T) {
+	t.Parallel()
+	env := cmdEnv{getenv: func(string) string { return "" }, stdin: strings.NewReader(""), stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}}
+	for _, args := range [][]string{
+		{}, {"apikey"}, {"apikey", "rotate"}, {"apikey", "create"}, {"apikey", "create", "--principal", " "},
+		{"apikey", "revoke"}, {"policy", "put"}, {"policy", "show"}, {"apikey", "list", "--nope"}, {"apikey", "list", "extra"},
+	} {
+		err := run(context.Background(), args, env)
+		assert.ErrorIs(t, err, errUsage, "%v", args)
+	}
+	err := run(context.Background(), []string{"apikey", "list"}, env)
+	assert.ErrorContains(t, err, config.EnvDatabaseURL)
+}
+
+// Every field of the wire form is known to the strict decoder.
+func TestPolicyFieldsCoverTheWireForm(t *testing.T) {
+	t.Parallel()
+	var full txm.Policy
+	require.NoError(t, json.Unmarshal([]byte(`{"principal": "p", "version": 3, "roles": ["admin"], "signers": ["*", "0x0000000000000000000000000000000000000001"],
+  "maxValue": "1", "hourly": {"value": "1", "count": 1}, "daily": {"value": "1", "count": 1},
+  "allowlist": ["0x0000000000000000000000000000000000000002"], "ratePerSecond": 1, "burst": 1, "maxWaits": 1,
+  "createdAt": "2024-01-01T00:00:00Z", "createdBy": "x"}`), &full))
+	raw, err := json.Marshal(full)
+	require.NoError(t, err)
+	var fields map[string]any
+	require.NoError(t, json.Unmarshal(raw, &fields))
+	assert.Len(t, fields, len(policyFields), "a wire-form field is missing from policyFields")
+	_, err = decodePolicy(raw)
+	require.NoError(t, err)
+}
