@@ -30,6 +30,7 @@ var _ txm.Chain = (*Client)(nil)
 // use; one found on another chain is never used again.
 type endpoint struct {
 	name     string // the URL without path, query or credentials, for errors
+	raw      string // the URL as configured (it may carry a key): never shown
 	rpc      *rpc.Client
 	verified atomic.Bool
 	wrong    atomic.Bool
@@ -52,9 +53,9 @@ func Dial(ctx context.Context, chainID uint64, urls []string, opts Options) (*Cl
 		rc, err := rpc.DialOptions(ctx, u)
 		if err != nil {
 			c.Close()
-			return nil, fmt.Errorf("dial %s: %w", redact(i, u), err)
+			return nil, fmt.Errorf("dial %s: %w", redact(i, u), redacted(err, &endpoint{name: redact(i, u), raw: u}))
 		}
-		c.endpoints = append(c.endpoints, &endpoint{name: redact(i, u), rpc: rc})
+		c.endpoints = append(c.endpoints, &endpoint{name: redact(i, u), raw: u, rpc: rc})
 	}
 	var unreachable []error
 	reachable := -1

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/rpc"
@@ -46,12 +47,32 @@ func (c *Client) do(ctx context.Context, fn func(ctx context.Context, rc *rpc.Cl
 	return errors.Join(errs...)
 }
 
-// call runs fn once against ep, within CallTimeout.
+// call runs fn once against ep, within CallTimeout. Its error never shows
+// the endpoint's URL, which may carry a provider's key (transport errors
+// quote it): the URL is replaced by the endpoint's redacted name.
 func (c *Client) call(ctx context.Context, ep *endpoint, fn func(ctx context.Context, rc *rpc.Client) error) error {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
 	defer cancel()
-	return fn(ctx, ep.rpc)
+	return redacted(fn(ctx, ep.rpc), ep)
 }
+
+// redacted hides ep's URL in err's text; nil stays nil.
+func redacted(err error, ep *endpoint) error {
+	if err == nil || ep.raw == "" || !strings.Contains(err.Error(), ep.raw) {
+		return err
+	}
+	return &redactedError{err: err, raw: ep.raw, name: ep.name}
+}
+
+// redactedError is err with a URL replaced in its text; errors.Is and As
+// still see err.
+type redactedError struct {
+	err       error
+	raw, name string
+}
+
+func (e *redactedError) Error() string { return strings.ReplaceAll(e.err.Error(), e.raw, e.name) }
+func (e *redactedError) Unwrap() error { return e.err }
 
 // verify checks ep's chain id once. An endpoint on another chain is marked
 // and never used again; an endpoint that cannot answer is checked again next
