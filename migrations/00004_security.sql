@@ -38,6 +38,7 @@ CREATE TABLE principal_usage (
     value     txfence_uint256 NOT NULL,
     PRIMARY KEY (principal, chain_id, signer, minute)
 );
+CREATE INDEX principal_usage_minute ON principal_usage (minute);
 
 -- Refusals and admin actions: who, what, on what, and how it ended.
 CREATE TABLE audit_log (

@@ -109,6 +109,12 @@ func (s *Store) allocate(ctx context.Context, tx pgx.Tx, b txm.AllocationBatch) 
 	if err != nil {
 		return nil, nil, err
 	}
+	// Rolling caps: what each capped principal sent from this signer, read
+	// under the nonce lease, so that concurrent batches cannot both pass.
+	usage, err := s.usage(ctx, tx, b)
+	if err != nil {
+		return nil, nil, err
+	}
 	nonce := txm.NextNonce(cur, b.ChainPending)
 	results := make([]txm.Created, len(b.Requests))
 	var outbox []int64
@@ -121,11 +127,26 @@ func (s *Store) allocate(ctx context.Context, tx pgx.Tx, b txm.AllocationBatch) 
 				continue
 			}
 		}
-		id, err := uuid.NewV7()
-		if err != nil {
-			return nil, nil, fmt.Errorf("new tx id: %w", err)
+		if pol, capped := b.Caps[r.Principal]; capped {
+			u := usage[r.Principal]
+			if err := pol.CheckUsage(r, u); err != nil {
+				results[i] = txm.Created{Outcome: txm.OutcomeRefused, Refusal: err}
+				continue
+			}
+			usage[r.Principal] = u.Add(r.Value)
 		}
-		t := &txm.Tx{ID: id.String(), Request: *r, Nonce: nonce, Fingerprint: fp, State: txm.StateAllocated}
+		id := ""
+		if i < len(b.TxIDs) {
+			id = b.TxIDs[i]
+		}
+		if id == "" {
+			u, err := uuid.NewV7()
+			if err != nil {
+				return nil, nil, fmt.Errorf("new tx id: %w", err)
+			}
+			id = u.String()
+		}
+		t := &txm.Tx{ID: id, Request: *r, Nonce: nonce, Fingerprint: fp, State: txm.StateAllocated}
 		nonce++
 		fresh = append(fresh, t)
 		results[i] = txm.Created{Outcome: txm.OutcomeCreated, Tx: t}
@@ -136,6 +157,9 @@ func (s *Store) allocate(ctx context.Context, tx pgx.Tx, b txm.AllocationBatch) 
 
 	if len(fresh) > 0 {
 		if err := s.insertAllocated(ctx, tx, lease, fresh); err != nil {
+			return nil, nil, err
+		}
+		if err := s.recordUsage(ctx, tx, b, fresh); err != nil {
 			return nil, nil, err
 		}
 		id, err := s.writeOutbox(ctx, tx, s.topics.Submit, lease.Key)
@@ -177,6 +201,83 @@ WHERE c.next_nonce <= EXCLUDED.next_nonce`, int64(nonce), b.ChainPending != nil)
 			slog.Any(logging.KeyTxID, ids))
 	}
 	return results, outbox, nil
+}
+
+// usage reads, for each principal of b.Caps, what it sent from b's signer
+// in the last hour and day (minute buckets).
+func (s *Store) usage(ctx context.Context, tx pgx.Tx, b txm.AllocationBatch) (map[string]txm.Usage, error) {
+	out := map[string]txm.Usage{}
+	if len(b.Caps) == 0 {
+		return out, nil
+	}
+	principals := make([]string, 0, len(b.Caps))
+	for p := range b.Caps {
+		principals = append(principals, p)
+	}
+	rows, err := tx.Query(ctx, `
+SELECT principal,
+    coalesce(sum(tx_count) FILTER (WHERE minute > clock_timestamp() - interval '1 hour'), 0),
+    coalesce(sum(value) FILTER (WHERE minute > clock_timestamp() - interval '1 hour'), 0)::text,
+    coalesce(sum(tx_count), 0), coalesce(sum(value), 0)::text
+FROM principal_usage
+WHERE principal = ANY($1::text[]) AND chain_id = $2 AND signer = $3 AND minute > clock_timestamp() - interval '24 hours'
+GROUP BY principal`, principals, int64(b.ChainID), txm.CanonicalAddress(b.Signer))
+	if err != nil {
+		return nil, fmt.Errorf("read usage: %w", translate(err))
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var p, hv, dv string
+		var u txm.Usage
+		if err := rows.Scan(&p, &u.HourCount, &hv, &u.DayCount, &dv); err != nil {
+			return nil, fmt.Errorf("read usage: %w", translate(err))
+		}
+		u.HourValue, u.DayValue = parseBig(&hv), parseBig(&dv)
+		out[p] = u
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read usage: %w", translate(err))
+	}
+	return out, nil
+}
+
+// recordUsage adds the new rows of capped principals to this minute's
+// usage.
+func (s *Store) recordUsage(ctx context.Context, tx pgx.Tx, b txm.AllocationBatch, fresh []*txm.Tx) error {
+	var principals, values []string
+	for _, t := range fresh {
+		if _, capped := b.Caps[t.Principal]; !capped {
+			continue
+		}
+		v := "0"
+		if t.Value != nil {
+			v = t.Value.String()
+		}
+		principals, values = append(principals, t.Principal), append(values, v)
+	}
+	if len(principals) == 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, `
+INSERT INTO principal_usage AS p (principal, chain_id, signer, minute, tx_count, value)
+SELECT u.principal, $1, $2, date_trunc('minute', clock_timestamp()), count(*), sum(u.value::numeric)
+FROM unnest($3::text[], $4::text[]) AS u(principal, value)
+GROUP BY u.principal
+ON CONFLICT (principal, chain_id, signer, minute) DO UPDATE
+SET tx_count = p.tx_count + EXCLUDED.tx_count, value = p.value + EXCLUDED.value`,
+		int64(b.ChainID), txm.CanonicalAddress(b.Signer), principals, values)
+	if err != nil {
+		return fmt.Errorf("record usage: %w", translate(err))
+	}
+	return nil
+}
+
+// PruneUsage deletes usage older than the longest window (a day).
+func (s *Store) PruneUsage(ctx context.Context) error {
+	if _, err := s.pool.Exec(ctx, `DELETE FROM principal_usage WHERE minute < clock_timestamp() - interval '25 hours'`); err != nil {
+		return fmt.Errorf("prune usage: %w", translate(err))
+	}
+	return nil
 }
 
 // existingByRequestID loads the batch's request ids that already exist.
@@ -225,7 +326,11 @@ func (s *Store) insertAllocated(ctx context.Context, tx pgx.Tx, lease txm.Lease,
 	gas := make([]*int64, n)
 	maxFees, maxPrios, gasPrices := make([]*string, n), make([]*string, n), make([]*string, n)
 	metas := make([]*string, n)
+	principals := make([]*string, n)
 	for i, t := range fresh {
+		if t.Principal != "" {
+			principals[i] = &fresh[i].Principal
+		}
 		ids[i], nonces[i] = t.ID, int64(t.Nonce)
 		if t.RequestID != "" {
 			reqIDs[i] = &t.RequestID
@@ -257,14 +362,14 @@ func (s *Store) insertAllocated(ctx context.Context, tx pgx.Tx, lease txm.Lease,
 	err := tx.QueryRow(ctx, `
 WITH ins AS (
     INSERT INTO managed_tx (id, chain_id, signer, nonce, request_id, payload_fingerprint, to_address, value,
-        data, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, gas_price, metadata, state,
+        data, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, gas_price, metadata, state, principal,
         fencing_token, created_at, updated_at)
     SELECT u.id, $1::bigint, $2::text, u.nonce, u.request_id, u.fp, u.to_address, u.value::numeric,
         u.data, u.gas, u.max_fee::numeric, u.max_prio::numeric, u.gas_price::numeric, u.meta::jsonb, 'ALLOCATED',
-        $5::bigint, now(), now()
+        u.principal, $5::bigint, now(), now()
     FROM unnest($6::uuid[], $7::bigint[], $8::text[], $9::bytea[], $10::text[], $11::text[], $12::bytea[],
-        $13::bigint[], $14::text[], $15::text[], $16::text[], $17::text[])
-        AS u(id, nonce, request_id, fp, to_address, value, data, gas, max_fee, max_prio, gas_price, meta)
+        $13::bigint[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[])
+        AS u(id, nonce, request_id, fp, to_address, value, data, gas, max_fee, max_prio, gas_price, meta, principal)
     WHERE `+fenceHeld+`
     RETURNING id, created_at
 ), hist AS (
@@ -272,7 +377,7 @@ WITH ins AS (
     SELECT id, 'ALLOCATED', 'created', $4::text, $5::bigint FROM ins
 )
 SELECT coalesce(max(created_at), 'epoch'), count(*) FROM ins`,
-		append(fenceArgs(lease), ids, nonces, reqIDs, fps, tos, values, datas, gas, maxFees, maxPrios, gasPrices, metas)...).
+		append(fenceArgs(lease), ids, nonces, reqIDs, fps, tos, values, datas, gas, maxFees, maxPrios, gasPrices, metas, principals)...).
 		Scan(&now, &n)
 	if err != nil {
 		return fmt.Errorf("insert allocated: %w", translate(err))

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"syscall"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -38,9 +40,11 @@ func translate(err error) error {
 			// input got past validation; still nothing was written.
 			return fmt.Errorf("%w: %w", txm.ErrInvalid, err)
 		case pgErr.Code[:2] == "08", pgErr.Code[:2] == "53", pgErr.Code[:2] == "57",
-			pgErr.Code == "40001", pgErr.Code == "40P01":
+			pgErr.Code == "40001", pgErr.Code == "40P01", pgErr.Code == "55P03", pgErr.Code == "25P03":
 			// connection exceptions, insufficient resources, operator
-			// intervention, serialization failures and deadlocks: retryable.
+			// intervention (shutdown, statement timeout), serialization
+			// failures, deadlocks, a lock not granted within lock_timeout
+			// and an idle transaction timed out: retryable.
 			return fmt.Errorf("%w: %w", txm.ErrUnavailable, err)
 		}
 		return err
@@ -50,7 +54,9 @@ func translate(err error) error {
 	if errors.As(err, &connErr) || errors.As(err, &netErr) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) {
 		return fmt.Errorf("%w: %w", txm.ErrUnavailable, err)
 	}
-	if errors.Is(err, pgx.ErrTxClosed) || errors.Is(err, net.ErrClosed) {
+	if errors.Is(err, pgx.ErrTxClosed) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+		// The connection went away (a restart, a proxy, the network).
 		return fmt.Errorf("%w: %w", txm.ErrUnavailable, err)
 	}
 	return err

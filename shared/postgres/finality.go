@@ -320,6 +320,10 @@ RETURNING id`, s.topics.Completion, keys, payloads, attrs)
 	if err != nil {
 		return nil, fmt.Errorf("write completion outbox: %w", translate(err))
 	}
+	// Waiting readers wake when this commits (see Listen).
+	if _, err := tx.Exec(ctx, `SELECT pg_notify('`+completionChannel+`', '')`); err != nil {
+		return nil, fmt.Errorf("notify completions: %w", translate(err))
+	}
 	return outbox, nil
 }
 
@@ -382,7 +386,14 @@ func scanSignerRefs(rows pgx.Rows) ([]txm.SignerRef, error) {
 }
 
 // CompletionsAfter implements txm.CompletionFeed.
-func (s *Store) CompletionsAfter(ctx context.Context, after int64, limit int) ([]txm.Completion, error) {
+func (s *Store) CompletionsAfter(ctx context.Context, after int64, limit int, signers []common.Address) ([]txm.Completion, error) {
+	var only []string
+	if signers != nil {
+		only = make([]string, len(signers))
+		for i, a := range signers {
+			only[i] = txm.CanonicalAddress(a)
+		}
+	}
 	rows, err := s.pool.Query(ctx, `
 SELECT c.seq, c.tx_id::text, c.chain_id, c.signer::text, c.state, c.new_fork, coalesce(c.sub_state, ''), t.nonce, a.tx_hash, c.created_at
 FROM tx_completion c
@@ -391,7 +402,7 @@ LEFT JOIN LATERAL (
     SELECT tx_hash FROM tx_attempt WHERE tx_id = c.tx_id
     ORDER BY (attempt_no = t.receipt_attempt_no) DESC, attempt_no DESC LIMIT 1
 ) a ON true
-WHERE c.seq > $1 ORDER BY c.seq LIMIT $2`, after, limit)
+WHERE c.seq > $1 AND ($3::text[] IS NULL OR c.signer = ANY($3::text[])) ORDER BY c.seq LIMIT $2`, after, limit, only)
 	if err != nil {
 		return nil, fmt.Errorf("completions after %d: %w", after, translate(err))
 	}

@@ -6,6 +6,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/txfence/txfence/shared/config"
+	"github.com/txfence/txfence/shared/txm"
 )
 
 // DB is an open pool and, when Cloud SQL is used, the dialer behind it.
@@ -33,11 +35,26 @@ func (db *DB) Close() {
 	}
 }
 
-// Open connects to PostgreSQL. With cfg.Instance set it dials through the
-// Cloud SQL connector (lazy refresh, which suits instances whose CPU is
-// throttled between requests; optional IAM database authentication);
-// otherwise it uses the DSN as it is. The pool is pinged before returning.
+// Open connects to PostgreSQL and pings it: Connect, then a round trip.
 func Open(ctx context.Context, cfg config.Database) (*DB, error) {
+	db, err := Connect(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := db.Pool.Ping(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("ping database: %w", translate(err))
+	}
+	return db, nil
+}
+
+// Connect builds the pool without waiting for the database (connections are
+// made on first use). With cfg.Instance set it dials through the Cloud SQL
+// connector (lazy refresh, which suits instances whose CPU is throttled
+// between requests; optional IAM database authentication); otherwise it uses
+// the DSN as it is. Every connection gets the configured statement, lock and
+// idle-in-transaction timeouts.
+func Connect(ctx context.Context, cfg config.Database) (*DB, error) {
 	pcfg, err := pgxpool.ParseConfig(cfg.URL)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
@@ -83,10 +100,6 @@ func Open(ctx context.Context, cfg config.Database) (*DB, error) {
 		return nil, fmt.Errorf("open pool: %w", translate(err))
 	}
 	db.Pool = pool
-	if err := pool.Ping(ctx); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("ping database: %w", translate(err))
-	}
 	return db, nil
 }
 
@@ -128,6 +141,11 @@ func WithTx(ctx context.Context, db beginner, fn func(pgx.Tx) error) (err error)
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) {
+			// No answer from the server to COMMIT: it may have committed.
+			return fmt.Errorf("commit: %w: %w", txm.ErrOutcomeUnknown, translate(err))
+		}
 		return fmt.Errorf("commit: %w", translate(err))
 	}
 	committed = true

@@ -21,7 +21,7 @@ const txColumns = `t.id::text, t.chain_id, t.signer, t.nonce, t.request_id, t.pa
     t.last_error, t.reorg_count, t.receipt_block_number, t.receipt_block_hash, t.receipt_status,
     t.receipt_gas_used, t.receipt_effective_gas_price::text, t.created_at, t.updated_at,
     a.tx_hash, coalesce(a.attempt_no, 0), t.broadcast_count, t.failures, t.failing_since, t.next_attempt_at,
-    t.stuck_since, t.last_broadcast_at`
+    t.stuck_since, t.last_broadcast_at, coalesce(t.principal, '')`
 
 // txFrom joins the latest attempt of each transaction.
 const txFrom = `managed_tx t
@@ -46,7 +46,7 @@ func scanTx(row pgx.Row) (*txm.Tx, error) {
 	err := row.Scan(&t.ID, &chainID, &signer, &nonce, &requestID, &fp, &to, &value, &t.Data, &gasLimit,
 		&maxFee, &maxPrio, &gasPrice, &t.Metadata, &state, &subState, &lastErr, &t.ReorgCount,
 		&bnum, &bhash, &status, &gasUsed, &effPrice, &t.CreatedAt, &t.UpdatedAt, &thash, &attempts, &t.BroadcastCount,
-		&t.Failures, &t.FailingSince, &t.NextAttemptAt, &t.StuckSince, &t.LastBroadcastAt)
+		&t.Failures, &t.FailingSince, &t.NextAttemptAt, &t.StuckSince, &t.LastBroadcastAt, &t.Principal)
 	if err != nil {
 		return nil, err
 	}
@@ -132,6 +132,13 @@ func (s *Store) ListTxs(ctx context.Context, f txm.TxFilter) ([]*txm.Tx, error) 
 	}
 	if f.Signer != nil {
 		add("t.signer = ?", txm.CanonicalAddress(*f.Signer))
+	}
+	if f.Signers != nil {
+		only := make([]string, len(f.Signers))
+		for i, a := range f.Signers {
+			only[i] = txm.CanonicalAddress(a)
+		}
+		add("t.signer = ANY(?::text[])", only)
 	}
 	if f.State != "" {
 		add("t.state = ?", string(f.State))

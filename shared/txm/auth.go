@@ -203,6 +203,20 @@ type Usage struct {
 	HourCount, DayCount int
 }
 
+// Add is u with one more transaction of value.
+func (u Usage) Add(value *big.Int) Usage {
+	if value == nil {
+		value = new(big.Int)
+	}
+	sum := func(a *big.Int) *big.Int {
+		if a == nil {
+			return new(big.Int).Set(value)
+		}
+		return new(big.Int).Add(a, value)
+	}
+	return Usage{HourValue: sum(u.HourValue), DayValue: sum(u.DayValue), HourCount: u.HourCount + 1, DayCount: u.DayCount + 1}
+}
+
 // CheckUsage refuses a request that would take the principal past a
 // rolling cap, given what it already sent (u).
 func (p Policy) CheckUsage(r *Request, u Usage) error {

@@ -31,6 +31,11 @@ var (
 
 	// ErrIllegalTransition means a state change that the lifecycle forbids.
 	ErrIllegalTransition = errors.New("illegal state transition")
+
+	// ErrOutcomeUnknown means the database connection was lost during
+	// COMMIT: the transaction may or may not have committed. It also
+	// matches ErrUnavailable; callers that can look the outcome up do.
+	ErrOutcomeUnknown = errors.New("outcome unknown")
 )
 
 // FieldError names one rejected input field.

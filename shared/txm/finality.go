@@ -112,7 +112,19 @@ type ReceiptStore interface {
 
 // CompletionFeed reads reported outcomes in seq order.
 type CompletionFeed interface {
-	CompletionsAfter(ctx context.Context, after int64, limit int) ([]Completion, error)
+	// CompletionsAfter returns up to limit completions with seq > after,
+	// of the signers given (nil: every signer), in seq order.
+	CompletionsAfter(ctx context.Context, after int64, limit int, signers []common.Address) ([]Completion, error)
+	// LatestCompletion is the highest seq written (0 when none).
+	LatestCompletion(ctx context.Context) (int64, error)
+}
+
+// CompletionListener tells when completions may have been written.
+type CompletionListener interface {
+	// Listen calls wake after each write of completions anywhere (and
+	// once when it starts listening), until ctx ends (nil) or the
+	// listening connection fails (an error).
+	Listen(ctx context.Context, wake func()) error
 }
 
 // ResubmitStore is the storage the ResubmitSweep needs.

@@ -17,6 +17,12 @@ type AllocationBatch struct {
 	// batch (the cursor's sync was stale); nil when the cursor is trusted.
 	ChainPending *uint64
 	Requests     []*Request
+	// TxIDs are the ids the new rows get, one per request, chosen before
+	// the batch so that an unknown commit outcome can be looked up.
+	TxIDs []string
+	// Caps are the policies, by principal, whose rolling caps the batch's
+	// requests must pass (checked against the usage under the nonce lease).
+	Caps map[string]Policy
 }
 
 // Allocator is the port for nonce allocation.
@@ -36,6 +42,7 @@ type Allocator interface {
 type TxFilter struct {
 	ChainID       uint64
 	Signer        *common.Address
+	Signers       []common.Address // not nil: only these signers (a caller's)
 	State         State
 	CreatedAfter  time.Time
 	CreatedBefore time.Time

@@ -23,8 +23,10 @@ type Request struct {
 	MaxFeePerGas         *big.Int // nil: chosen at signing
 	MaxPriorityFeePerGas *big.Int
 	GasPrice             *big.Int // legacy chains
-	RequestID            string   // "": not deduplicated
+	RequestID            string   // the caller's, or one txfence made up (every create is idempotent)
 	Metadata             json.RawMessage
+	// Principal is who asked for it (not part of the fingerprint).
+	Principal string
 }
 
 // Gas is the gas limit to sign with: the caller's, or the estimate.
@@ -131,12 +133,16 @@ const (
 	// OutcomeConflict: the request id exists with a different payload; the
 	// existing transaction is returned and no nonce is consumed.
 	OutcomeConflict CreateOutcome = "conflict"
+	// OutcomeRefused: a rolling cap of the caller's policy refused it inside
+	// the allocation; no row, no nonce. Refusal says which.
+	OutcomeRefused CreateOutcome = "refused"
 )
 
 // Created is the answer to one create request.
 type Created struct {
 	Outcome CreateOutcome
 	Tx      *Tx
+	Refusal error // a *Refusal, with OutcomeRefused
 }
 
 // Resolve decides what a request whose id already exists amounts to.
