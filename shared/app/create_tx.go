@@ -1,16 +1,23 @@
 package app
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"log/slog"
 	"math/big"
+	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/google/uuid"
 
 	"github.com/txfence/txfence/shared/config"
 	"github.com/txfence/txfence/shared/logging"
@@ -40,39 +47,50 @@ type CreateStore interface {
 // and hands leadership to a waiting request when its own result is in. No goroutine outlives its request. Across
 // instances only the signer's nonce lease serializes.
 type CreateTx struct {
-	store   CreateStore
-	relay   *Relay
-	chains  map[uint64]ChainReader
-	cfg     config.Config
-	metrics *metrics.Metrics
-	log     *slog.Logger
-	slots   []*slot
+	store    CreateStore
+	relay    *Relay
+	chains   map[uint64]ChainReader
+	policies *Policies
+	cfg      config.Config
+	metrics  *metrics.Metrics
+	log      *slog.Logger
+	slots    []*slot
 }
 
 // NewCreateTx returns the use case. Every configured chain needs a reader.
 // relay may be nil (the outbox sweep then publishes the submit prompts).
-func NewCreateTx(store CreateStore, chains map[uint64]ChainReader, relay *Relay, cfg config.Config, m *metrics.Metrics, log *slog.Logger) (*CreateTx, error) {
-	if store == nil || log == nil {
-		return nil, errors.New("new create tx: store and logger are required")
+func NewCreateTx(store CreateStore, chains map[uint64]ChainReader, relay *Relay, policies *Policies, cfg config.Config,
+	m *metrics.Metrics, log *slog.Logger) (*CreateTx, error) {
+	if store == nil || policies == nil || log == nil {
+		return nil, errors.New("new create tx: store, policies and logger are required")
 	}
 	for _, ch := range cfg.Chains {
 		if chains[ch.ID] == nil {
 			return nil, fmt.Errorf("new create tx: no chain reader for chain %d", ch.ID)
 		}
 	}
-	c := &CreateTx{store: store, relay: relay, chains: chains, cfg: cfg, metrics: m, log: log, slots: make([]*slot, cfg.Workers)}
+	c := &CreateTx{store: store, relay: relay, chains: chains, policies: policies, cfg: cfg, metrics: m, log: log,
+		slots: make([]*slot, cfg.Workers)}
 	for i := range c.slots {
 		c.slots[i] = &slot{owner: fmt.Sprintf("%s/w%d", cfg.InstanceID, i)}
 	}
 	return c, nil
 }
 
-// Execute validates r, answers a replay of a known request id at once, and
-// otherwise allocates a nonce through the signer's slot. Invalid input
-// returns a *txm.ValidationError; nothing is written.
-func (c *CreateTx) Execute(ctx context.Context, r *txm.Request) (txm.Created, error) {
-	created, err := c.execute(ctx, r)
+// Execute validates r, asks who's policy, answers a replay of a known
+// request id at once, and otherwise allocates a nonce through the signer's
+// slot. Invalid input returns a *txm.ValidationError, a refusal a
+// *txm.Refusal (ErrForbidden); nothing is written for either. A request
+// without a request id gets one (r.RequestID), so that every create can be
+// retried safely: after ErrOutcomeUnknown (the database connection was lost
+// during COMMIT and the outcome could not be read back) the caller retries
+// with it.
+func (c *CreateTx) Execute(ctx context.Context, who txm.Principal, r *txm.Request) (txm.Created, error) {
+	created, err := c.execute(ctx, who, r)
 	c.metrics.TxCreate(ctx, createResult(created, err), 1)
+	if errors.Is(err, txm.ErrForbidden) {
+		c.policies.Refused(ctx, who, "create", txm.CanonicalAddress(r.From), err)
+	}
 	return created, err
 }
 
@@ -82,6 +100,10 @@ func createResult(c txm.Created, err error) string {
 		return string(c.Outcome)
 	case errors.Is(err, txm.ErrInvalid):
 		return "invalid"
+	case errors.Is(err, txm.ErrForbidden):
+		return "forbidden"
+	case errors.Is(err, txm.ErrOutcomeUnknown):
+		return "outcome_unknown"
 	case errors.Is(err, txm.ErrUnavailable), errors.Is(err, txm.ErrFenced), errors.Is(err, ErrChainUnavailable):
 		return "unavailable"
 	default:
@@ -93,15 +115,26 @@ func createResult(c txm.Created, err error) string {
 // needed (the pending nonce, a gas estimate); nothing was written.
 var ErrChainUnavailable = errors.New("chain unavailable")
 
-func (c *CreateTx) execute(ctx context.Context, r *txm.Request) (txm.Created, error) {
+func (c *CreateTx) execute(ctx context.Context, who txm.Principal, r *txm.Request) (txm.Created, error) {
 	if err := ValidateRequest(r, c.cfg); err != nil {
 		return txm.Created{}, err
 	}
-	if r.RequestID != "" { // phase one of idempotency: answer known ids without queueing
+	pol, err := c.policies.For(ctx, who)
+	if err != nil {
+		return txm.Created{}, err
+	}
+	if err := pol.CheckSend(r); err != nil {
+		return txm.Created{}, err
+	}
+	r.Principal = who.ID
+	if r.RequestID == "" {
+		// Made up here, so it cannot exist yet: no lookup.
+		r.RequestID = "txf-" + uuid.NewString()
+	} else { // phase one of idempotency: answer known ids without queueing
 		existing, err := c.store.FindByRequestID(ctx, r.ChainID, r.From, r.RequestID)
 		switch {
 		case err == nil:
-			return txm.Resolve(existing, r.Fingerprint()), nil
+			return resolveFor(who, existing, r.Fingerprint()), nil
 		case !errors.Is(err, txm.ErrNotFound):
 			return txm.Created{}, err
 		}
@@ -135,7 +168,30 @@ func (c *CreateTx) execute(ctx context.Context, r *txm.Request) (txm.Created, er
 		}
 		r.GasEstimate = gas
 	}
-	return c.enqueue(ctx, r)
+	var caps map[string]txm.Policy
+	if pol.HasRollingCaps() {
+		caps = map[string]txm.Policy{who.ID: pol}
+	}
+	created, err := c.enqueue(ctx, r, caps)
+	switch {
+	case err != nil:
+		return created, err
+	case created.Outcome == txm.OutcomeRefused:
+		return txm.Created{}, created.Refusal
+	case created.Outcome != txm.OutcomeCreated && created.Tx != nil:
+		return resolveFor(who, created.Tx, r.Fingerprint()), nil // a replay found inside the batch
+	}
+	return created, nil
+}
+
+// resolveFor is txm.Resolve for the caller who: another principal's
+// transaction under the same request id is a conflict that names nothing of
+// it.
+func resolveFor(who txm.Principal, existing *txm.Tx, fingerprint [32]byte) txm.Created {
+	if existing.Principal != "" && existing.Principal != who.ID {
+		return txm.Created{Outcome: txm.OutcomeConflict}
+	}
+	return txm.Resolve(existing, fingerprint)
 }
 
 // ValidateRequest checks a decoded request against the configuration: the
@@ -182,10 +238,64 @@ func ValidateRequest(r *txm.Request, cfg config.Config) error {
 	if len(r.RequestID) > 200 {
 		v.Add("requestId", "must be at most 200 characters")
 	}
+	if !printable(r.RequestID) {
+		v.Add("requestId", "must be valid UTF-8 without control characters")
+	}
 	if len(r.Metadata) > 16*1024 {
 		v.Add("metadata", "must be at most 16 KiB")
+	} else if err := storableJSON(r.Metadata); err != nil {
+		v.Add("metadata", "%v", err)
 	}
 	return v.Err()
+}
+
+// printable reports whether s is valid UTF-8 without control characters.
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// storableJSON checks what PostgreSQL's jsonb would refuse, so that such a
+// request fails alone at validation instead of failing the batch it would
+// share with other callers: a NUL character (\u0000) in any string or key,
+// and nesting deeper than 64.
+func storableJSON(raw []byte) error {
+	if len(raw) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	depth := 0
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("is not valid JSON")
+		}
+		switch t := tok.(type) {
+		case json.Delim:
+			if t == '{' || t == '[' {
+				depth++
+				if depth > 64 {
+					return fmt.Errorf("is nested deeper than 64")
+				}
+			} else {
+				depth--
+			}
+		case string:
+			if strings.ContainsRune(t, 0) {
+				return fmt.Errorf("must not contain the NUL character (\\u0000)")
+			}
+		}
+	}
 }
 
 // signerKey identifies one signer on one chain.
@@ -197,6 +307,8 @@ type signerKey struct {
 // waiter is one create request waiting in a slot.
 type waiter struct {
 	req        *txm.Request
+	txID       string                // the row's id if it is created
+	caps       map[string]txm.Policy // rolling caps to pass
 	key        signerKey
 	enqueued   time.Time
 	done       chan result   // buffered 1: the outcome
@@ -221,13 +333,18 @@ type slot struct {
 // so that one cancelled client does not fail everyone in its batch.
 const batchTimeout = 30 * time.Second
 
-func (c *CreateTx) enqueue(ctx context.Context, r *txm.Request) (txm.Created, error) {
+func (c *CreateTx) enqueue(ctx context.Context, r *txm.Request, caps map[string]txm.Policy) (txm.Created, error) {
 	key := signerKey{chainID: r.ChainID, signer: r.From}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return txm.Created{}, fmt.Errorf("new tx id: %w", err)
+	}
 	h := fnv.New32a()
 	_, _ = h.Write(key.signer.Bytes())
 	_, _ = h.Write([]byte(fmt.Sprint(key.chainID)))
 	s := c.slots[int(h.Sum32()%uint32(len(c.slots)))]
-	w := &waiter{req: r, key: key, enqueued: time.Now(), done: make(chan result, 1), lead: make(chan struct{}, 1)}
+	w := &waiter{req: r, txID: id.String(), caps: caps, key: key, enqueued: time.Now(), done: make(chan result, 1),
+		lead: make(chan struct{}, 1)}
 
 	s.mu.Lock()
 	s.queue = append(s.queue, w)
@@ -345,11 +462,6 @@ func (c *CreateTx) runBatch(ctx context.Context, owner string, batch []*waiter) 
 		c.metrics.AllocationLatency(ctx, time.Since(w.enqueued).Seconds())
 		w.done <- res
 	}
-	fail := func(ws []*waiter, err error) {
-		for _, w := range ws {
-			deliver(w, result{err: err})
-		}
-	}
 	var keys []signerKey
 	groups := map[signerKey][]*waiter{}
 	for _, w := range batch {
@@ -358,31 +470,49 @@ func (c *CreateTx) runBatch(ctx context.Context, owner string, batch []*waiter) 
 		}
 		groups[w.key] = append(groups[w.key], w)
 	}
-	var batches []txm.AllocationBatch
 	var members [][]*waiter
+	var pending []*uint64
 	for _, key := range keys {
 		ws := groups[key]
-		pending, err := c.chainPending(ctx, key)
+		p, err := c.chainPending(ctx, key)
 		if err != nil {
-			fail(ws, err)
+			for _, w := range ws {
+				deliver(w, result{err: err})
+			}
 			continue
 		}
-		reqs := make([]*txm.Request, len(ws))
-		for i, w := range ws {
-			reqs[i] = w.req
-		}
-		batches = append(batches, txm.AllocationBatch{ChainID: key.chainID, Signer: key.signer, Owner: owner, ChainPending: pending, Requests: reqs})
-		members = append(members, ws)
+		members, pending = append(members, ws), append(pending, p)
 	}
-	if len(batches) == 0 {
+	if len(members) == 0 {
 		return
 	}
-	results, outbox, err := c.store.Allocate(ctx, batches)
-	if err != nil {
-		c.log.WarnContext(ctx, "allocation batch failed", slog.String(logging.KeyOwner, owner), slog.Int("signers", len(batches)),
+	results, outbox, err := c.allocate(ctx, owner, members, pending)
+	switch {
+	case errors.Is(err, txm.ErrInvalid) && len(batch) > 1:
+		// The database refused something validation let through: each
+		// request alone, so that the one at fault fails by itself.
+		c.log.WarnContext(ctx, "allocation batch refused by the database; allocating its requests one by one",
+			slog.String(logging.KeyOwner, owner), slog.Int("size", len(batch)), slog.Any("error", err))
+		for g, ws := range members {
+			for _, w := range ws {
+				res, ob, err := c.allocate(ctx, owner, [][]*waiter{{w}}, []*uint64{pending[g]})
+				if err != nil {
+					deliver(w, result{err: c.settle(ctx, w, err)})
+					continue
+				}
+				deliver(w, result{created: res[0][0]})
+				c.relay.Publish(ctx, ob)
+			}
+		}
+		return
+	case err != nil:
+		c.log.WarnContext(ctx, "allocation batch failed", slog.String(logging.KeyOwner, owner), slog.Int("signers", len(members)),
 			slog.Int("size", len(batch)), slog.Any("error", err))
 		for _, ws := range members {
-			fail(ws, err)
+			for _, w := range ws {
+				created, err := c.recover(ctx, w, err)
+				deliver(w, result{created: created, err: err})
+			}
 		}
 		return
 	}
@@ -395,6 +525,72 @@ func (c *CreateTx) runBatch(ctx context.Context, owner string, batch []*waiter) 
 	// an answer.
 	c.relay.Publish(ctx, outbox)
 }
+
+// allocate runs one allocation transaction for groups of waiters, one group
+// per signer.
+func (c *CreateTx) allocate(ctx context.Context, owner string, members [][]*waiter, pending []*uint64) ([][]txm.Created, []int64, error) {
+	batches := make([]txm.AllocationBatch, len(members))
+	for g, ws := range members {
+		b := txm.AllocationBatch{ChainID: ws[0].key.chainID, Signer: ws[0].key.signer, Owner: owner, ChainPending: pending[g],
+			Requests: make([]*txm.Request, len(ws)), TxIDs: make([]string, len(ws))}
+		for i, w := range ws {
+			b.Requests[i], b.TxIDs[i] = w.req, w.txID
+			for p, pol := range w.caps {
+				if b.Caps == nil {
+					b.Caps = map[string]txm.Policy{}
+				}
+				b.Caps[p] = pol
+			}
+		}
+		batches[g] = b
+	}
+	return c.store.Allocate(ctx, batches)
+}
+
+// settle is the error a request that failed alone gets: a database refusal
+// of its values is the caller's bad input (422), told without the
+// database's words.
+func (c *CreateTx) settle(ctx context.Context, w *waiter, err error) error {
+	if !errors.Is(err, txm.ErrInvalid) {
+		_, err = c.recover(ctx, w, err)
+		return err
+	}
+	v := &txm.ValidationError{}
+	v.Add("", "the request's values were refused by the database; check data and metadata")
+	return v
+}
+
+// recover answers a waiter whose batch failed: when the failure came at
+// COMMIT (ErrOutcomeUnknown), the request id tells what really happened;
+// when that cannot be read, the outcome stays unknown and the caller retries
+// with the request id. Other failures wrote nothing.
+func (c *CreateTx) recover(ctx context.Context, w *waiter, err error) (txm.Created, error) {
+	if !errors.Is(err, txm.ErrOutcomeUnknown) {
+		return txm.Created{}, err
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recoverTimeout)
+	defer cancel()
+	for {
+		existing, ferr := c.store.FindByRequestID(rctx, w.req.ChainID, w.req.From, w.req.RequestID)
+		switch {
+		case ferr == nil && existing.ID == w.txID:
+			return txm.Created{Outcome: txm.OutcomeCreated, Tx: existing}, nil // it committed
+		case ferr == nil:
+			return txm.Resolve(existing, w.req.Fingerprint()), nil
+		case errors.Is(ferr, txm.ErrNotFound):
+			return txm.Created{}, fmt.Errorf("%w: the commit did not happen", txm.ErrUnavailable) // nothing written
+		}
+		select {
+		case <-rctx.Done():
+			return txm.Created{}, err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// recoverTimeout bounds how long a request whose commit went unanswered
+// tries to read its outcome back.
+const recoverTimeout = 3 * time.Second
 
 // chainPending asks the chain for the signer's pending nonce when the
 // shared cursor's sync is stale (or absent); nil when the cursor is trusted.

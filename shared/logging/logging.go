@@ -21,6 +21,8 @@ const (
 	KeyOwner   = "owner"
 	KeyEventID = "event_id"
 	KeyOp      = "op"
+	// KeyPrincipal names the authenticated caller.
+	KeyPrincipal = "principal"
 )
 
 // New returns a JSON logger writing to w at level ("debug", "info", "warn",

@@ -32,6 +32,7 @@ type Metrics struct {
 	reorg         metric.Int64Counter
 	resubmit      metric.Int64Counter
 	stuck         metric.Int64Counter
+	refused       metric.Int64Counter
 	queueDepth    metric.Int64UpDownCounter
 	allocLatency  metric.Float64Histogram
 	broadcastLat  metric.Float64Histogram
@@ -74,6 +75,8 @@ func New(extra ...sdkmetric.Reader) *Metrics {
 	m.resubmit, err = meter.Int64Counter("resubmit_total", metric.WithDescription("Rebroadcasts and re-prompts by result."))
 	must(err)
 	m.stuck, err = meter.Int64Counter("stuck_total", metric.WithDescription("Transactions that entered STUCK."))
+	must(err)
+	m.refused, err = meter.Int64Counter("api_refused_total", metric.WithDescription("Calls refused: unauthenticated, forbidden by a rule, rate limited."))
 	must(err)
 	m.queueDepth, err = meter.Int64UpDownCounter("writer_queue_depth", metric.WithDescription("Create requests waiting in per-signer writer queues."))
 	must(err)
@@ -132,6 +135,12 @@ func (m *Metrics) Resubmit(ctx context.Context, result string) {
 
 // Stuck counts a transaction entering STUCK.
 func (m *Metrics) Stuck(ctx context.Context, reason string) { m.add(ctx, m.stuck, 1, "reason", reason) }
+
+// Refused counts a refused call by outcome ("unauthenticated",
+// "refused:<rule>", "rate_limited").
+func (m *Metrics) Refused(ctx context.Context, outcome string) {
+	m.add(ctx, m.refused, 1, "outcome", outcome)
+}
 
 // QueueDepth moves writer_queue_depth by delta.
 func (m *Metrics) QueueDepth(ctx context.Context, delta int64) {

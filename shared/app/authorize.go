@@ -1,0 +1,114 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/txfence/txfence/shared/logging"
+	"github.com/txfence/txfence/shared/metrics"
+	"github.com/txfence/txfence/shared/txm"
+)
+
+// DevPrincipal is the caller of development mode: every role, every signer,
+// no caps.
+var DevPrincipal = txm.Principal{ID: "dev", Via: "dev"}
+
+// devPolicy is what DevPrincipal may do.
+var devPolicy = txm.Policy{Principal: "dev", Roles: txm.Roles, AllSigners: true}
+
+// Policies answers what a principal may do: its current policy from the
+// store, kept per instance for ttl (a change reaches every instance within
+// it), or no role at all when it has none — txfence is closed by default.
+// It also writes the audit trail of refusals.
+type Policies struct {
+	store   txm.PolicyStore
+	audit   txm.AuditLog
+	ttl     time.Duration
+	metrics *metrics.Metrics
+	log     *slog.Logger
+
+	mu    sync.Mutex
+	cache map[string]cachedPolicy
+}
+
+type cachedPolicy struct {
+	p       txm.Policy
+	fetched time.Time
+}
+
+// policyTTL is how long a policy is trusted before it is read again.
+const policyTTL = 5 * time.Second
+
+// NewPolicies returns the policy source. audit may be nil (no audit rows).
+func NewPolicies(store txm.PolicyStore, audit txm.AuditLog, m *metrics.Metrics, log *slog.Logger) (*Policies, error) {
+	if store == nil || log == nil {
+		return nil, errors.New("new policies: store and logger are required")
+	}
+	return &Policies{store: store, audit: audit, ttl: policyTTL, metrics: m, log: log, cache: map[string]cachedPolicy{}}, nil
+}
+
+// For is who's policy. Only an unreachable store is an error.
+func (p *Policies) For(ctx context.Context, who txm.Principal) (txm.Policy, error) {
+	if who == DevPrincipal {
+		return devPolicy, nil
+	}
+	p.mu.Lock()
+	c, ok := p.cache[who.ID]
+	p.mu.Unlock()
+	if ok && time.Since(c.fetched) < p.ttl {
+		return c.p, nil
+	}
+	pol, err := p.store.Policy(ctx, who.ID)
+	switch {
+	case errors.Is(err, txm.ErrNotFound):
+		pol = txm.Policy{Principal: who.ID} // no role: closed by default
+	case err != nil:
+		return txm.Policy{}, err
+	}
+	p.mu.Lock()
+	p.cache[who.ID] = cachedPolicy{p: pol, fetched: time.Now()}
+	p.mu.Unlock()
+	return pol, nil
+}
+
+// Forget drops a cached policy (this instance just changed it).
+func (p *Policies) Forget(principal string) {
+	p.mu.Lock()
+	delete(p.cache, principal)
+	p.mu.Unlock()
+}
+
+// Refused records a refusal: a log line and an audit row (its failure is
+// logged, never the caller's problem). target names what was asked for.
+func (p *Policies) Refused(ctx context.Context, who txm.Principal, action, target string, err error) {
+	outcome := "refused"
+	var r *txm.Refusal
+	if errors.As(err, &r) {
+		outcome = "refused:" + r.Rule
+	}
+	p.metrics.Refused(ctx, outcome)
+	p.log.WarnContext(ctx, "refused", slog.String(logging.KeyPrincipal, who.ID), slog.String("action", action),
+		slog.String("target", target), slog.String("outcome", outcome))
+	p.Audit(ctx, txm.AuditEntry{Principal: who.ID, Action: action, Target: target, Outcome: outcome, Detail: detailOf(err)})
+}
+
+// Audit writes an audit row, logging (not returning) a failure to.
+func (p *Policies) Audit(ctx context.Context, e txm.AuditEntry) {
+	if p.audit == nil {
+		return
+	}
+	if err := p.audit.Audit(context.WithoutCancel(ctx), e); err != nil {
+		p.log.WarnContext(ctx, "audit", slog.String("action", e.Action), slog.Any("error", err))
+	}
+}
+
+func detailOf(err error) string {
+	var r *txm.Refusal
+	if errors.As(err, &r) {
+		return r.Detail
+	}
+	return ""
+}
