@@ -19,10 +19,6 @@ var actionFields = map[string]bool{
 	"actionId": true, "reason": true, "maxFeePerGas": true, "maxPriorityFeePerGas": true, "gasPrice": true,
 }
 
-// actionActor is who an admin action is recorded as until callers are
-// authenticated.
-const actionActor = "api"
-
 // actionView is an admin action on the wire.
 type actionView struct {
 	TxID                 string     `json:"txId"`
@@ -70,7 +66,7 @@ func actionRoute(kind txm.ActionKind) func(h *Handler, w http.ResponseWriter, r 
 			writeProblem(w, *p)
 			return
 		}
-		req.TxID, req.Kind, req.Actor = strings.ToLower(id), kind, actionActor
+		req.TxID, req.Kind, req.Actor = strings.ToLower(id), kind, callerOf(r).who.ID
 		a, created, err := h.deps.Actions.Execute(r.Context(), req)
 		switch {
 		case errors.Is(err, txm.ErrConflict):
@@ -165,7 +161,15 @@ func (h *Handler) actions(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, badRequest("the id must be a UUID", fieldError{Field: "id", Message: "must be a UUID"}))
 		return
 	}
-	list, err := h.deps.ActionLog.ListActions(r.Context(), strings.ToLower(id))
+	t, err := h.deps.Queries.GetTx(r.Context(), strings.ToLower(id))
+	if err == nil && !callerOf(r).pol.CoversSigner(t.From) {
+		err = txm.ErrNotFound // another caller's transaction
+	}
+	if err != nil {
+		writeProblem(w, problemFor(err))
+		return
+	}
+	list, err := h.deps.ActionLog.ListActions(r.Context(), t.ID)
 	if err != nil {
 		writeProblem(w, problemFor(err))
 		return

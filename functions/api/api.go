@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
+
 	"github.com/txfence/txfence/shared/app"
 	"github.com/txfence/txfence/shared/config"
 	"github.com/txfence/txfence/shared/logging"
@@ -27,11 +29,16 @@ import (
 // Deps is what the handler needs; functions/internal builds it from the
 // environment in deployment, tests build it directly.
 type Deps struct {
-	Config  config.Config
-	Create  *app.CreateTx
-	Queries txm.TxQueries
-	// Completions is the feed of reported outcomes.
-	Completions txm.CompletionFeed
+	Config config.Config
+	// Auth authenticates callers; Policies says what each may do.
+	Auth     txm.Authenticator
+	Policies *app.Policies
+	// PolicyStore is where admins change policies.
+	PolicyStore txm.PolicyStore
+	Create      *app.CreateTx
+	Queries     txm.TxQueries
+	// Completions serves the feed of reported outcomes.
+	Completions *app.FollowCompletions
 	// Actions records admin actions; ActionLog lists them.
 	Actions   *app.RequestAction
 	ActionLog txm.ActionStore
@@ -43,44 +50,49 @@ type Deps struct {
 
 // Handler serves the API.
 type Handler struct {
-	deps Deps
-	mux  *http.ServeMux
+	deps   Deps
+	mux    *http.ServeMux
+	limits *limits
 }
 
 // route is one API operation; the OpenAPI document must list exactly these.
+// role is what the caller's policy must grant ("" for a public route).
 type route struct {
 	method, path string
+	role         txm.Role
 	handle       func(h *Handler, w http.ResponseWriter, r *http.Request)
 }
 
 var routes = []route{
-	{http.MethodPost, "/v1/transactions", (*Handler).create},
-	{http.MethodGet, "/v1/transactions", (*Handler).list},
-	{http.MethodGet, "/v1/transactions/{id}", (*Handler).get},
-	{http.MethodGet, "/v1/signers/{address}", (*Handler).signer},
-	{http.MethodGet, "/v1/completions", (*Handler).completions},
-	{http.MethodPost, "/v1/transactions/{id}/resubmit", actionRoute(txm.ActionResubmit)},
-	{http.MethodPost, "/v1/transactions/{id}/replace", actionRoute(txm.ActionReplace)},
-	{http.MethodPost, "/v1/transactions/{id}/cancel", actionRoute(txm.ActionCancelTx)},
-	{http.MethodGet, "/v1/transactions/{id}/actions", (*Handler).actions},
-	{http.MethodGet, "/v1/openapi.json", (*Handler).openapi},
+	{http.MethodPost, "/v1/transactions", txm.RoleSender, (*Handler).create},
+	{http.MethodGet, "/v1/transactions", txm.RoleReader, (*Handler).list},
+	{http.MethodGet, "/v1/transactions/{id}", txm.RoleReader, (*Handler).get},
+	{http.MethodGet, "/v1/signers/{address}", txm.RoleReader, (*Handler).signer},
+	{http.MethodGet, "/v1/completions", txm.RoleReader, (*Handler).completions},
+	{http.MethodPost, "/v1/transactions/{id}/resubmit", txm.RoleAdmin, actionRoute(txm.ActionResubmit)},
+	{http.MethodPost, "/v1/transactions/{id}/replace", txm.RoleAdmin, actionRoute(txm.ActionReplace)},
+	{http.MethodPost, "/v1/transactions/{id}/cancel", txm.RoleAdmin, actionRoute(txm.ActionCancelTx)},
+	{http.MethodGet, "/v1/transactions/{id}/actions", txm.RoleReader, (*Handler).actions},
+	{http.MethodGet, "/v1/principals/{principal}/policy", txm.RoleAdmin, (*Handler).getPolicy},
+	{http.MethodPut, "/v1/principals/{principal}/policy", txm.RoleAdmin, (*Handler).putPolicy},
+	{http.MethodGet, "/v1/openapi.json", "", (*Handler).openapi},
 }
 
 // NewHandler returns the API handler.
 func NewHandler(d Deps) (*Handler, error) {
-	if d.Create == nil || d.Queries == nil || d.Completions == nil || d.Actions == nil || d.ActionLog == nil || d.Log == nil {
-		return nil, errors.New("new api handler: create, queries, completions, actions and logger are required")
+	if d.Auth == nil || d.Policies == nil || d.PolicyStore == nil || d.Create == nil || d.Queries == nil || d.Completions == nil ||
+		d.Actions == nil || d.ActionLog == nil || d.Log == nil {
+		return nil, errors.New("new api handler: auth, policies, create, queries, completions, actions and logger are required")
 	}
-	h := &Handler{deps: d, mux: http.NewServeMux()}
+	h := &Handler{deps: d, mux: http.NewServeMux(), limits: newLimits(d.Config.Auth)}
 	for _, rt := range routes {
-		handle := rt.handle
-		h.mux.HandleFunc(rt.method+" "+rt.path, func(w http.ResponseWriter, r *http.Request) { handle(h, w, r) })
+		h.mux.HandleFunc(rt.method+" "+rt.path, h.guard(rt.role, rt.handle))
 	}
 	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
-	h.mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+	h.mux.HandleFunc("GET /metrics", h.guard(txm.RoleAdmin, func(h *Handler, w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		_ = d.Metrics.WritePrometheus(r.Context(), w)
-	})
+		_ = h.deps.Metrics.WritePrometheus(r.Context(), w)
+	}))
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, notFound("no route for "+r.Method+" "+r.URL.Path))
 	})
@@ -128,21 +140,34 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, *p)
 		return
 	}
-	created, err := h.deps.Create.Execute(r.Context(), req)
-	if err != nil {
-		if !errors.Is(err, txm.ErrInvalid) {
-			h.deps.Log.WarnContext(r.Context(), "create failed", slog.String(logging.KeySigner, txm.CanonicalAddress(req.From)), slog.Any("error", err))
-		}
-		writeProblem(w, problemFor(err))
+	if err := h.limits.allowSigner(req.ChainID, req.From); err != nil {
+		h.deps.Metrics.Refused(r.Context(), "rate_limited")
+		writeProblem(w, tooManyRequests(err))
 		return
 	}
-	switch created.Outcome {
-	case txm.OutcomeCreated:
+	created, err := h.deps.Create.Execute(r.Context(), callerOf(r).who, req)
+	if err != nil {
+		if !errors.Is(err, txm.ErrInvalid) && !errors.Is(err, txm.ErrForbidden) {
+			h.deps.Log.WarnContext(r.Context(), "create failed", slog.String(logging.KeySigner, txm.CanonicalAddress(req.From)), slog.Any("error", err))
+		}
+		p := problemFor(err)
+		if errors.Is(err, txm.ErrOutcomeUnknown) {
+			p.RequestID = req.RequestID // made up when the caller gave none: retrying with it is safe
+		}
+		writeProblem(w, p)
+		return
+	}
+	switch {
+	case created.Outcome == txm.OutcomeCreated:
 		w.Header().Set("Location", "/v1/transactions/"+created.Tx.ID)
 		writeJSON(w, http.StatusAccepted, viewTx(created.Tx))
-	case txm.OutcomeReplayed:
+	case created.Outcome == txm.OutcomeReplayed:
 		w.Header().Set("Location", "/v1/transactions/"+created.Tx.ID)
 		writeJSON(w, http.StatusOK, viewTx(created.Tx))
+	case created.Tx == nil: // another caller's request id: nothing of it is told
+		writeProblem(w, problem{Type: problemBase + "idempotency-conflict", Title: "Request id already used",
+			Status: http.StatusConflict, Detail: "requestId " + strconv.Quote(req.RequestID) + " is already used; choose another",
+			Errors: []fieldError{{Field: "requestId", Message: "already used"}}})
 	default:
 		writeProblem(w, problem{Type: problemBase + "idempotency-conflict", Title: "Request id already used",
 			Status: http.StatusConflict, ExistingID: created.Tx.ID,
@@ -158,6 +183,9 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t, err := h.deps.Queries.GetTx(r.Context(), id)
+	if err == nil && !callerOf(r).pol.CoversSigner(t.From) {
+		err = txm.ErrNotFound // another caller's transaction: not even whether it exists
+	}
 	if err != nil {
 		writeProblem(w, problemFor(err))
 		return
@@ -244,6 +272,14 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, badRequest("invalid query parameters", errs...))
 		return
 	}
+	pol := callerOf(r).pol
+	switch {
+	case f.Signer != nil && !pol.CoversSigner(*f.Signer):
+		writeProblem(w, forbidden(&txm.Refusal{Rule: txm.RuleSigner, Detail: "the caller may not read " + txm.CanonicalAddress(*f.Signer)}))
+		return
+	case f.Signer == nil && !pol.AllSigners:
+		f.Signers = append([]common.Address{}, pol.Signers...) // only the caller's signers
+	}
 
 	if rid := q.Get("requestId"); rid != "" {
 		chainID := f.ChainID
@@ -251,6 +287,9 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 			chainID = h.deps.Config.Chains[0].ID
 		}
 		t, err := h.deps.Queries.FindByRequestID(r.Context(), chainID, *f.Signer, rid)
+		if err == nil && t.Principal != callerOf(r).who.ID && !pol.Has(txm.RoleAdmin) && t.Principal != "" {
+			err = txm.ErrNotFound // another caller's request id
+		}
 		if err != nil {
 			writeProblem(w, problemFor(err))
 			return
@@ -317,6 +356,10 @@ func (h *Handler) signer(w http.ResponseWriter, r *http.Request) {
 	}
 	if _, ok := h.deps.Config.Signer(addr); !ok {
 		writeProblem(w, notFound(txm.CanonicalAddress(addr)+" is not a configured signer"))
+		return
+	}
+	if !callerOf(r).pol.CoversSigner(addr) {
+		writeProblem(w, forbidden(&txm.Refusal{Rule: txm.RuleSigner, Detail: "the caller may not read " + txm.CanonicalAddress(addr)}))
 		return
 	}
 	st, err := h.deps.Queries.SignerStatus(r.Context(), chainID, addr)

@@ -33,13 +33,11 @@ type completionPage struct {
 // maxWait bounds a long poll.
 const maxWait = 30 * time.Second
 
-// pollEvery is how often a long poll looks again.
-var pollEvery = 200 * time.Millisecond
-
-// completions serves the ordered feed of outcomes: items with seq > after,
-// oldest first. With wait, an empty answer is held back until an item
-// arrives or wait passes (at most 30s). Consumers remember the last seq
-// they processed and deduplicate redeliveries by seq.
+// completions serves the ordered feed of outcomes of the caller's signers:
+// items with seq > after, oldest first. With wait, an empty answer is held
+// back until an item arrives or wait passes (at most 30s); a caller holds
+// at most its policy's number of waits at once (429 beyond). Consumers
+// remember the last seq they processed and deduplicate redeliveries by seq.
 func (h *Handler) completions(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	var errs []fieldError
@@ -79,32 +77,23 @@ func (h *Handler) completions(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, badRequest("invalid query parameters", errs...))
 		return
 	}
-	deadline := time.Now().Add(wait)
-	for {
-		items, err := h.deps.Completions.CompletionsAfter(r.Context(), after, limit)
-		if err != nil {
-			writeProblem(w, problemFor(err))
-			return
-		}
-		if len(items) > 0 || !time.Now().Before(deadline) {
-			page := completionPage{Items: make([]completionView, len(items)), Next: after}
-			for i, c := range items {
-				v := completionView{Seq: c.Seq, Type: string(txm.EventFor(c.State)), TxID: c.TxID, ChainID: c.ChainID,
-					Signer: txm.CanonicalAddress(c.Signer), State: c.State, NewFork: c.NewFork, SubState: c.SubState, Nonce: c.Nonce, CreatedAt: c.CreatedAt.UTC()}
-				if c.Hash != nil {
-					s := c.Hash.Hex()
-					v.Hash = &s
-				}
-				page.Items[i] = v
-				page.Next = c.Seq
-			}
-			writeJSON(w, http.StatusOK, page)
-			return
-		}
-		select {
-		case <-r.Context().Done():
-			return
-		case <-time.After(pollEvery):
-		}
+	c := callerOf(r)
+	items, err := h.deps.Completions.Page(r.Context(), c.who, c.pol, after, limit, wait)
+	if err != nil {
+		writeProblem(w, problemFor(err))
+		return
 	}
+	page := completionPage{Items: make([]completionView, len(items)), Next: after}
+	for i, c := range items {
+		v := completionView{Seq: c.Seq, Type: string(txm.EventFor(c.State)), TxID: c.TxID, ChainID: c.ChainID,
+			Signer: txm.CanonicalAddress(c.Signer), State: c.State, NewFork: c.NewFork, SubState: c.SubState, Nonce: c.Nonce,
+			CreatedAt: c.CreatedAt.UTC()}
+		if c.Hash != nil {
+			s := c.Hash.Hex()
+			v.Hash = &s
+		}
+		page.Items[i] = v
+		page.Next = c.Seq
+	}
+	writeJSON(w, http.StatusOK, page)
 }

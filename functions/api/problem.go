@@ -17,6 +17,13 @@ type problem struct {
 	Detail     string       `json:"detail,omitempty"`
 	Errors     []fieldError `json:"errors,omitempty"`
 	ExistingID string       `json:"existingId,omitempty"`
+	// Rule names the policy rule behind a 403.
+	Rule string `json:"rule,omitempty"`
+	// RequestID is the create's request id behind an outcome-unknown 503:
+	// retrying with it is safe.
+	RequestID string `json:"requestId,omitempty"`
+	// retryAfter is the Retry-After of a 429 or 503, in seconds.
+	retryAfter int
 }
 
 type fieldError struct {
@@ -31,8 +38,8 @@ func writeProblem(w http.ResponseWriter, p problem) {
 		p.Errors = []fieldError{}
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
-	if p.Status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
+	if p.Status == http.StatusServiceUnavailable || p.Status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", strconv.Itoa(max(p.retryAfter, retryAfterSeconds)))
 	}
 	w.WriteHeader(p.Status)
 	_ = json.NewEncoder(w).Encode(p)
@@ -59,7 +66,9 @@ func unavailable(detail string) problem {
 		Detail: detail + "; nothing was written, retry later"}
 }
 
-// problemFor maps an error from a use case to a problem.
+// problemFor maps an error from a use case to a problem. No answer carries
+// an error's own text beyond a validation message written for the caller:
+// never SQL, a driver's words or another caller's data.
 func problemFor(err error) problem {
 	var v *txm.ValidationError
 	switch {
@@ -69,10 +78,18 @@ func problemFor(err error) problem {
 			fields[i] = fieldError{Field: f.Field, Message: f.Message}
 		}
 		return invalid(fields)
+	case errors.Is(err, txm.ErrForbidden):
+		return forbidden(err)
+	case errors.Is(err, txm.ErrRateLimited):
+		return tooManyRequests(err)
 	case errors.Is(err, txm.ErrNotFound):
 		return notFound("no such transaction")
 	case errors.Is(err, txm.ErrInvalid):
-		return invalid([]fieldError{{Field: "", Message: err.Error()}})
+		return invalid([]fieldError{{Field: "", Message: "the request's values were refused; nothing was written"}})
+	case errors.Is(err, txm.ErrOutcomeUnknown):
+		return problem{Type: problemBase + "outcome-unknown", Title: "Outcome unknown", Status: http.StatusServiceUnavailable,
+			Detail: "the database connection was lost while committing: the transaction may or may not exist; " +
+				"retry with the same requestId (it is safe) or look it up by requestId"}
 	case isUnavailable(err):
 		return unavailable("the database or chain is unavailable")
 	default:

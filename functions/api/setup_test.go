@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/txfence/txfence/shared/app"
+	"github.com/txfence/txfence/shared/auth"
 	"github.com/txfence/txfence/shared/config"
 	"github.com/txfence/txfence/shared/logging"
 	"github.com/txfence/txfence/shared/metrics"
@@ -87,10 +88,12 @@ func signers(n int) []common.Address {
 // instance is one API process as far as the database can tell: its own
 // pool, store, owner ids and HTTP server.
 type instance struct {
-	url     string
-	store   *postgres.Store
-	metrics *metrics.Metrics
-	pool    *pgxpool.Pool
+	url      string
+	store    *postgres.Store
+	metrics  *metrics.Metrics
+	pool     *pgxpool.Pool
+	keys     *postgres.APIKeys
+	policies *postgres.Policies
 }
 
 type bundle struct {
@@ -100,11 +103,21 @@ type bundle struct {
 	reader app.ChainReader // what instances built from now on ask of the chain; nil: chain
 	insts  []*instance
 	client *http.Client
+	// authOpts are what instances built from now on pass to auth.New.
+	authOpts []auth.Option
+	// feedReads counts the completions feed's database reads.
+	feedReads atomic.Int64
 }
 
 type option func(*config.Config)
 
 func setup(t *testing.T, n int, opts ...option) *bundle {
+	t.Helper()
+	return setupWith(t, n, nil, opts...)
+}
+
+// setupWith is setup with options for the instances' authenticator.
+func setupWith(t *testing.T, n int, authOpts []auth.Option, opts ...option) *bundle {
 	t.Helper()
 	db := pgtest.New(t)
 	cfg := config.Defaults()
@@ -119,7 +132,7 @@ func setup(t *testing.T, n int, opts ...option) *bundle {
 		o(&cfg)
 	}
 	require.NoError(t, cfg.Validate())
-	b := &bundle{db: db, cfg: cfg, chain: newFakeChain(),
+	b := &bundle{db: db, cfg: cfg, chain: newFakeChain(), authOpts: authOpts,
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}, Timeout: time.Minute}}
 	for i := 0; i < n; i++ {
 		b.insts = append(b.insts, b.newInstance(t, fmt.Sprintf("api%d", i), db.URL))
@@ -131,7 +144,7 @@ func (b *bundle) newInstance(t *testing.T, name, url string) *instance {
 	t.Helper()
 	cfg := b.cfg
 	cfg.InstanceID = name
-	pool := pgtest.Pool(t, url)
+	pool := openPool(t, cfg.Database, url)
 	m := metrics.New()
 	log := logging.Discard()
 	store, err := postgres.NewStoreFromConfig(pool, cfg, m, log)
@@ -144,16 +157,55 @@ func (b *bundle) newInstance(t *testing.T, name, url string) *instance {
 	for _, ch := range cfg.Chains {
 		readers[ch.ID] = reader
 	}
-	create, err := app.NewCreateTx(store, readers, nil, cfg, m, log)
+	policyStore, err := postgres.NewPolicies(pool)
+	require.NoError(t, err)
+	keys, err := postgres.NewAPIKeys(pool)
+	require.NoError(t, err)
+	audit, err := postgres.NewAuditLog(pool)
+	require.NoError(t, err)
+	authn, err := auth.New(cfg.Auth, keys, b.authOpts...)
+	require.NoError(t, err)
+	policies, err := app.NewPolicies(policyStore, audit, m, log)
+	require.NoError(t, err)
+	create, err := app.NewCreateTx(store, readers, nil, policies, cfg, m, log)
 	require.NoError(t, err)
 	actions, err := app.NewRequestAction(store, nil, cfg.MaxFeeCap, log)
 	require.NoError(t, err)
-	h, err := NewHandler(Deps{Config: cfg, Create: create, Queries: store, Completions: store, Actions: actions, ActionLog: store,
-		Nonces: map[uint64]txm.NonceSource{testChain: reader}, Metrics: m, Log: log})
+	follow, err := app.NewFollowCompletions(b.countFeed(store), store, cfg.Auth.MaxWaits, log)
+	require.NoError(t, err)
+	h, err := NewHandler(Deps{Config: cfg, Auth: authn, Policies: policies, PolicyStore: policyStore, Create: create, Queries: store,
+		Completions: follow, Actions: actions, ActionLog: store, Nonces: map[uint64]txm.NonceSource{testChain: reader}, Metrics: m, Log: log})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &instance{url: srv.URL, store: store, metrics: m, pool: pool}
+	return &instance{url: srv.URL, store: store, metrics: m, pool: pool, keys: keys, policies: policyStore}
+}
+
+// openPool opens a pool on url as the services do (with the
+// configuration's statement, lock and idle timeouts), closed at the end of
+// the test.
+func openPool(t testing.TB, dbcfg config.Database, url string) *pgxpool.Pool {
+	t.Helper()
+	dbcfg.URL, dbcfg.MaxConns = url, 20
+	db, err := postgres.Connect(context.Background(), dbcfg)
+	require.NoError(t, err)
+	t.Cleanup(db.Close)
+	return db.Pool
+}
+
+// countingFeed counts the feed's reads, for the long-poll cost test.
+type countingFeed struct {
+	txm.CompletionFeed
+	reads *atomic.Int64
+}
+
+func (c countingFeed) CompletionsAfter(ctx context.Context, after int64, limit int, signers []common.Address) ([]txm.Completion, error) {
+	c.reads.Add(1)
+	return c.CompletionFeed.CompletionsAfter(ctx, after, limit, signers)
+}
+
+func (b *bundle) countFeed(f txm.CompletionFeed) txm.CompletionFeed {
+	return countingFeed{CompletionFeed: f, reads: &b.feedReads}
 }
 
 // response is a decoded API answer.

@@ -56,6 +56,17 @@ func setup(t *testing.T) (*pgtest.DB, config.Config, *postgres.Store, *pubsubtes
 	return db, cfg, store, ps, relay
 }
 
+// policies is the policy source of a test's CreateTx (its callers are the
+// development principal).
+func policies(t *testing.T, db *pgtest.DB) *app.Policies {
+	t.Helper()
+	store, err := postgres.NewPolicies(db.Pool)
+	require.NoError(t, err)
+	p, err := app.NewPolicies(store, nil, nil, logging.Discard())
+	require.NoError(t, err)
+	return p
+}
+
 func createMany(t *testing.T, c *app.CreateTx, signer common.Address, n int) {
 	t.Helper()
 	to := common.HexToAddress("0xdead")
@@ -64,7 +75,7 @@ func createMany(t *testing.T, c *app.CreateTx, signer common.Address, n int) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			_, err := c.Execute(context.Background(), &txm.Request{ChainID: 1337, From: signer, To: &to, Value: big.NewInt(int64(i)), GasLimit: 21000})
+			_, err := c.Execute(context.Background(), app.DevPrincipal, &txm.Request{ChainID: 1337, From: signer, To: &to, Value: big.NewInt(int64(i)), GasLimit: 21000})
 			assert.NoError(t, err)
 		}(i)
 	}
@@ -89,7 +100,7 @@ func TestIssue4_OutboxRelay(t *testing.T) {
 	stub := map[uint64]app.ChainReader{1337: chainStub{}}
 
 	t.Run("invocations relay their own rows, one prompt per batch", func(t *testing.T) {
-		c, err := app.NewCreateTx(store, stub, relay, cfg, metrics.New(), logging.Discard())
+		c, err := app.NewCreateTx(store, stub, relay, policies(t, db), cfg, metrics.New(), logging.Discard())
 		require.NoError(t, err)
 		createMany(t, c, signer, 300)
 		left, total := unsent(t, db)
@@ -109,7 +120,7 @@ func TestIssue4_OutboxRelay(t *testing.T) {
 	})
 
 	t.Run("the sweep publishes what was left behind", func(t *testing.T) {
-		noRelay, err := app.NewCreateTx(store, stub, nil, cfg, metrics.New(), logging.Discard())
+		noRelay, err := app.NewCreateTx(store, stub, nil, policies(t, db), cfg, metrics.New(), logging.Discard())
 		require.NoError(t, err)
 		createMany(t, noRelay, signer, 50)
 		left, _ := unsent(t, db)
@@ -133,7 +144,7 @@ func TestIssue4_OutboxRelay(t *testing.T) {
 		bad.TopicSubmit = "missing-topic"
 		badStore, err := postgres.NewStoreFromConfig(db.Pool, bad, metrics.New(), logging.Discard())
 		require.NoError(t, err)
-		c, err := app.NewCreateTx(badStore, stub, relay, bad, metrics.New(), logging.Discard())
+		c, err := app.NewCreateTx(badStore, stub, relay, policies(t, db), bad, metrics.New(), logging.Discard())
 		require.NoError(t, err)
 		createMany(t, c, signer, 5)
 		var attempts int

@@ -53,7 +53,7 @@ func transfer(signer common.Address, value *big.Int) *txm.Request {
 
 func create(t testing.TB, n *stacktest.Node, r *txm.Request) *txm.Tx {
 	t.Helper()
-	c, err := n.Create.Execute(ctx, r)
+	c, err := n.Create.Execute(ctx, app.DevPrincipal, r)
 	require.NoError(t, err)
 	require.Equal(t, txm.OutcomeCreated, c.Outcome)
 	return c.Tx
@@ -485,7 +485,7 @@ func TestIssue10_CancelByAdmin(t *testing.T) {
 	var token int64
 	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT action, actor, reason, fencing_token FROM tx_history
 WHERE tx_id = $1 AND action = 'cancel'`, stuck.ID).Scan(&action, &actor, &reason, &token))
-	assert.Equal(t, "api", actor)
+	assert.Equal(t, "dev", actor)
 	assert.Equal(t, "the payout was sent another way", reason)
 	assert.Positive(t, token)
 	resp, err := http.Get(a.APIURL + "/v1/transactions/" + stuck.ID + "/actions")
@@ -857,7 +857,7 @@ func TestIssue10_AdminActions(t *testing.T) {
 	assert.Equal(t, fee, as[1].MaxFee, "the caller's fees")
 	assert.Equal(t, tip, as[1].Tip)
 	var audited int
-	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM tx_history WHERE tx_id = $1 AND actor = 'api'`, tx.ID).Scan(&audited))
+	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM tx_history WHERE tx_id = $1 AND actor = 'dev'`, tx.ID).Scan(&audited))
 	assert.Equal(t, 3, audited, "every admin action is in the history, the failed one too")
 
 	w.MineAll(t, signer, 1)

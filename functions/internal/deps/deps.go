@@ -17,6 +17,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/txfence/txfence/shared/app"
+	"github.com/txfence/txfence/shared/auth"
 	"github.com/txfence/txfence/shared/config"
 	"github.com/txfence/txfence/shared/evm"
 	"github.com/txfence/txfence/shared/logging"
@@ -29,13 +30,15 @@ import (
 
 // Process is what one process shares across invocations.
 type Process struct {
-	Config  config.Config
-	DB      *postgres.DB
-	Store   *postgres.Store
-	Chains  map[uint64]*evm.Client
-	Relay   *app.Relay // nil when no Pub/Sub project is configured
-	Metrics *metrics.Metrics
-	Log     *slog.Logger
+	Config config.Config
+	DB     *postgres.DB
+	Store  *postgres.Store
+	Chains map[uint64]*evm.Client
+	Relay  *app.Relay // nil when no Pub/Sub project is configured
+	// PolicyStore is set by Auth.
+	PolicyStore txm.PolicyStore
+	Metrics     *metrics.Metrics
+	Log         *slog.Logger
 
 	publisher *pubsub.Publisher
 	pubsub    *gpubsub.Client
@@ -43,6 +46,9 @@ type Process struct {
 	signers   map[common.Address]txm.Signer
 	stuckMu   sync.Mutex
 	stuck     txm.StuckResolutionHook
+	authMu    sync.Mutex
+	authn     txm.Authenticator
+	policies  *app.Policies
 	kms       *kmsapi.KeyManagementClient
 }
 
@@ -111,6 +117,45 @@ func Build(ctx context.Context, cfg config.Config) (*Process, error) {
 		p.Chains[ch.ID] = c
 	}
 	return p, nil
+}
+
+// Auth is the authenticator and the policy source the configuration
+// names, built once; the first build writes the policy seed (version 1 of
+// each principal that has none).
+func (p *Process) Auth(ctx context.Context) (txm.Authenticator, *app.Policies, error) {
+	p.authMu.Lock()
+	defer p.authMu.Unlock()
+	if p.authn == nil {
+		store, err := postgres.NewPolicies(p.DB.Pool)
+		if err != nil {
+			return nil, nil, err
+		}
+		keys, err := postgres.NewAPIKeys(p.DB.Pool)
+		if err != nil {
+			return nil, nil, err
+		}
+		audit, err := postgres.NewAuditLog(p.DB.Pool)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := store.SeedPolicies(ctx, p.Config.Auth.PolicySeed); err != nil {
+			return nil, nil, err
+		}
+		a, err := auth.New(p.Config.Auth, keys)
+		if err != nil {
+			return nil, nil, err
+		}
+		pols, err := app.NewPolicies(store, audit, p.Metrics, p.Log)
+		if err != nil {
+			return nil, nil, err
+		}
+		p.PolicyStore = store
+		if p.Config.Auth.Has("dev") {
+			p.Log.WarnContext(ctx, "DEVELOPMENT MODE: calls without credentials act as the all-powerful principal \"dev\" (TXFENCE_AUTH=dev); never deploy this")
+		}
+		p.authn, p.policies = a, pols
+	}
+	return p.authn, p.policies, nil
 }
 
 // StuckPolicy is the stuck-resolution policy the configuration names

@@ -3,6 +3,7 @@ package stacktest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sort"
 	"sync"
 	"testing"
@@ -28,7 +29,7 @@ type RunOptions struct {
 // for every signer (the prompts' work) and runs a finality pass and a
 // resubmit pass (the schedulers' work). Expected refusals (a lease held
 // elsewhere, not mined yet, fenced) are ignored; other errors are logged once
-// each when Run stops. stop waits for everything to end; it also runs when
+// each when Run stops (and written to LogTo as they happen, when set). stop waits for everything to end; it also runs when
 // the test ends.
 func (w *World) Run(t testing.TB, nodes []*Node, o RunOptions) (stop func()) {
 	t.Helper()
@@ -50,6 +51,9 @@ func (w *World) Run(t testing.TB, nodes []*Node, o RunOptions) (stop func()) {
 		mu.Lock()
 		seen[err.Error()]++
 		mu.Unlock()
+		if w.LogTo != nil {
+			_, _ = fmt.Fprintf(w.LogTo, "run error: %v\n", err)
+		}
 	}
 	wg.Add(1)
 	go func() {

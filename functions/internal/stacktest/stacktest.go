@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/big"
 	"net/http/httptest"
 	"sync"
@@ -26,6 +27,7 @@ import (
 	"github.com/txfence/txfence/functions/internal/deps"
 	fnevent "github.com/txfence/txfence/functions/internal/event"
 	"github.com/txfence/txfence/shared/app"
+	"github.com/txfence/txfence/shared/auth"
 	"github.com/txfence/txfence/shared/config"
 	"github.com/txfence/txfence/shared/evm"
 	"github.com/txfence/txfence/shared/evm/evmtest"
@@ -56,6 +58,8 @@ type World struct {
 	// WrapSigner, when set, wraps every signer nodes are built with (a
 	// signer that fails, say).
 	WrapSigner func(txm.Signer) txm.Signer
+	// LogTo, when set, receives the nodes' JSON logs (debug level).
+	LogTo io.Writer
 }
 
 // Option changes the world's configuration before nodes are built.
@@ -116,6 +120,7 @@ type Node struct {
 	Finality *app.SweepFinality
 	Resubmit *app.SweepResubmit
 	Create   *app.CreateTx
+	Policies *app.Policies
 	Metrics  *metrics.Metrics
 	APIURL   string
 }
@@ -125,9 +130,17 @@ func (w *World) Node(t *testing.T, name string) *Node {
 	t.Helper()
 	cfg := w.Cfg
 	cfg.InstanceID = name
-	pool := pgtest.Pool(t, w.DB.URL)
+	dbcfg := cfg.Database
+	dbcfg.MaxConns = 20
+	db, err := postgres.Open(context.Background(), dbcfg) // as the services open it: with their timeouts
+	require.NoError(t, err)
+	t.Cleanup(db.Close)
+	pool := db.Pool
 	m := metrics.New()
 	log := logging.Discard()
+	if w.LogTo != nil {
+		log = logging.New(w.LogTo, "debug")
+	}
 	store, err := postgres.NewStoreFromConfig(pool, cfg, m, log)
 	require.NoError(t, err)
 	opts := deps.ChainOptions(w.EVM, cfg.FeesFor(evmtest.ChainID))
@@ -163,12 +176,24 @@ func (w *World) Node(t *testing.T, name string) *Node {
 	require.NoError(t, err)
 	n.Resubmit, err = app.NewSweepResubmit(store, leases, chains, signers, w.Hook, relay, cfg, m, log)
 	require.NoError(t, err)
-	n.Create, err = app.NewCreateTx(store, map[uint64]app.ChainReader{evmtest.ChainID: client}, relay, cfg, m, log)
+	policyStore, err := postgres.NewPolicies(pool)
+	require.NoError(t, err)
+	keys, err := postgres.NewAPIKeys(pool)
+	require.NoError(t, err)
+	audit, err := postgres.NewAuditLog(pool)
+	require.NoError(t, err)
+	authn, err := auth.New(cfg.Auth, keys)
+	require.NoError(t, err)
+	n.Policies, err = app.NewPolicies(policyStore, audit, m, log)
+	require.NoError(t, err)
+	n.Create, err = app.NewCreateTx(store, map[uint64]app.ChainReader{evmtest.ChainID: client}, relay, n.Policies, cfg, m, log)
 	require.NoError(t, err)
 	actions, err := app.NewRequestAction(store, relay, cfg.MaxFeeCap, log)
 	require.NoError(t, err)
-	h, err := api.NewHandler(api.Deps{Config: cfg, Create: n.Create, Queries: store, Completions: store, Actions: actions,
-		ActionLog: store, Metrics: m, Log: log})
+	follow, err := app.NewFollowCompletions(store, store, cfg.Auth.MaxWaits, log)
+	require.NoError(t, err)
+	h, err := api.NewHandler(api.Deps{Config: cfg, Auth: authn, Policies: n.Policies, PolicyStore: policyStore, Create: n.Create,
+		Queries: store, Completions: follow, Actions: actions, ActionLog: store, Metrics: m, Log: log})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -213,7 +238,7 @@ func (n *Node) AllocateRequests(t testing.TB, count int, req func(i int) *txm.Re
 	errs := make(chan error, count)
 	for i := 0; i < count; i++ {
 		go func(i int) {
-			c, err := n.Create.Execute(context.Background(), req(i))
+			c, err := n.Create.Execute(context.Background(), app.DevPrincipal, req(i))
 			if err == nil {
 				ids[i] = c.Tx.ID
 			}

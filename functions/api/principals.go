@@ -1,0 +1,66 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/txfence/txfence/shared/txm"
+)
+
+// getPolicy serves GET /v1/principals/{principal}/policy: the principal's
+// current policy (admins only).
+func (h *Handler) getPolicy(w http.ResponseWriter, r *http.Request) {
+	principal := r.PathValue("principal")
+	p, err := h.deps.PolicyStore.Policy(r.Context(), principal)
+	if errors.Is(err, txm.ErrNotFound) {
+		writeProblem(w, notFound("no policy for "+principal+": it may do nothing"))
+		return
+	}
+	if err != nil {
+		writeProblem(w, problemFor(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, p)
+}
+
+// putPolicy serves PUT /v1/principals/{principal}/policy: the body becomes
+// the principal's next policy version (admins only; audited).
+func (h *Handler) putPolicy(w http.ResponseWriter, r *http.Request) {
+	principal := r.PathValue("principal")
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64*1024))
+	if err != nil {
+		writeProblem(w, badRequest("could not read the body (at most 64 KiB)"))
+		return
+	}
+	var p txm.Policy
+	if err := json.Unmarshal(body, &p); err != nil {
+		var v *txm.ValidationError
+		if errors.As(err, &v) {
+			writeProblem(w, problemFor(v))
+			return
+		}
+		writeProblem(w, badRequest("the body must be a policy: a JSON object"))
+		return
+	}
+	if p.Principal == "" {
+		p.Principal = principal
+	}
+	if p.Principal != principal {
+		writeProblem(w, invalid([]fieldError{{Field: "principal", Message: "differs from the path"}}))
+		return
+	}
+	if err := p.Validate(); err != nil {
+		writeProblem(w, problemFor(err))
+		return
+	}
+	who := callerOf(r).who
+	stored, err := h.deps.PolicyStore.PutPolicy(r.Context(), p, who.ID)
+	if err != nil {
+		writeProblem(w, problemFor(err))
+		return
+	}
+	h.deps.Policies.Forget(principal)
+	writeJSON(w, http.StatusOK, stored)
+}
