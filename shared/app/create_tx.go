@@ -140,8 +140,9 @@ func (c *CreateTx) execute(ctx context.Context, r *txm.Request) (txm.Created, er
 
 // ValidateRequest checks a decoded request against the configuration: the
 // chain and signer are configured, sizes and fees within the caps, a given
-// gas limit at least the transaction's intrinsic gas. Field names are the
-// wire names.
+// gas limit at least the transaction's intrinsic gas, the request id and
+// metadata storable (no request can fail the batch it is allocated in).
+// Field names are the wire names.
 func ValidateRequest(r *txm.Request, cfg config.Config) error {
 	v := &txm.ValidationError{}
 	if _, ok := cfg.Chain(r.ChainID); !ok {
@@ -181,9 +182,15 @@ func ValidateRequest(r *txm.Request, cfg config.Config) error {
 	}
 	if len(r.RequestID) > 200 {
 		v.Add("requestId", "must be at most 200 characters")
+	} else if why := textProblem(r.RequestID); why != "" {
+		v.Add("requestId", "%s", why)
 	}
 	if len(r.Metadata) > 16*1024 {
 		v.Add("metadata", "must be at most 16 KiB")
+	} else if len(r.Metadata) > 0 {
+		if why := metadataProblem(r.Metadata); why != "" {
+			v.Add("metadata", "%s", why)
+		}
 	}
 	return v.Err()
 }
