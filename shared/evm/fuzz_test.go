@@ -88,14 +88,11 @@ func FuzzClassify(f *testing.F) {
 		}
 		check(text)
 
+		// The pattern's rule, or one before it that the text also matches.
 		p := patterns[int(pick)%len(patterns)]
 		composed := text + " " + p.text + tail
-		rank, got := check(composed)
-		if rank > p.rank {
+		if rank, got := check(composed); rank > p.rank {
 			t.Fatalf("%q holds %q at a word start but classifies as %s (rule %d), after its rule %d", composed, p.text, got, rank, p.rank)
-		}
-		if rank == p.rank && got != rules[p.rank].reason {
-			t.Fatalf("%q classifies as %s, want %s", composed, got, rules[p.rank].reason)
 		}
 	})
 }
