@@ -6,8 +6,11 @@
 #       Pub/Sub push and Cloud Scheduler: its OIDC tokens are what the
 #       non-public services accept (roles/run.invoker on exactly those).
 #
-# Topic publisher grants are in pubsub.tf, KMS grants in kms.tf, invoker
-# grants next to the services in run.tf.
+# No runtime identity holds a project-wide grant: the two Cloud SQL roles are
+# bound on the project but conditioned on txfence's instance (below), and
+# everything else is granted on the one resource it concerns. Topic publisher
+# grants are in pubsub.tf, KMS grants in kms.tf, Secret Manager grants in
+# secrets.tf, invoker grants next to the services in run.tf.
 
 locals {
   # Runtime identities: the functions plus the migrate job.
@@ -47,9 +50,9 @@ resource "google_service_account" "pusher" {
 }
 
 # Cloud SQL: connect through the connector (cloudsql.client) and log in as the
-# IAM database user (cloudsql.instanceUser). Both are project-level roles;
-# the project is expected to hold only this instance, otherwise add an IAM
-# condition on resource.name == "projects/PROJECT/instances/INSTANCE".
+# IAM database user (cloudsql.instanceUser). Both roles exist only at the
+# project level, so each grant carries an IAM condition that limits it to
+# txfence's instance: another instance in the project stays out of reach.
 locals {
   sql_role_bindings = {
     for pair in setproduct(keys(local.runtime_identities), ["roles/cloudsql.client", "roles/cloudsql.instanceUser"]) :
@@ -63,6 +66,12 @@ resource "google_project_iam_member" "sql" {
   project = var.project
   role    = each.value.role
   member  = "serviceAccount:${google_service_account.runtime[each.value.identity].email}"
+
+  condition {
+    title       = "txfence instance only"
+    description = "Only the Cloud SQL instance ${var.db_instance_name}."
+    expression  = "resource.type == 'sqladmin.googleapis.com/Instance' && resource.name == 'projects/${var.project}/instances/${var.db_instance_name}'"
+  }
 }
 
 # Pub/Sub push with OIDC: the Pub/Sub service agent mints the pusher's

@@ -1,16 +1,22 @@
 # External HTTPS load balancer in front of the API (global external
-# Application Load Balancer): serverless NEG -> backend service -> URL map ->
-# HTTPS proxy with a Google-managed certificate -> forwarding rule on a
-# reserved global IP. Plain HTTP on the same IP only redirects to HTTPS.
+# Application Load Balancer): serverless NEG -> backend service (Cloud Armor)
+# -> URL map -> HTTPS proxy with a Google-managed certificate -> forwarding
+# rule on a reserved global IP. Plain HTTP on the same IP only redirects to
+# HTTPS.
 #
 # Created only when var.api_domain is set (a managed certificate needs a
-# domain). Who may call the API is the team's choice: this module offers an
-# optional Cloud Armor source-CIDR allowlist (var.api_allowed_cidrs);
-# Identity-Aware Proxy on the backend service, or IAM-authenticated callers
-# (var.api_invoker_members without allUsers), are the alternatives.
+# domain). What it lets through, in order:
 #
-# Note that everything the Api serves is reachable through it, including
-# /metrics (Prometheus text) and /healthz.
+#   1. the URL map routes only /v1/* to the Api; any other path (/metrics,
+#      /healthz, /Api/..., percent-encoded tricks such as /%6Detrics) is
+#      redirected to /v1/openapi.json and never reaches the service;
+#   2. Cloud Armor (txfence-api) refuses again, with 404, any path that does
+#      not start with /v1/, should the URL map ever change;
+#   3. Cloud Armor allows the sources of var.api_allowed_cidrs (all when
+#      empty), each client IP at most var.api_rate_limit requests per
+#      interval (429 beyond); anything else 403;
+#   4. Cloud Run admits the request if api_invoker_members allows it, and
+#      txfence authenticates the caller (Google ID token or txfk_ API key).
 
 resource "google_compute_global_address" "api" {
   count = local.lb_enabled ? 1 : 0
@@ -33,32 +39,61 @@ resource "google_compute_region_network_endpoint_group" "api" {
 }
 
 resource "google_compute_security_policy" "api" {
-  count = local.lb_enabled && length(var.api_allowed_cidrs) > 0 ? 1 : 0
+  count = local.lb_enabled ? 1 : 0
 
   name        = "txfence-api"
-  description = "Allow the txfence API only from var.api_allowed_cidrs."
+  description = "txfence API: only /v1/ paths, the allowed sources (all when none are listed), a per-client-IP rate limit."
+  type        = "CLOUD_ARMOR"
 
-  # A basic rule matches at most 10 ranges: one allow rule per 10.
+  # Only the API's own paths, whatever the URL map says: /metrics and
+  # /healthz are for the platform, not for callers. request.path is the
+  # path as sent, so an encoded form (/%6Detrics, /Api%2Fmetrics) does not
+  # start with /v1/ either and is refused too.
+  rule {
+    action      = "deny(404)"
+    priority    = 100
+    description = "Only /v1/ paths reach the API"
+    match {
+      expr {
+        expression = "!request.path.startsWith('/v1/')"
+      }
+    }
+  }
+
+  # The rate limit, per client IP, on the allowed sources: a basic match
+  # holds at most 10 ranges, so one throttle rule per 10 (one rule for all
+  # sources when none are listed). Under the limit a request is allowed;
+  # over it, 429 until the rate drops.
   dynamic "rule" {
-    for_each = chunklist(var.api_allowed_cidrs, 10)
+    for_each = length(var.api_allowed_cidrs) > 0 ? chunklist(var.api_allowed_cidrs, 10) : [["*"]]
     content {
-      action      = "allow"
+      action      = "throttle"
       priority    = 1000 + rule.key
-      description = "txfence API callers (${rule.key + 1})"
+      description = length(var.api_allowed_cidrs) > 0 ? "Allowed callers (${rule.key + 1}), rate-limited" : "Everyone, rate-limited"
       match {
         versioned_expr = "SRC_IPS_V1"
         config {
           src_ip_ranges = rule.value
         }
       }
+      rate_limit_options {
+        conform_action = "allow"
+        exceed_action  = "deny(429)"
+        enforce_on_key = "IP"
+        rate_limit_threshold {
+          count        = var.api_rate_limit.count
+          interval_sec = var.api_rate_limit.interval_sec
+        }
+      }
     }
   }
 
-  # The mandatory default rule: deny everyone else.
+  # The mandatory default rule: sources not listed (only reached when
+  # api_allowed_cidrs is set).
   rule {
-    action      = "deny(403)"
+    action      = length(var.api_allowed_cidrs) > 0 ? "deny(403)" : "allow"
     priority    = 2147483647
-    description = "Default: deny"
+    description = "Default: sources not listed"
     match {
       versioned_expr = "SRC_IPS_V1"
       config {
@@ -81,7 +116,7 @@ resource "google_compute_backend_service" "api" {
     group = google_compute_region_network_endpoint_group.api[0].id
   }
 
-  security_policy = one(google_compute_security_policy.api[*].self_link)
+  security_policy = google_compute_security_policy.api[0].self_link
 
   log_config {
     enable      = true
@@ -89,11 +124,46 @@ resource "google_compute_backend_service" "api" {
   }
 }
 
+# Only /v1/* goes to the Api. Everything else, for every host, is sent to the
+# API's description instead: nothing outside /v1/ (the Api's /metrics and
+# /healthz among it) is ever forwarded.
 resource "google_compute_url_map" "api" {
   count = local.lb_enabled ? 1 : 0
 
-  name            = "txfence-api"
-  default_service = google_compute_backend_service.api[0].id
+  name = "txfence-api"
+
+  default_url_redirect {
+    path_redirect          = "/v1/openapi.json"
+    redirect_response_code = "FOUND"
+    strip_query            = true
+  }
+
+  host_rule {
+    hosts        = ["*"]
+    path_matcher = "api"
+  }
+
+  path_matcher {
+    name = "api"
+
+    default_url_redirect {
+      path_redirect          = "/v1/openapi.json"
+      redirect_response_code = "FOUND"
+      strip_query            = true
+    }
+
+    path_rule {
+      paths   = ["/v1/*"]
+      service = google_compute_backend_service.api[0].id
+    }
+  }
+
+  # Checked by the API when the map is saved.
+  test {
+    host    = var.api_domain
+    path    = "/v1/transactions"
+    service = google_compute_backend_service.api[0].id
+  }
 }
 
 resource "google_compute_managed_ssl_certificate" "api" {

@@ -19,6 +19,7 @@ resource "google_project_service" "apis" {
     "iamcredentials.googleapis.com",
     "pubsub.googleapis.com",
     "run.googleapis.com",
+    "secretmanager.googleapis.com",
     "sqladmin.googleapis.com",
   ])
   project            = var.project
@@ -167,8 +168,9 @@ locals {
   min_instances = { for k, f in local.functions : k => lookup(var.min_instances, k, f.min) }
   max_instances = { for k, f in local.functions : k => lookup(var.max_instances, k, f.max) }
 
-  # TXFENCE_CHAINS: "ID=URL|URL,ID=URL".
-  chains_env = join(",", [for id in sort(keys(var.chains)) : "${id}=${join("|", var.chains[id])}"])
+  # TXFENCE_CHAINS: "ID=URL|URL,ID=URL". Sensitive (RPC URLs carry provider
+  # keys): it only ever goes into the txfence-chains secret (secrets.tf).
+  chains_env = var.chains == null ? null : join(",", [for id in sort(keys(var.chains)) : "${id}=${join("|", var.chains[id])}"])
 
   # TXFENCE_SIGNERS: addresses only for the functions that never sign,
   # ADDRESS=kms:KEY_VERSION for Submit.
@@ -190,29 +192,78 @@ locals {
     TXFENCE_LOG_LEVEL         = var.log_level
   }
 
-  # Per-function environment: FUNCTION_TARGET, the shared TXFENCE_* settings,
-  # the function's own, then the caller's overrides.
-  function_env = {
-    for k, f in local.functions : k => merge(
-      local.common_env,
-      {
-        FUNCTION_TARGET          = f.target
-        TXFENCE_DATABASE_URL     = "user=${local.db_users[k]} dbname=${local.db_name} sslmode=disable"
-        TXFENCE_DB_MAX_CONNS     = tostring(f.db_conns)
-        TXFENCE_PROJECT          = var.project
-        TXFENCE_TOPIC_SUBMIT     = local.topics.submit
-        TXFENCE_TOPIC_RECEIPT    = local.topics.receipt
-        TXFENCE_TOPIC_COMPLETION = local.topics.completion
-        TXFENCE_CHAINS           = local.chains_env
-        TXFENCE_SIGNERS          = f.signs ? local.signers_keys_env : local.signers_addresses_env
-        TXFENCE_FINALITY_MODE    = var.finality_mode
-        TXFENCE_CONFIRMATIONS    = tostring(var.confirmations)
-        TXFENCE_MAX_IN_FLIGHT    = tostring(var.max_in_flight)
-      },
-      f.env,
-      var.extra_env,
-      lookup(var.function_env, k, {}),
+  # The API's URL as its callers name it: the audience of the Google ID
+  # tokens it accepts (TXFENCE_OIDC_AUDIENCE) and, behind the load balancer,
+  # the Cloud Run custom audience. Without a load balancer it is the
+  # service's deterministic run.app URL (https://SERVICE-PROJECT_NUMBER.REGION.run.app),
+  # written out rather than read from the service, which cannot name itself.
+  api_url = (
+    local.lb_enabled
+    ? "https://${var.api_domain}"
+    : "https://${local.functions.api.service}-${data.google_project.this.number}.${var.region}.run.app"
+  )
+
+  # Authentication of API callers (shared/config: TXFENCE_AUTH is required
+  # and dev is refused on Cloud Run). The API accepts Google-signed ID tokens
+  # for local.api_url and txfk_ API keys. The other functions serve no API
+  # caller (only the pusher's OIDC tokens get through Cloud Run IAM to them),
+  # but every process validates TXFENCE_AUTH at start, so they get "apikey",
+  # which needs no other setting.
+  auth_env = {
+    for k, f in local.functions : k => (
+      f.trigger == "http"
+      ? { TXFENCE_AUTH = "oidc,apikey", TXFENCE_OIDC_AUDIENCE = local.api_url }
+      : { TXFENCE_AUTH = "apikey" }
     )
+  }
+
+  # Stuck resolution: only ResubmitSweep acts on STUCK transactions, so only
+  # it gets the policy and the webhook (whose secret comes from Secret
+  # Manager, below).
+  stuck_webhook_enabled = var.stuck_webhook_url != ""
+  stuck_env = merge(
+    var.stuck_policy != "" ? { TXFENCE_STUCK_POLICY = var.stuck_policy } : {},
+    local.stuck_webhook_enabled ? { TXFENCE_STUCK_WEBHOOK_URL = var.stuck_webhook_url } : {},
+  )
+
+  # Secret environment variables: variable name => key of the secret in
+  # secrets.tf, per function. Every function dials the chains; only
+  # ResubmitSweep signs webhook requests. Each function's service account
+  # may read exactly the secrets listed here for it.
+  function_secrets = {
+    for k, f in local.functions : k => merge(
+      { TXFENCE_CHAINS = "chains" },
+      k == "resubmit" && local.stuck_webhook_enabled ? { TXFENCE_STUCK_WEBHOOK_SECRET = "stuck_webhook" } : {},
+    )
+  }
+
+  # Per-function environment: FUNCTION_TARGET, the shared TXFENCE_* settings,
+  # the function's own, then the caller's overrides; never a variable that
+  # comes from a secret.
+  function_env = {
+    for k, f in local.functions : k => {
+      for name, value in merge(
+        local.common_env,
+        {
+          FUNCTION_TARGET          = f.target
+          TXFENCE_DATABASE_URL     = "user=${local.db_users[k]} dbname=${local.db_name} sslmode=disable"
+          TXFENCE_DB_MAX_CONNS     = tostring(f.db_conns)
+          TXFENCE_PROJECT          = var.project
+          TXFENCE_TOPIC_SUBMIT     = local.topics.submit
+          TXFENCE_TOPIC_RECEIPT    = local.topics.receipt
+          TXFENCE_TOPIC_COMPLETION = local.topics.completion
+          TXFENCE_SIGNERS          = f.signs ? local.signers_keys_env : local.signers_addresses_env
+          TXFENCE_FINALITY_MODE    = var.finality_mode
+          TXFENCE_CONFIRMATIONS    = tostring(var.confirmations)
+          TXFENCE_MAX_IN_FLIGHT    = tostring(var.max_in_flight)
+        },
+        local.auth_env[k],
+        k == "resubmit" ? local.stuck_env : {},
+        f.env,
+        var.extra_env,
+        lookup(var.function_env, k, {}),
+      ) : name => value if !contains(keys(local.function_secrets[k]), name)
+    }
   }
 
   # The migrate command reads only the database variables.

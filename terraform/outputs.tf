@@ -8,8 +8,18 @@ output "api_ip" {
   value       = one(google_compute_global_address.api[*].address)
 }
 
+output "api_oidc_audience" {
+  description = "The audience the API's callers mint their Google ID tokens for (TXFENCE_OIDC_AUDIENCE): https://api_domain, or the Api's run.app URL without a load balancer."
+  value       = local.api_url
+}
+
+output "secrets" {
+  description = "Secret Manager secret ids: chains (TXFENCE_CHAINS) and, with stuck_webhook_url, stuck_webhook (TXFENCE_STUCK_WEBHOOK_SECRET). Add versions with gcloud secrets versions add when terraform does not write them (README, Secrets)."
+  value       = { for k, s in google_secret_manager_secret.this : k => s.secret_id }
+}
+
 output "service_urls" {
-  description = "run.app URL of each Cloud Run service. Only IAM-authenticated callers get through (and for the API, with a load balancer, nobody: its ingress is internal + load balancer)."
+  description = "run.app URL of each Cloud Run service. None accepts traffic from the internet: the API's ingress is internal + load balancer (unless api_direct_ingress), the others' internal (Pub/Sub push and Cloud Scheduler of the project)."
   value       = { for k, s in google_cloud_run_v2_service.fn : k => s.uri }
 }
 

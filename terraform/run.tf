@@ -3,13 +3,21 @@
 # and the migration job.
 #
 # Ingress and authentication:
-#   api      ingress "internal and Cloud Load Balancing" behind the external
-#            HTTPS load balancer (lb.tf); invokers from api_invoker_members.
-#            Without api_domain there is no load balancer: ingress all, but
-#            IAM-authenticated callers only.
-#   others   ingress all (Pub/Sub push and Cloud Scheduler come from Google's
-#            network, not a VPC) but no public invoker: only the pusher
-#            service account's OIDC tokens are accepted.
+#   api      ingress "internal and Cloud Load Balancing": reachable through
+#            the external HTTPS load balancer (lb.tf: Cloud Armor, /v1/ only)
+#            and from inside the project, never at its run.app URL from the
+#            internet (unless api_direct_ingress without a load balancer:
+#            then the run.app URL is open to IAM-authenticated callers, as
+#            allUsers is never granted without the load balancer). Invokers: exactly
+#            api_invoker_members, empty by default. txfence itself then
+#            authenticates every call (TXFENCE_AUTH=oidc,apikey).
+#   others   ingress "internal": Pub/Sub push and Cloud Scheduler of the same
+#            project count as internal, nothing from the internet does. No
+#            public invoker: only the pusher service account's OIDC tokens are
+#            accepted.
+#
+# Secrets (secrets.tf) arrive as secret environment variables; the plain
+# environment is local.function_env (main.tf).
 #
 # Image rollouts after the first apply are done by Cloud Build
 # (cloudbuild.yaml: gcloud run services update --image), so terraform ignores
@@ -24,14 +32,15 @@ resource "google_cloud_run_v2_service" "fn" {
   description = each.value.description
 
   ingress = (
-    each.key == "api" && local.lb_enabled
-    ? "INGRESS_TRAFFIC_INTERNAL_LOAD_BALANCER"
-    : "INGRESS_TRAFFIC_ALL"
+    each.key != "api" ? "INGRESS_TRAFFIC_INTERNAL_ONLY"
+    : var.api_direct_ingress && !local.lb_enabled ? "INGRESS_TRAFFIC_ALL"
+    : "INGRESS_TRAFFIC_INTERNAL_LOAD_BALANCER"
   )
 
-  # IAM-authenticated API callers through the load balancer may use the
-  # public domain as the ID token audience.
-  custom_audiences = each.key == "api" && local.lb_enabled ? ["https://${var.api_domain}"] : null
+  # IAM-authenticated API callers through the load balancer use the public
+  # URL as their ID tokens' audience, the same one txfence checks
+  # (TXFENCE_OIDC_AUDIENCE).
+  custom_audiences = each.key == "api" && local.lb_enabled ? [local.api_url] : null
 
   deletion_protection = var.run_deletion_protection
 
@@ -74,6 +83,20 @@ resource "google_cloud_run_v2_service" "fn" {
           value = env.value
         }
       }
+
+      # Read from Secret Manager when an instance starts.
+      dynamic "env" {
+        for_each = local.function_secrets[each.key]
+        content {
+          name = env.key
+          value_source {
+            secret_key_ref {
+              secret  = google_secret_manager_secret.this[env.value].secret_id
+              version = "latest"
+            }
+          }
+        }
+      }
     }
   }
 
@@ -85,16 +108,24 @@ resource "google_cloud_run_v2_service" "fn" {
     ]
   }
 
+  # A revision starts only if its service account can read a version of
+  # every secret it names: the grants and the versions terraform writes come
+  # first (versions the operators add must exist before the first apply that
+  # creates the services; README, "Secrets").
   depends_on = [
     google_project_service.apis,
     google_project_iam_member.sql,
     google_sql_user.runtime,
     google_sql_database.txfence,
+    google_secret_manager_secret_iam_member.accessor,
+    google_secret_manager_secret_version.chains,
+    google_secret_manager_secret_version.stuck_webhook,
   ]
 }
 
 # The pusher may invoke the functions it triggers: Submit and Receipt (Pub/Sub
-# push), FinalitySweep and OutboxSweep (Cloud Scheduler). Not the API.
+# push), FinalitySweep, OutboxSweep and ResubmitSweep (Cloud Scheduler). Not
+# the API.
 resource "google_cloud_run_v2_service_iam_member" "pusher_invokes" {
   for_each = { for k, f in local.functions : k => f if f.trigger != "http" }
 
@@ -105,9 +136,9 @@ resource "google_cloud_run_v2_service_iam_member" "pusher_invokes" {
   member   = "serviceAccount:${google_service_account.pusher.email}"
 }
 
-# API invokers. allUsers is only ever granted when the load balancer (and its
-# optional Cloud Armor policy) is the way in; then the run.app URL is closed
-# by the ingress setting.
+# API invokers: exactly api_invoker_members (empty by default: nobody). allUsers
+# is only ever granted when the load balancer (and its Cloud Armor policy) is
+# the way in; then the run.app URL is closed by the ingress setting.
 locals {
   api_invokers = toset([
     for m in var.api_invoker_members : m
@@ -181,4 +212,12 @@ resource "google_cloud_run_v2_job" "migrate" {
     google_sql_user.runtime,
     google_sql_database.txfence,
   ]
+}
+
+# An API nobody may invoke is the default, on purpose; say so at plan time.
+check "api_has_invokers" {
+  assert {
+    condition     = length(local.api_invokers) > 0
+    error_message = "api_invoker_members is empty (or holds only allUsers without api_domain): nobody can call the API. Set it to [\"allUsers\"] behind the load balancer (txfence authenticates callers itself) or to the callers' identities."
+  }
 }

@@ -1,5 +1,6 @@
-# Inputs. Only project, image and chains are required; everything else has a
-# production-leaning default. The TXFENCE_* settings that are not exposed here
+# Inputs. Only project and image are required; everything else has a
+# production-leaning default (chains and the webhook secret may instead be
+# written into Secret Manager by the operators). The TXFENCE_* settings that are not exposed here
 # keep the defaults of shared/config (DESIGN.md section 8) and can be set
 # through extra_env / function_env.
 
@@ -32,18 +33,24 @@ variable "image" {
 variable "chains" {
   description = <<-EOT
     EVM chains served: chain id => list of RPC URLs (tried in order). Rendered
-    as TXFENCE_CHAINS = "ID=URL|URL,ID=URL". RPC URLs often embed provider API
-    keys; they end up in the Cloud Run service configuration, readable by
-    anyone with run.services.get.
+    as TXFENCE_CHAINS = "ID=URL|URL,ID=URL" and kept in Secret Manager
+    (secret txfence-chains, read by the functions as a secret environment
+    variable), because RPC URLs usually carry provider API keys. When set,
+    terraform writes it as a new secret version (the value is then in the
+    terraform state, which must stay private). null: terraform creates the
+    secret empty and the operators add its versions themselves
+    (README, "Secrets").
   EOT
   type        = map(list(string))
+  sensitive   = true
+  default     = null
 
   validation {
-    condition     = length(var.chains) > 0 && alltrue([for id, urls in var.chains : can(regex("^[1-9][0-9]*$", id)) && length(urls) > 0])
+    condition     = var.chains == null || (length(coalesce(var.chains, {})) > 0 && alltrue([for id, urls in coalesce(var.chains, {}) : can(regex("^[1-9][0-9]*$", id)) && length(urls) > 0]))
     error_message = "chains needs at least one entry; keys are positive decimal chain ids, each with at least one RPC URL."
   }
   validation {
-    condition     = alltrue(flatten([for urls in values(var.chains) : [for u in urls : can(regex("^(https?|wss?)://", u)) && !strcontains(u, ",") && !strcontains(u, "|")]]))
+    condition     = var.chains == null || alltrue(flatten([for urls in values(coalesce(var.chains, {})) : [for u in urls : can(regex("^(https?|wss?)://", u)) && !strcontains(u, ",") && !strcontains(u, "|")]]))
     error_message = "Every RPC URL must start with http://, https://, ws:// or wss:// and contain neither ',' nor '|' (the TXFENCE_CHAINS separators)."
   }
 }
@@ -236,12 +243,14 @@ variable "db_deletion_protection" {
 variable "api_domain" {
   description = <<-EOT
     Domain name for the API (e.g. txfence.example.com). When set, an external
-    HTTPS load balancer with a Google-managed certificate fronts the Api
-    service, whose ingress is then restricted to internal + load balancer
-    traffic. Point an A record at the api_ip output; the certificate becomes
+    HTTPS load balancer with a Google-managed certificate and Cloud Armor
+    fronts the Api service (whose ingress is internal + load balancer
+    traffic); https://<api_domain> is also the audience of the callers' ID
+    tokens. Point an A record at the api_ip output; the certificate becomes
     ACTIVE once DNS resolves. When empty, no load balancer is created and the
-    Api service is reachable only with IAM authentication (an ID token of a
-    member of api_invoker_members) at its run.app URL.
+    Api is reachable only from inside the project, or, with
+    api_direct_ingress, at its run.app URL with IAM authentication (an ID
+    token of a member of api_invoker_members).
   EOT
   type        = string
   default     = ""
@@ -249,22 +258,79 @@ variable "api_domain" {
 
 variable "api_invoker_members" {
   description = <<-EOT
-    Members granted roles/run.invoker on the Api service. The default
-    ["allUsers"] lets the load balancer forward unauthenticated requests;
-    restrict who reaches it with api_allowed_cidrs (Cloud Armor) or put IAP in
-    front. allUsers / allAuthenticatedUsers are dropped when api_domain is
-    empty, so the run.app URL is never public. With IAM-authenticated callers
-    through the load balancer, the ID token audience may be
-    https://<api_domain> (set as a custom audience).
+    Members granted roles/run.invoker on the Api service. Empty by default:
+    nobody can call the API until this is set, deliberately. Either
+    ["allUsers"], which lets the load balancer forward every request that
+    Cloud Armor lets through and leaves authentication to txfence itself
+    (TXFENCE_AUTH=oidc,apikey: Google ID tokens and txfk_ API keys); or the
+    callers' identities (e.g. "serviceAccount:payouts@PROJECT.iam.gserviceaccount.com"),
+    which Cloud Run checks too (their ID tokens' audience: api_oidc_audience),
+    so API keys then only work with an ID token in X-Serverless-Authorization.
+    allUsers / allAuthenticatedUsers are dropped when api_domain is empty, so
+    the run.app URL is never public.
   EOT
   type        = list(string)
-  default     = ["allUsers"]
+  default     = []
 }
 
 variable "api_allowed_cidrs" {
-  description = "Source CIDRs allowed through the load balancer. Non-empty: a Cloud Armor policy allows these and denies everything else (403). Empty: no policy."
+  description = "Source CIDRs allowed through the load balancer. Non-empty: the Cloud Armor policy rate-limits these and denies everything else (403). Empty: every source is allowed, rate-limited."
   type        = list(string)
   default     = []
+}
+
+variable "api_rate_limit" {
+  description = "Cloud Armor rate limit on the load balancer, per client IP: at most count requests per interval_sec seconds, then 429 until the rate drops. interval_sec is one of 10, 30, 60, 120, 180, 240, 300, 600, 900, 1200, 1800, 2700, 3600. It bounds floods before they reach Cloud Run; txfence's per-principal limits (TXFENCE_RATE_PER_SECOND) still apply behind it."
+  type = object({
+    count        = number
+    interval_sec = number
+  })
+  default = {
+    count        = 600
+    interval_sec = 60
+  }
+
+  validation {
+    condition     = var.api_rate_limit.count >= 1 && contains([10, 30, 60, 120, 180, 240, 300, 600, 900, 1200, 1800, 2700, 3600], var.api_rate_limit.interval_sec)
+    error_message = "api_rate_limit.count must be at least 1 and interval_sec one of 10, 30, 60, 120, 180, 240, 300, 600, 900, 1200, 1800, 2700, 3600."
+  }
+}
+
+variable "api_direct_ingress" {
+  description = "Let the Api service's run.app URL accept traffic from the internet (Cloud Run ingress \"all\"). Off by default: the Api accepts only internal traffic and the load balancer's. Callers that come directly still need roles/run.invoker (api_invoker_members; never allUsers without the load balancer). Only for deployments without api_domain: with a load balancer it is ignored, so that nothing bypasses Cloud Armor."
+  type        = bool
+  default     = false
+}
+
+# --- Stuck resolution ----------------------------------------------------------
+
+variable "stuck_policy" {
+  description = "TXFENCE_STUCK_POLICY for ResubmitSweep, the one function that resolves STUCK transactions (e.g. \"*=noop,1=webhook\"). Empty: the shared/config default (*=noop)."
+  type        = string
+  default     = ""
+}
+
+variable "stuck_webhook_url" {
+  description = "TXFENCE_STUCK_WEBHOOK_URL for ResubmitSweep: where the webhook action asks. Non-empty: terraform also creates the Secret Manager secret txfence-stuck-webhook-secret, which ResubmitSweep (and only it) reads as TXFENCE_STUCK_WEBHOOK_SECRET."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = var.stuck_webhook_url == "" || can(regex("^https?://[^/]+", var.stuck_webhook_url))
+    error_message = "stuck_webhook_url must be empty or an http(s) URL with a host."
+  }
+}
+
+variable "stuck_webhook_secret" {
+  description = "The webhook's HMAC secret (at least 16 characters), written as a version of txfence-stuck-webhook-secret (and so into the terraform state). null: the operators add the secret's versions themselves (README, \"Secrets\")."
+  type        = string
+  sensitive   = true
+  default     = null
+
+  validation {
+    condition     = length(var.stuck_webhook_secret == null ? "0123456789abcdef" : var.stuck_webhook_secret) >= 16
+    error_message = "stuck_webhook_secret must be at least 16 characters."
+  }
 }
 
 # --- Misc ----------------------------------------------------------------------

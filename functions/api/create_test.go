@@ -470,3 +470,54 @@ func mustJSON(v any) string {
 	}
 	return string(j)
 }
+
+// TestIssue11_UnstorableText: a request id or metadata that PostgreSQL
+// cannot store (an Idempotency-Key that is not UTF-8, a NUL character) is
+// refused with 422 before it reaches a batch, so it neither writes anything
+// nor fails the other creates batched with it. (FuzzDecodeCreate found the
+// first.)
+func TestIssue11_UnstorableText(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1, func(c *config.Config) { c.BatchWait = 50 * time.Millisecond })
+	s := signers(1)[0]
+	before := b.counts(t)
+	bad := []struct {
+		name   string
+		body   map[string]any
+		header []string
+		field  string
+	}{
+		{"Idempotency-Key not UTF-8", transfer(s, 1, ""), []string{"Idempotency-Key", "\xe8"}, "requestId"},
+		{"request id with NUL", transfer(s, 1, "a\x00b"), nil, "requestId"},
+		{"request id with a control character", transfer(s, 1, "a\x1bb"), nil, "requestId"},
+		{"metadata string with NUL", withMetadata(transfer(s, 1, ""), `{"note":"a\u0000b"}`), nil, "metadata"},
+		{"metadata key with NUL", withMetadata(transfer(s, 1, ""), `{"a\u0000":1}`), nil, "metadata"},
+		{"metadata number out of range", withMetadata(transfer(s, 1, ""), `{"n":1e1000000}`), nil, "metadata"},
+		{"metadata nested deeply", withMetadata(transfer(s, 1, ""), `{"a":`+strings.Repeat("[", 5000)+strings.Repeat("]", 5000)+`}`), nil, "metadata"},
+	}
+	var wg sync.WaitGroup
+	results := make([]response, len(bad))
+	good := make([]response, len(bad))
+	for i, tc := range bad {
+		wg.Add(2)
+		go func() { defer wg.Done(); results[i] = b.create(t, b.insts[0], tc.body, tc.header...) }()
+		go func() { defer wg.Done(); good[i] = b.create(t, b.insts[0], transfer(s, 1, fmt.Sprintf("good-%d", i))) }()
+	}
+	wg.Wait()
+	for i, tc := range bad {
+		assert.Equal(t, http.StatusUnprocessableEntity, results[i].status, "%s: %s", tc.name, results[i].raw)
+		var fields []string
+		for _, f := range results[i].prob.Errors {
+			fields = append(fields, f.Field)
+		}
+		assert.Contains(t, fields, tc.field, tc.name)
+		assert.Equal(t, http.StatusAccepted, good[i].status, "a create batched with %q: %s", tc.name, good[i].raw)
+	}
+	after := b.counts(t)
+	assert.Equal(t, before["managed_tx"]+len(bad), after["managed_tx"], "only the good creates are written")
+}
+
+func withMetadata(m map[string]any, raw string) map[string]any {
+	m["metadata"] = json.RawMessage(raw)
+	return m
+}

@@ -122,6 +122,9 @@ func setupWith(t *testing.T, n int, authOpts []auth.Option, opts ...option) *bun
 	db := pgtest.New(t)
 	cfg := config.Defaults()
 	cfg.Auth.Methods = []string{"dev"}
+	// Throughput and concurrency tests must not meet the per-instance rate
+	// limits; the rate-limit tests set their own.
+	cfg.Auth.RatePerSecond, cfg.Auth.RateBurst, cfg.Auth.SignerRatePerSecond = 1e6, 1e6, 1e6
 	cfg.Database.URL = db.URL
 	cfg.Chains = []config.Chain{{ID: testChain, RPCURLs: []string{"http://127.0.0.1:1"}}}
 	for _, a := range signers(200) {

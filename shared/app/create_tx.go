@@ -1,20 +1,14 @@
 package app
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io"
 	"log/slog"
 	"math/big"
-	"strings"
 	"sync"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
@@ -196,8 +190,9 @@ func resolveFor(who txm.Principal, existing *txm.Tx, fingerprint [32]byte) txm.C
 
 // ValidateRequest checks a decoded request against the configuration: the
 // chain and signer are configured, sizes and fees within the caps, a given
-// gas limit at least the transaction's intrinsic gas. Field names are the
-// wire names.
+// gas limit at least the transaction's intrinsic gas, the request id and
+// metadata storable (no request can fail the batch it is allocated in).
+// Field names are the wire names.
 func ValidateRequest(r *txm.Request, cfg config.Config) error {
 	v := &txm.ValidationError{}
 	if _, ok := cfg.Chain(r.ChainID); !ok {
@@ -237,65 +232,17 @@ func ValidateRequest(r *txm.Request, cfg config.Config) error {
 	}
 	if len(r.RequestID) > 200 {
 		v.Add("requestId", "must be at most 200 characters")
-	}
-	if !printable(r.RequestID) {
-		v.Add("requestId", "must be valid UTF-8 without control characters")
+	} else if why := textProblem(r.RequestID); why != "" {
+		v.Add("requestId", "%s", why)
 	}
 	if len(r.Metadata) > 16*1024 {
 		v.Add("metadata", "must be at most 16 KiB")
-	} else if err := storableJSON(r.Metadata); err != nil {
-		v.Add("metadata", "%v", err)
+	} else if len(r.Metadata) > 0 {
+		if why := metadataProblem(r.Metadata); why != "" {
+			v.Add("metadata", "%s", why)
+		}
 	}
 	return v.Err()
-}
-
-// printable reports whether s is valid UTF-8 without control characters.
-func printable(s string) bool {
-	if !utf8.ValidString(s) {
-		return false
-	}
-	for _, r := range s {
-		if unicode.IsControl(r) {
-			return false
-		}
-	}
-	return true
-}
-
-// storableJSON checks what PostgreSQL's jsonb would refuse, so that such a
-// request fails alone at validation instead of failing the batch it would
-// share with other callers: a NUL character (\u0000) in any string or key,
-// and nesting deeper than 64.
-func storableJSON(raw []byte) error {
-	if len(raw) == 0 {
-		return nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	depth := 0
-	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("is not valid JSON")
-		}
-		switch t := tok.(type) {
-		case json.Delim:
-			if t == '{' || t == '[' {
-				depth++
-				if depth > 64 {
-					return fmt.Errorf("is nested deeper than 64")
-				}
-			} else {
-				depth--
-			}
-		case string:
-			if strings.ContainsRune(t, 0) {
-				return fmt.Errorf("must not contain the NUL character (\\u0000)")
-			}
-		}
-	}
 }
 
 // signerKey identifies one signer on one chain.

@@ -150,6 +150,10 @@ func runScenario(ctx context.Context, sc scenario, server, dbURL, rpcURL string,
 			fmt.Sprintf("TXFENCE_INSTANCE_ID=bench-%s-%d", sc.mode, i),
 			"TXFENCE_DB_MAX_CONNS=20",
 			"TXFENCE_LOG_LEVEL=error",
+			// The bench measures creates, not the per-instance rate limits.
+			"TXFENCE_AUTH=dev",
+			"TXFENCE_RATE_PER_SECOND=1000000", "TXFENCE_RATE_BURST=1000000",
+			"TXFENCE_SIGNER_RATE_PER_SECOND=1000000",
 		)
 		if sc.mode == "naive" {
 			cmd.Env = append(cmd.Env, "TXFENCE_BATCH_SIZE=1", "TXFENCE_BATCH_WAIT=0s")

@@ -1,0 +1,76 @@
+# Secrets: the settings that must not sit in the services' configuration
+# (readable by anyone with run.services.get), kept in Secret Manager and
+# given to the functions as secret environment variables (run.tf):
+#
+#   txfence-chains                TXFENCE_CHAINS: the RPC URLs, which carry the
+#                                 providers' API keys. Every function.
+#   txfence-stuck-webhook-secret  TXFENCE_STUCK_WEBHOOK_SECRET: the HMAC key of
+#                                 the stuck-resolution webhook (only with
+#                                 stuck_webhook_url). ResubmitSweep only.
+#
+# Each secret's value comes either from a sensitive variable (chains,
+# stuck_webhook_secret), which terraform writes as a new version (so the
+# value is in the terraform state: keep the state bucket private), or, with
+# the variable left null, from the operators (gcloud secrets versions add,
+# README "Secrets"), in which case it never passes through terraform.
+#
+# Each function's service account may read exactly the secrets
+# local.function_secrets lists for it (roles/secretmanager.secretAccessor on
+# the secret, not the project). The services read version "latest" when an
+# instance starts: a new version reaches new instances; roll a new revision
+# (terraform apply after a change, or gcloud run services update) to reach all.
+
+locals {
+  # Secret ids by key (the keys local.function_secrets names).
+  secrets = merge(
+    { chains = "txfence-chains" },
+    local.stuck_webhook_enabled ? { stuck_webhook = "txfence-stuck-webhook-secret" } : {},
+  )
+
+  # Who reads what: one binding per (function, secret).
+  secret_accessor_bindings = merge([
+    for k, secrets in local.function_secrets : {
+      for env_name, key in secrets : "${k}/${key}" => { function = k, secret = key }
+    }
+  ]...)
+}
+
+resource "google_secret_manager_secret" "this" {
+  for_each = local.secrets
+
+  secret_id = each.value
+
+  labels = {
+    txfence = each.key
+  }
+
+  replication {
+    auto {}
+  }
+
+  depends_on = [google_project_service.apis]
+}
+
+# Versions written from the sensitive variables (count, not for_each: a
+# sensitive value may decide a count without being disclosed).
+resource "google_secret_manager_secret_version" "chains" {
+  count = var.chains == null ? 0 : 1
+
+  secret      = google_secret_manager_secret.this["chains"].id
+  secret_data = local.chains_env
+}
+
+resource "google_secret_manager_secret_version" "stuck_webhook" {
+  count = local.stuck_webhook_enabled && var.stuck_webhook_secret != null ? 1 : 0
+
+  secret      = google_secret_manager_secret.this["stuck_webhook"].id
+  secret_data = var.stuck_webhook_secret
+}
+
+resource "google_secret_manager_secret_iam_member" "accessor" {
+  for_each = local.secret_accessor_bindings
+
+  secret_id = google_secret_manager_secret.this[each.value.secret].id
+  role      = "roles/secretmanager.secretAccessor"
+  member    = "serviceAccount:${google_service_account.runtime[each.value.function].email}"
+}
