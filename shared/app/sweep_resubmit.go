@@ -98,6 +98,11 @@ func (st *ResubmitStats) add(o ResubmitStats) {
 // so that backoffs shorter than the scheduler's period are honoured.
 func (s *SweepResubmit) Run(ctx context.Context, budget, interval time.Duration) (ResubmitStats, error) {
 	var total ResubmitStats
+	// Once an invocation: the usage behind rolling caps outlives its window
+	// by an hour at most.
+	if err := s.store.PruneUsage(ctx); err != nil {
+		s.log.WarnContext(ctx, "prune principal usage", "err", err)
+	}
 	err := runPasses(ctx, budget, interval, s.Pass, total.add)
 	return total, err
 }

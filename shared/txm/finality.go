@@ -136,6 +136,9 @@ type ResubmitStore interface {
 	// untouched (their prompt was lost or given up on), and returns the
 	// outbox ids.
 	PromptStranded(ctx context.Context, olderThan time.Duration) ([]int64, error)
+	// PruneUsage forgets principals' usage older than the longest rolling
+	// cap window (a day).
+	PruneUsage(ctx context.Context) error
 	// SignersToTend lists signers with work for the sweep: TRACKING
 	// transactions last broadcast at least olderThan ago, STUCK ones whose
 	// backoff has run out, or pending admin actions.

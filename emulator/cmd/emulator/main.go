@@ -56,11 +56,25 @@ func main() {
 		os.Exit(1)
 	}
 	defer s.Close()
-	admin := serveAdmin(s, *adminPort, log)
-	defer admin.Close()
+	simulated := *rpcURL == ""
+	adminLine := "" // the reorg endpoint exists only on the simulated chain
+	if simulated {
+		admin := serveAdmin(s, *adminPort, log)
+		defer admin.Close()
+		adminLine = fmt.Sprintf("  admin                 http://127.0.0.1:%d/reorg?depth=2   (POST; &drop=1 drops the transactions)\n", *adminPort)
+	}
+	key, err := s.DevAPIKey(ctx, "local-admin", txm.RoleSender, txm.RoleReader, txm.RoleAdmin)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "emulator:", err)
+		os.Exit(1)
+	}
 
 	body, _ := json.Marshal(map[string]string{"from": txm.CanonicalAddress(s.Signers[0]),
 		"to": "0x000000000000000000000000000000000000dEaD", "value": "1000000000000000"})
+	funded := "(funded; DEVELOPMENT ONLY keys)"
+	if !simulated {
+		funded = "(fund these on that chain before sending; DEVELOPMENT ONLY keys)"
+	}
 	fmt.Printf(`
 txfence is running (ready in %s). Ctrl-C stops everything and removes its data.
 
@@ -68,23 +82,34 @@ txfence is running (ready in %s). Ctrl-C stops everything and removes its data.
   RPC (chain %d)      %s
   PUBSUB_EMULATOR_HOST  %s
   database              %s
-  admin                 http://127.0.0.1:%d/reorg?depth=2   (POST; &drop=1 drops the transactions)
-  development signers   (funded; DEVELOPMENT ONLY keys)
-`, time.Since(start).Round(100*time.Millisecond), s.APIURL, 1337, s.RPCURL, s.PubSubHost, s.DatabaseURL, *adminPort)
+%s  development signers   %s
+`, time.Since(start).Round(100*time.Millisecond), s.APIURL, 1337, s.RPCURL, s.PubSubHost, s.DatabaseURL, adminLine, funded)
 	for _, a := range s.Signers {
 		fmt.Printf("                        %s\n", txm.CanonicalAddress(a))
 	}
 	fmt.Printf(`
+DEVELOPMENT MODE (TXFENCE_AUTH=dev,apikey): a call without a credential acts
+as the all-powerful principal "dev". Deployed services refuse this mode.
+Callers authenticate with a bearer token; this API key (principal
+local-admin: sender, reader, admin on every signer) is shown only now:
+
+  export TXFENCE_KEY=%s
+
 Send a transaction:
 
-  curl -s -X POST %s/v1/transactions -H 'Content-Type: application/json' -d '%s'
+  curl -s -X POST %s/v1/transactions -H "Authorization: Bearer $TXFENCE_KEY" \
+    -H 'Content-Type: application/json' -d '%s'
 
 then follow it:
 
-  curl -s %s/v1/transactions/<id>
-  curl -s '%s/v1/completions?after=0&wait=30s'
+  curl -s -H "Authorization: Bearer $TXFENCE_KEY" %s/v1/transactions/<id>
+  curl -s -H "Authorization: Bearer $TXFENCE_KEY" '%s/v1/completions?after=0&wait=30s'
 
-`, s.APIURL, body, s.APIURL, s.APIURL)
+More keys and policies: TXFENCE_DATABASE_URL='%s' go run ./functions/admin.
+On Google Cloud a service sends its ID token instead:
+  -H "Authorization: Bearer $(gcloud auth print-identity-token --audiences=<TXFENCE_OIDC_AUDIENCE>)"
+
+`, key, s.APIURL, body, s.APIURL, s.APIURL, s.DatabaseURL)
 	fmt.Println("ready")
 	<-ctx.Done()
 	fmt.Println("\nshutting down ...")
