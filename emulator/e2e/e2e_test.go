@@ -270,12 +270,23 @@ wait:
 	for _, want := range []string{"API", "RPC", "PUBSUB_EMULATOR_HOST", "development signers", "curl -s -X POST"} {
 		require.Contains(t, text, want)
 	}
-	m := regexp.MustCompile(`curl -s -X POST (\S+)/v1/transactions -H 'Content-Type: application/json' -d '([^']+)'`).FindStringSubmatch(text)
-	require.Len(t, m, 3, "the banner has a ready-to-paste curl")
+	key := regexp.MustCompile(`export TXFENCE_KEY=(txfk_\S+)`).FindStringSubmatch(text)
+	require.Len(t, key, 2, "the banner shows an API key to call with")
+	m := regexp.MustCompile(`curl -s -X POST (\S+)/v1/transactions -H "Authorization: Bearer \$TXFENCE_KEY" \\\n\s+-H 'Content-Type: application/json' -d '([^']+)'`).FindStringSubmatch(text)
+	require.Len(t, m, 3, "the banner has a ready-to-paste curl:\n%s", text)
 	api, body := m[1], m[2]
+	// As the banner says: every call with the key.
+	call := func(method, url string, body io.Reader) *http.Response {
+		req, err := http.NewRequest(method, url, body)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+key[1])
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		return resp
+	}
 
-	resp, err := http.Post(api+"/v1/transactions", "application/json", strings.NewReader(body))
-	require.NoError(t, err)
+	resp := call(http.MethodPost, api+"/v1/transactions", strings.NewReader(body))
 	var tx txView
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&tx))
 	resp.Body.Close()
@@ -285,13 +296,11 @@ wait:
 	for tx.State != txm.StateConfirmed {
 		require.True(t, time.Now().Before(deadline), "not confirmed in time; last state %s", tx.State)
 		time.Sleep(300 * time.Millisecond)
-		resp, err := http.Get(api + "/v1/transactions/" + tx.ID)
-		require.NoError(t, err)
+		resp := call(http.MethodGet, api+"/v1/transactions/"+tx.ID, nil)
 		require.NoError(t, json.NewDecoder(resp.Body).Decode(&tx))
 		resp.Body.Close()
 	}
-	resp, err = http.Get(api + "/v1/completions?after=0&wait=5s")
-	require.NoError(t, err)
+	resp = call(http.MethodGet, api+"/v1/completions?after=0&wait=5s", nil)
 	var page struct {
 		Items []completion `json:"items"`
 	}
@@ -300,6 +309,12 @@ wait:
 	require.Len(t, page.Items, 1)
 	assert.Equal(t, tx.ID, page.Items[0].TxID)
 	assert.Equal(t, txm.StateConfirmed, page.Items[0].State)
+
+	// A wrong key is refused.
+	key[1] += "x"
+	resp = call(http.MethodGet, api+"/v1/transactions/"+tx.ID, nil)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 
 	// Ctrl-C: everything stops and the temporary data directory is gone.
 	dataDir := regexp.MustCompile(`host=(\S+txfence-pg-\S+)`).FindStringSubmatch(text)

@@ -498,3 +498,28 @@ func TestIssue11_LockTimeout(t *testing.T) {
 	assert.Equal(t, http.StatusNoContent, b.do(t, b.insts[0], http.MethodGet, "/healthz", nil).status)
 	assert.Equal(t, http.StatusAccepted, b.create(t, b.insts[0], transfer(signer, 3, "")).status, "healthy after the lock is gone")
 }
+
+// TestIssue11_LeaseQueueOutlastsLockTimeout: waiting for a signer's nonce
+// lease behind another instance's allocation is the designed queue, so it
+// is not cut short by lock_timeout (a hot signer under load must not answer
+// 503); a stuck lock anywhere else still is (TestIssue11_LockTimeout).
+func TestIssue11_LeaseQueueOutlastsLockTimeout(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1, func(c *config.Config) { c.Database.LockTimeout = 300 * time.Millisecond })
+	signer := signers(1)[0]
+	require.Equal(t, http.StatusAccepted, b.create(t, b.insts[0], transfer(signer, 1, "")).status)
+	ctx := context.Background()
+	other, err := b.db.Pool.Begin(ctx) // another allocator holding the lease row
+	require.NoError(t, err)
+	tag, err := other.Exec(ctx, `SELECT 1 FROM signer_lease WHERE signer = $1 AND scope = 'nonce' FOR UPDATE`, txm.CanonicalAddress(signer))
+	require.NoError(t, err)
+	require.EqualValues(t, 1, tag.RowsAffected())
+	release := time.AfterFunc(time.Second, func() { _ = other.Rollback(ctx) })
+	defer func() { release.Stop(); _ = other.Rollback(ctx) }() // also when the create did not wait
+	start := time.Now()
+	r := b.create(t, b.insts[0], transfer(signer, 2, ""))
+	t.Logf("create queued behind the lease answered %d after %s (lock_timeout 300ms)", r.status, time.Since(start).Round(time.Millisecond))
+	assert.Equal(t, http.StatusAccepted, r.status, "%s", r.raw)
+	assert.GreaterOrEqual(t, time.Since(start), 900*time.Millisecond, "it did wait for the lease row")
+	assert.EqualValues(t, 1, r.tx.Nonce)
+}

@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -149,7 +151,7 @@ func (b *bundle) newInstance(t *testing.T, name, url string) *instance {
 	cfg.InstanceID = name
 	pool := openPool(t, cfg.Database, url)
 	m := metrics.New()
-	log := logging.Discard()
+	log := testLog()
 	store, err := postgres.NewStoreFromConfig(pool, cfg, m, log)
 	require.NoError(t, err)
 	var reader app.ChainReader = b.chain
@@ -315,4 +317,12 @@ func requireContiguous(t testing.TB, nonces []int64, start int64, msg string) {
 			require.Failf(t, "nonces not contiguous", "%s: position %d holds %d, want %d", msg, i, n, start+int64(i))
 		}
 	}
+}
+
+// testLog discards the servers' logs unless TXFENCE_TEST_LOG is set.
+func testLog() *slog.Logger {
+	if os.Getenv("TXFENCE_TEST_LOG") != "" {
+		return logging.New(os.Stderr, "warn")
+	}
+	return logging.Discard()
 }

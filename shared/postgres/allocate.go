@@ -81,7 +81,7 @@ func (s *Store) allocate(ctx context.Context, tx pgx.Tx, b txm.AllocationBatch) 
 	key := txm.LeaseKey{ChainID: b.ChainID, Signer: b.Signer, Scope: txm.ScopeNonce}
 	// The lease row lock taken here serializes allocators for this signer
 	// across every instance until this transaction ends.
-	lease, _, err := s.leases.acquire(ctx, tx, key, b.Owner)
+	lease, _, err := s.leases.acquire(ctx, queued{tx}, key, b.Owner)
 	if err != nil {
 		return nil, nil, err
 	}

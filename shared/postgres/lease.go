@@ -97,6 +97,44 @@ func (s *Leases) acquire(ctx context.Context, q querier, key txm.LeaseKey, owner
 	return l, result, nil
 }
 
+// queued runs the lease acquisition of an allocation transaction with
+// lock_timeout lifted for that one statement: waiting for a signer's lease
+// row behind other instances' allocations is the designed queue of
+// allocators, bounded by statement_timeout and the request's context, not
+// a stuck lock. The three statements go in one round trip; the connection's
+// lock_timeout applies again to the rest of the transaction.
+type queued struct{ pgx.Tx }
+
+func (q queued) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	b := &pgx.Batch{}
+	b.Queue(`SET LOCAL lock_timeout = 0`)
+	b.Queue(sql, args...)
+	b.Queue(`SET LOCAL lock_timeout TO DEFAULT`)
+	return queuedRow{q.Tx.SendBatch(ctx, b)}
+}
+
+type queuedRow struct{ br pgx.BatchResults }
+
+func (r queuedRow) Scan(dest ...any) error {
+	if _, err := r.br.Exec(); err != nil {
+		_ = r.br.Close()
+		return err
+	}
+	err := r.br.QueryRow().Scan(dest...)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		_ = r.br.Close()
+		return err
+	}
+	if _, rerr := r.br.Exec(); rerr != nil {
+		_ = r.br.Close()
+		return rerr
+	}
+	if cerr := r.br.Close(); cerr != nil {
+		return cerr
+	}
+	return err
+}
+
 // Renew implements txm.LeaseStore.
 func (s *Leases) Renew(ctx context.Context, l txm.Lease) (txm.Lease, error) {
 	const q = `

@@ -89,7 +89,7 @@ func NewWorld(t *testing.T, nkeys int, opts ...Option) *World {
 	}
 	require.NoError(t, cfg.Validate())
 	evmOpts := evm.DefaultOptions()
-	evmOpts.CallTimeout = 5 * time.Second // generous: the machine running the tests may be loaded
+	evmOpts.CallTimeout = 15 * time.Second // generous: the machine running the tests may be loaded
 	return &World{DB: db, Cfg: cfg, Chain: chain, Proxy: proxy, Keys: keys, EVM: evmOpts}
 }
 
