@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -26,6 +25,12 @@ type Config struct {
 	Requests    int           // total creates (0: run for Duration)
 	Duration    time.Duration // used when Requests is 0
 	Timeout     time.Duration // per request
+	// Rate, when positive, offers requests at this many per second (open
+	// loop) instead of each client sending its next as soon as it has an
+	// answer; latency then counts from when a request was due, so a server
+	// that falls behind shows it (no coordinated omission). Concurrency
+	// bounds the requests in flight.
+	Rate float64
 }
 
 // Result is what a run measured.
@@ -95,32 +100,54 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		bodies[i] = b
 	}
 	var (
-		next     atomic.Int64
 		mu       sync.Mutex
 		res      = Result{Statuses: map[int]int{}}
 		deadline = time.Now().Add(cfg.Duration)
 		wg       sync.WaitGroup
 	)
 	start := time.Now()
+	// A job is a request's index and the time it was due.
+	type job struct {
+		i   int
+		due time.Time
+	}
+	jobs := make(chan job) // unbuffered: a closed-loop client takes the next when it is free
+	go func() {
+		defer close(jobs)
+		for i := 0; ctx.Err() == nil; i++ {
+			if cfg.Requests > 0 && i >= cfg.Requests {
+				return
+			}
+			due := time.Now()
+			if cfg.Rate > 0 {
+				due = start.Add(time.Duration(float64(i) / cfg.Rate * float64(time.Second)))
+				time.Sleep(time.Until(due))
+			}
+			if cfg.Requests == 0 && due.After(deadline) {
+				return
+			}
+			select {
+			case jobs <- job{i, due}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 	for w := 0; w < cfg.Concurrency; w++ {
 		wg.Add(1)
-		go func(w int) {
+		go func() {
 			defer wg.Done()
 			var lat []time.Duration
 			statuses := map[int]int{}
 			errs := 0
-			for ctx.Err() == nil {
-				i := int(next.Add(1) - 1)
-				if cfg.Requests > 0 && i >= cfg.Requests {
-					break
-				}
-				if cfg.Requests == 0 && time.Now().After(deadline) {
-					break
+			for j := range jobs {
+				i, due := j.i, j.due
+				if cfg.Rate <= 0 {
+					due = time.Now()
 				}
 				url := cfg.URLs[i%len(cfg.URLs)] + "/v1/transactions"
-				t0 := time.Now()
 				status, err := post(ctx, client, url, bodies[i%len(bodies)])
-				d := time.Since(t0)
+				d := time.Since(due)
 				statuses[status]++
 				if err != nil || status != http.StatusAccepted {
 					errs++
@@ -135,7 +162,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 				res.Statuses[k] += v
 			}
 			mu.Unlock()
-		}(w)
+		}()
 	}
 	wg.Wait()
 	res.Elapsed = time.Since(start)

@@ -7,7 +7,11 @@ package main
 import (
 	"context"
 	"log"
+	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
+	"time"
 
 	"github.com/GoogleCloudPlatform/functions-framework-go/funcframework"
 
@@ -26,6 +30,9 @@ func main() {
 			log.Fatalf("server: %v", err)
 		}
 	}
+	if addr := os.Getenv("TXFENCE_PPROF_ADDR"); addr != "" {
+		servePprof(addr)
+	}
 	port := os.Getenv("PORT")
 	if port == "" {
 		port = "8080"
@@ -34,4 +41,19 @@ func main() {
 	if err := funcframework.StartHostPort(host, port); err != nil {
 		log.Fatalf("server: %v", err)
 	}
+}
+
+// servePprof serves Go's profiles on addr, which must be a loopback
+// address: profiling is for benchmarks on this machine (make bench-api
+// PROFILE=1), never reachable from outside.
+func servePprof(addr string) {
+	host, _, err := net.SplitHostPort(addr)
+	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+		log.Fatalf("server: TXFENCE_PPROF_ADDR must be a loopback host:port, got %q", addr)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { log.Printf("server: pprof: %v", srv.ListenAndServe()) }()
 }

@@ -11,13 +11,17 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"math/big"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -30,24 +34,47 @@ import (
 )
 
 func main() {
-	n := flag.Int("n", 3000, "creates per scenario")
-	conc := flag.Int("c", 64, "concurrent clients")
+	n := flag.Int("n", 10000, "creates per batched scenario")
+	naiveN := flag.Int("naive-n", 3000, "creates per naive scenario")
+	conc := flag.Int("c", 64, "concurrent clients (closed loop)")
+	rate := flag.Float64("rate", 5000, "offered creates/s of the latency scenario (hot signer, 3 processes)")
+	profile := flag.String("profile", "", "a directory: save a 2s CPU profile of the first API process of each scenario there")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *n, *conc); err != nil {
+	if err := run(ctx, *n, *naiveN, *conc, *rate, *profile); err != nil {
 		fmt.Fprintln(os.Stderr, "benchapi:", err)
 		os.Exit(1)
 	}
 }
 
 type scenario struct {
-	mode     string // "naive" or "batched"
-	procs    int
-	workload string // "hot" (one signer) or "many" (64 signers)
+	mode     string  // "naive" or "batched"
+	procs    int     // API processes
+	signers  int     // 1: a hot signer
+	rate     float64 // offered creates/s; 0: closed loop
+	requests int
 }
 
-func run(ctx context.Context, n, conc int) error {
+func (sc scenario) name() string {
+	w := "hot"
+	if sc.signers > 1 {
+		w = fmt.Sprintf("%d", sc.signers)
+	}
+	if sc.rate > 0 {
+		return fmt.Sprintf("%-8s %-6d %-8s", w, sc.procs, fmt.Sprintf("@%.0f/s", sc.rate))
+	}
+	return fmt.Sprintf("%-8s %-6d %-8s", w, sc.procs, sc.mode)
+}
+
+// outcome is what one scenario measured.
+type outcome struct {
+	res       loadgen.Result
+	rssMB     float64 // the highest peak RSS of its API processes
+	perCommit float64 // creates per committed database transaction
+}
+
+func run(ctx context.Context, n, naiveN, conc int, rate float64, profile string) error {
 	tmp, err := os.MkdirTemp("", "txfence-bench-")
 	if err != nil {
 		return err
@@ -87,49 +114,71 @@ func run(ctx context.Context, n, conc int) error {
 	}
 	defer chain.Close()
 
-	signers := make([]string, 64)
+	signers := make([]string, 1000)
 	for i := range signers {
-		signers[i] = common.BigToAddress(new(big.Int).Lsh(big.NewInt(1), uint(64+i))).Hex()
+		signers[i] = common.BigToAddress(new(big.Int).Add(new(big.Int).Lsh(big.NewInt(1), 64), big.NewInt(int64(i)))).Hex()
 	}
 
 	var scenarios []scenario
-	for _, w := range []string{"hot", "many"} {
+	for _, w := range []int{1, 64} {
 		for _, p := range []int{1, 3} {
-			for _, m := range []string{"naive", "batched"} {
-				scenarios = append(scenarios, scenario{mode: m, procs: p, workload: w})
-			}
+			scenarios = append(scenarios, scenario{mode: "naive", procs: p, signers: w, requests: naiveN},
+				scenario{mode: "batched", procs: p, signers: w, requests: n})
 		}
 	}
-	fmt.Printf("%d creates per scenario, %d concurrent clients\n\n", n, conc)
+	latency := scenario{mode: "batched", procs: 3, signers: 1, rate: rate, requests: int(3 * rate)}
+	many := scenario{mode: "batched", procs: 3, signers: 1000, requests: n}
+	scenarios = append(scenarios, latency, many)
+
+	fmt.Printf("%d creates per batched scenario, %d per naive one, %d concurrent clients (closed loop)\n\n", n, naiveN, conc)
 	fmt.Printf("%-8s %-6s %-8s %s\n", "signers", "procs", "mode", "result")
+	got := map[scenario]outcome{}
 	baseline := map[string]float64{}
 	for _, sc := range scenarios {
-		if _, err := pool.Exec(ctx, `TRUNCATE managed_tx, tx_attempt, tx_history, outbox, tx_completion, signer_nonce_cursor, signer_lease`); err != nil {
+		if _, err := pool.Exec(ctx, `TRUNCATE managed_tx, tx_attempt, tx_history, outbox, tx_completion, signer_nonce_cursor, signer_lease CASCADE`); err != nil {
 			return err
 		}
-		res, err := runScenario(ctx, sc, server, dbURL, chain.URL, signers, n, conc)
+		o, err := runScenario(ctx, sc, server, dbURL, chain.URL, signers, conc, pool, profile)
 		if err != nil {
-			return fmt.Errorf("%+v: %w", sc, err)
+			return fmt.Errorf("%s: %w", sc.name(), err)
 		}
+		got[sc] = o
 		ratio := ""
-		key := fmt.Sprintf("%s/%d", sc.workload, sc.procs)
+		key := fmt.Sprintf("%d/%d", sc.signers, sc.procs)
 		if sc.mode == "naive" {
-			baseline[key] = res.PerSecond()
-		} else if b := baseline[key]; b > 0 {
-			ratio = fmt.Sprintf("  ×%.1f vs naive", res.PerSecond()/b)
+			baseline[key] = o.res.PerSecond()
+		} else if b := baseline[key]; b > 0 && sc.rate == 0 {
+			ratio = fmt.Sprintf("  ×%.1f vs naive", o.res.PerSecond()/b)
 		}
-		fmt.Printf("%-8s %-6d %-8s %s%s\n", sc.workload, sc.procs, sc.mode, res, ratio)
+		fmt.Printf("%s %s%s  rss %.0f MB  %.1f creates/commit\n", sc.name(), o.res, ratio, o.rssMB, o.perCommit)
 		if err := checkContiguous(ctx, pool); err != nil {
-			return err
+			return fmt.Errorf("%s: %w", sc.name(), err)
+		}
+		if o.res.Errors > 0 {
+			return fmt.Errorf("%s: %d creates failed: %v", sc.name(), o.res.Errors, o.res.Statuses)
 		}
 	}
 	fmt.Println("\nnonces contiguous for every signer in every scenario")
+	hot1 := got[scenario{mode: "batched", procs: 1, signers: 1, requests: n}]
+	hot3 := got[scenario{mode: "batched", procs: 3, signers: 1, requests: n}]
+	naive3 := got[scenario{mode: "naive", procs: 3, signers: 1, requests: naiveN}]
+	rss := 0.0
+	for sc, o := range got {
+		if sc.signers == 1 && sc.mode == "batched" {
+			rss = max(rss, o.rssMB)
+		}
+	}
+	fmt.Printf("bench-api: hot1=%.0f hot3=%.0f naive3=%.0f ratio=%.1f p99ms=%.1f signers1000=%.0f rssmb=%.0f\n",
+		hot1.res.PerSecond(), hot3.res.PerSecond(), naive3.res.PerSecond(), hot3.res.PerSecond()/naive3.res.PerSecond(),
+		float64(got[latency].res.Quantile(0.99).Microseconds())/1000, got[many].res.PerSecond(), rss)
 	return nil
 }
 
-func runScenario(ctx context.Context, sc scenario, server, dbURL, rpcURL string, signers []string, n, conc int) (loadgen.Result, error) {
+func runScenario(ctx context.Context, sc scenario, server, dbURL, rpcURL string, signers []string, conc int,
+	pool *pgxpool.Pool, profile string) (outcome, error) {
 	var urls []string
 	var procs []*exec.Cmd
+	profileFrom := "" // the first process's pprof address when profiling
 	defer func() {
 		for _, p := range procs {
 			_ = p.Process.Signal(syscall.SIGTERM)
@@ -139,7 +188,7 @@ func runScenario(ctx context.Context, sc scenario, server, dbURL, rpcURL string,
 	for i := 0; i < sc.procs; i++ {
 		port, err := stack.FreePort()
 		if err != nil {
-			return loadgen.Result{}, err
+			return outcome{}, err
 		}
 		cmd := exec.CommandContext(ctx, server)
 		cmd.Env = append(os.Environ(),
@@ -155,30 +204,103 @@ func runScenario(ctx context.Context, sc scenario, server, dbURL, rpcURL string,
 			"TXFENCE_RATE_PER_SECOND=1000000", "TXFENCE_RATE_BURST=1000000",
 			"TXFENCE_SIGNER_RATE_PER_SECOND=1000000",
 		)
+		pprofAddr := ""
+		if profile != "" && i == 0 {
+			pp, err := stack.FreePort()
+			if err != nil {
+				return outcome{}, err
+			}
+			pprofAddr = fmt.Sprintf("127.0.0.1:%d", pp)
+			cmd.Env = append(cmd.Env, "TXFENCE_PPROF_ADDR="+pprofAddr)
+			profileFrom = pprofAddr
+		}
 		if sc.mode == "naive" {
 			cmd.Env = append(cmd.Env, "TXFENCE_BATCH_SIZE=1", "TXFENCE_BATCH_WAIT=0s")
 		}
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		if err := cmd.Start(); err != nil {
-			return loadgen.Result{}, err
+			return outcome{}, err
 		}
 		procs = append(procs, cmd)
 		url := fmt.Sprintf("http://127.0.0.1:%d", port)
 		if err := stack.WaitReady(ctx, url+"/healthz"); err != nil {
-			return loadgen.Result{}, err
+			return outcome{}, err
 		}
 		urls = append(urls, url)
 	}
-	use := signers[:1]
-	if sc.workload == "many" {
-		use = signers
+	use := signers[:sc.signers]
+	// Warm up: each process builds its clients and syncs each signer's nonce once.
+	if _, err := loadgen.Run(ctx, loadgen.Config{URLs: urls, ChainID: 1337, Signers: use, Concurrency: min(len(urls)*len(use), 256),
+		Requests: len(urls) * len(use)}); err != nil {
+		return outcome{}, err
 	}
-	// Warm up: each process builds its clients and syncs nonces once.
-	if _, err := loadgen.Run(ctx, loadgen.Config{URLs: urls, ChainID: 1337, Signers: use, Concurrency: len(urls) * len(use), Requests: len(urls) * len(use)}); err != nil {
-		return loadgen.Result{}, err
+	cfg := loadgen.Config{URLs: urls, ChainID: 1337, Signers: use, Concurrency: conc, Requests: sc.requests, Rate: sc.rate}
+	if sc.rate > 0 {
+		cfg.Concurrency = 1024 // in flight at most; the offered rate sets the pace
 	}
-	return loadgen.Run(ctx, loadgen.Config{URLs: urls, ChainID: 1337, Signers: use, Concurrency: conc, Requests: n})
+	commits := func() float64 {
+		var n float64
+		_ = pool.QueryRow(ctx, `SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()`).Scan(&n)
+		return n
+	}
+	before := commits()
+	var prof chan error
+	if profileFrom != "" {
+		prof = make(chan error, 1)
+		go func() {
+			prof <- cpuProfile(ctx, profileFrom, filepath.Join(profile, strings.ReplaceAll(strings.Join(strings.Fields(sc.name()), "-"), "/", "")+".pprof"))
+		}()
+	}
+	res, err := loadgen.Run(ctx, cfg)
+	if err != nil {
+		return outcome{}, err
+	}
+	if prof != nil {
+		if err := <-prof; err != nil {
+			return outcome{}, err
+		}
+	}
+	time.Sleep(600 * time.Millisecond) // pg_stat_database is updated at most every 500ms
+	o := outcome{res: res, perCommit: float64(len(res.Latencies)) / max(commits()-before, 1)}
+	for _, p := range procs {
+		o.rssMB = max(o.rssMB, peakRSS(p.Process.Pid))
+	}
+	return o, nil
+}
+
+// cpuProfile saves a 2s CPU profile of the process serving pprof at addr.
+func cpuProfile(ctx context.Context, addr, file string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/debug/pprof/profile?seconds=2", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("  cpu profile: %s\n", file)
+	return os.WriteFile(file, b, 0o644)
+}
+
+// peakRSS is a process's peak resident set (VmHWM) in MB, 0 if unknown.
+func peakRSS(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return kb / 1024
+		}
+	}
+	return 0
 }
 
 func checkContiguous(ctx context.Context, pool *pgxpool.Pool) error {
