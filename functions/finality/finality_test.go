@@ -391,6 +391,7 @@ SELECT (SELECT count(*) FROM managed_tx WHERE fencing_token = $1 AND state = 'CO
 func TestIssue5_RPCFaults(t *testing.T) {
 	t.Parallel()
 	w := stacktest.NewWorld(t, 1)
+	w.EVM.CallTimeout = 2 * time.Second // the timeout faults below outlast it
 	n := w.Node(t, "n0")
 	signer := w.Keys[0].Address
 	const total = 10
@@ -408,7 +409,7 @@ func TestIssue5_RPCFaults(t *testing.T) {
 		fault  rpcproxy.Fault
 	}{
 		{"nonce errors", "eth_getTransactionCount", rpcproxy.Fault{RPCError: &rpcproxy.RPCError{Code: -32603, Message: "internal error"}}},
-		{"nonce timeouts", "eth_getTransactionCount", rpcproxy.Fault{Delay: 6 * time.Second}},
+		{"nonce timeouts", "eth_getTransactionCount", rpcproxy.Fault{Delay: 3 * time.Second}},
 		{"receipts empty", "eth_getTransactionReceipt", rpcproxy.Fault{EmptyResult: true}},
 		{"receipts 502", "eth_getTransactionReceipt", rpcproxy.Fault{HTTPStatus: http.StatusBadGateway}},
 		{"connection dropped", "eth_getTransactionReceipt", rpcproxy.Fault{Drop: true}},
@@ -431,7 +432,7 @@ func TestIssue5_RPCFaults(t *testing.T) {
 	for _, f := range []rpcproxy.Fault{
 		{RPCError: &rpcproxy.RPCError{Code: -32000, Message: "header not found"}},
 		{HTTPStatus: http.StatusServiceUnavailable},
-		{Delay: 6 * time.Second},
+		{Delay: 3 * time.Second},
 	} {
 		w.Proxy.Fail("eth_getBlockByNumber", -1, f)
 		_, err := n.Finality.Pass(ctx)

@@ -45,6 +45,7 @@ func TestIssue11_SecretsRedacted(t *testing.T) {
 	var logs lockedBuffer
 	w := stacktest.NewWorld(t, 1, lively)
 	w.LogTo = &logs
+	w.EVM.CallTimeout = 2 * time.Second // the timeout fault below outlasts it
 	w.Cfg.Chains[0].RPCURLs = []string{w.Proxy.URL + "/v2/" + pathKey + "?apikey=" + queryKey}
 	n := w.Node(t, "n")
 	signer := w.Keys[0].Address
@@ -55,7 +56,7 @@ func TestIssue11_SecretsRedacted(t *testing.T) {
 		{Drop: true},
 		{HTTPStatus: http.StatusBadGateway},
 		{RPCError: &rpcproxy.RPCError{Code: -32603, Message: "internal error"}},
-		{Delay: 6 * time.Second},
+		{Delay: 3 * time.Second},
 	} {
 		w.Proxy.FailAll(f)
 		time.Sleep(1500 * time.Millisecond)

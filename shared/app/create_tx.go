@@ -123,7 +123,7 @@ func (c *CreateTx) execute(ctx context.Context, who txm.Principal, r *txm.Reques
 	r.Principal = who.ID
 	if r.RequestID == "" {
 		// Made up here, so it cannot exist yet: no lookup.
-		r.RequestID = "txf-" + uuid.NewString()
+		r.RequestID, r.MadeUpID = "txf-"+uuid.NewString(), true
 	} else { // phase one of idempotency: answer known ids without queueing
 		existing, err := c.store.FindByRequestID(ctx, r.ChainID, r.From, r.RequestID)
 		switch {

@@ -13,6 +13,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/txfence/txfence/shared/logging"
 	"github.com/txfence/txfence/shared/txm"
@@ -77,47 +78,59 @@ func (s *Store) Allocate(ctx context.Context, batches []txm.AllocationBatch) ([]
 	return results, outbox, nil
 }
 
+// allocate writes one signer's part of a batch in two round trips: the
+// first takes the nonce lease (its row lock serializes allocators for this
+// signer across every instance until the transaction ends) and reads the
+// cursor, the request ids that exist and the capped principals' usage; the
+// second writes the rows, the usage, the submit prompt and the cursor and
+// releases the lease. Every write is fenced; the round trips are what the
+// signer's lock is held for, with the commit.
 func (s *Store) allocate(ctx context.Context, tx pgx.Tx, b txm.AllocationBatch) ([]txm.Created, []int64, error) {
 	key := txm.LeaseKey{ChainID: b.ChainID, Signer: b.Signer, Scope: txm.ScopeNonce}
-	// The lease row lock taken here serializes allocators for this signer
-	// across every instance until this transaction ends.
-	lease, _, err := s.leases.acquire(ctx, queued{tx}, key, b.Owner)
-	if err != nil {
-		return nil, nil, err
+	chainID, signer := int64(b.ChainID), txm.CanonicalAddress(b.Signer)
+
+	var (
+		lease    txm.Lease
+		cur      txm.CursorState
+		existing = map[string]*txm.Tx{}
+		usage    = map[string]txm.Usage{}
+	)
+	read := &pgx.Batch{}
+	// Waiting here behind other instances' allocations is the designed
+	// queue, bounded by statement_timeout and the request's context, not a
+	// stuck lock: lock_timeout is lifted for this one statement.
+	read.Queue(`SET LOCAL lock_timeout = 0`)
+	s.leases.queueAcquire(ctx, read, key, b.Owner, &lease)
+	read.Queue(`SET LOCAL lock_timeout TO DEFAULT`)
+	read.Queue(`SELECT next_nonce FROM signer_nonce_cursor WHERE chain_id = $1 AND signer = $2`, chainID, signer).
+		QueryRow(func(row pgx.Row) error {
+			var next int64
+			switch err := row.Scan(&next); {
+			case errors.Is(err, pgx.ErrNoRows):
+			case err != nil:
+				return fmt.Errorf("read cursor: %w", translate(err))
+			default:
+				cur.Exists, cur.Next = true, uint64(next)
+			}
+			return nil
+		})
+	// Idempotency re-check under the lease: request ids that exist now are
+	// answered from the existing row and take no nonce.
+	s.queueExisting(read, b, existing)
+	// Rolling caps: what each capped principal sent from this signer, read
+	// under the nonce lease, so that concurrent batches cannot both pass.
+	s.queueUsage(read, b, usage)
+	if err := tx.SendBatch(ctx, read).Close(); err != nil {
+		return nil, nil, fmt.Errorf("lease and read: %w", translate(err))
 	}
 	if s.hooks.AfterNonceLease != nil {
 		if err := s.hooks.AfterNonceLease(); err != nil {
 			return nil, nil, err
 		}
 	}
-	chainID, signer := int64(b.ChainID), txm.CanonicalAddress(b.Signer)
 
-	var cur txm.CursorState
-	var next int64
-	switch err := tx.QueryRow(ctx, `SELECT next_nonce FROM signer_nonce_cursor WHERE chain_id = $1 AND signer = $2`,
-		chainID, signer).Scan(&next); {
-	case errors.Is(err, pgx.ErrNoRows):
-	case err != nil:
-		return nil, nil, fmt.Errorf("read cursor: %w", translate(err))
-	default:
-		cur.Exists, cur.Next = true, uint64(next)
-	}
-
-	// Idempotency re-check inside the batch: request ids that exist now are
-	// answered from the existing row and take no nonce.
-	existing, err := s.existingByRequestID(ctx, tx, b)
-	if err != nil {
-		return nil, nil, err
-	}
-	// Rolling caps: what each capped principal sent from this signer, read
-	// under the nonce lease, so that concurrent batches cannot both pass.
-	usage, err := s.usage(ctx, tx, b)
-	if err != nil {
-		return nil, nil, err
-	}
 	nonce := txm.NextNonce(cur, b.ChainPending)
 	results := make([]txm.Created, len(b.Requests))
-	var outbox []int64
 	var fresh []*txm.Tx
 	for i, r := range b.Requests {
 		fp := r.Fingerprint()
@@ -155,23 +168,18 @@ func (s *Store) allocate(ctx context.Context, tx pgx.Tx, b txm.AllocationBatch) 
 		}
 	}
 
+	write := &pgx.Batch{}
+	var inserted, advanced, released int64 = -1, -1, -1
+	var outboxID int64
 	if len(fresh) > 0 {
-		if err := s.insertAllocated(ctx, tx, lease, fresh); err != nil {
-			return nil, nil, err
-		}
-		if err := s.recordUsage(ctx, tx, b, fresh); err != nil {
-			return nil, nil, err
-		}
-		id, err := s.writeOutbox(ctx, tx, s.topics.Submit, lease.Key)
-		if err != nil {
-			return nil, nil, err
-		}
-		outbox = append(outbox, id)
+		queueInsertAllocated(write, lease, fresh, &inserted)
+		s.queueRecordUsage(write, b, fresh)
+		queueOutbox(write, s.topics.Submit, lease.Key, &outboxID)
 	}
 	if len(fresh) > 0 || b.ChainPending != nil {
 		// Last, and fenced: if the lease lapsed while the batch ran, this
-		// fails and the whole transaction rolls back.
-		n, err := s.leases.fencedExec(ctx, tx, lease, "allocate_cursor", "", `
+		// matches nothing and the whole transaction rolls back.
+		write.Queue(`
 INSERT INTO signer_nonce_cursor AS c (chain_id, signer, next_nonce, chain_synced_at, fencing_token)
 SELECT $1::bigint, $2::text, $6::bigint, CASE WHEN $7::bool THEN clock_timestamp() END, $5::bigint
 WHERE `+fenceHeld+`
@@ -180,18 +188,40 @@ SET next_nonce = EXCLUDED.next_nonce,
     chain_synced_at = coalesce(EXCLUDED.chain_synced_at, c.chain_synced_at),
     fencing_token = EXCLUDED.fencing_token,
     updated_at = clock_timestamp()
-WHERE c.next_nonce <= EXCLUDED.next_nonce`, int64(nonce), b.ChainPending != nil)
-		if err != nil {
-			return nil, nil, err
+WHERE c.next_nonce <= EXCLUDED.next_nonce`, append(fenceArgs(lease), int64(nonce), b.ChainPending != nil)...).
+			Exec(rowsInto(&advanced))
+	}
+	write.Queue(releaseSQL, fenceArgs(lease)...).Exec(rowsInto(&released))
+	if err := tx.SendBatch(ctx, write).Close(); err != nil {
+		return nil, nil, fmt.Errorf("write allocated: %w", translate(err))
+	}
+	// A write that matched nothing: the lease was lost (fenced), or, for
+	// the cursor, it would have moved backwards.
+	op := ""
+	switch {
+	case inserted >= 0 && inserted != int64(len(fresh)):
+		op = "allocate_insert"
+	case advanced == 0:
+		op = "allocate_cursor"
+	case released == 0:
+		op = "lease_release"
+	}
+	if op != "" {
+		if err := s.leases.check(ctx, tx, lease, op, ""); err != nil {
+			return nil, nil, err // fenced
 		}
-		if n != 1 {
+		switch op {
+		case "allocate_insert":
+			return nil, nil, fmt.Errorf("insert allocated: %d of %d rows written", inserted, len(fresh))
+		case "allocate_cursor":
 			return nil, nil, fmt.Errorf("advance cursor to %d: it would move backwards", nonce)
+		default:
+			return nil, nil, s.leases.fenced(ctx, lease, op, "")
 		}
 	}
-	if err := s.leases.release(ctx, tx, lease); err != nil {
-		return nil, nil, err
-	}
+	var outbox []int64
 	if len(fresh) > 0 {
+		outbox = append(outbox, outboxID)
 		ids := make([]string, len(fresh))
 		for i, t := range fresh {
 			ids[i] = t.ID
@@ -203,47 +233,48 @@ WHERE c.next_nonce <= EXCLUDED.next_nonce`, int64(nonce), b.ChainPending != nil)
 	return results, outbox, nil
 }
 
-// usage reads, for each principal of b.Caps, what it sent from b's signer
-// in the last hour and day (minute buckets).
-func (s *Store) usage(ctx context.Context, tx pgx.Tx, b txm.AllocationBatch) (map[string]txm.Usage, error) {
-	out := map[string]txm.Usage{}
+// rowsInto is a batch callback that stores the rows a statement affected.
+func rowsInto(n *int64) func(pgconn.CommandTag) error {
+	return func(tag pgconn.CommandTag) error {
+		*n = tag.RowsAffected()
+		return nil
+	}
+}
+
+// queueUsage queues the read, for each principal of b.Caps, of what it sent
+// from b's signer in the last hour and day (minute buckets), into out.
+func (s *Store) queueUsage(q *pgx.Batch, b txm.AllocationBatch, out map[string]txm.Usage) {
 	if len(b.Caps) == 0 {
-		return out, nil
+		return
 	}
 	principals := make([]string, 0, len(b.Caps))
 	for p := range b.Caps {
 		principals = append(principals, p)
 	}
-	rows, err := tx.Query(ctx, `
+	q.Queue(`
 SELECT principal,
     coalesce(sum(tx_count) FILTER (WHERE minute > clock_timestamp() - interval '1 hour'), 0),
     coalesce(sum(value) FILTER (WHERE minute > clock_timestamp() - interval '1 hour'), 0)::text,
     coalesce(sum(tx_count), 0), coalesce(sum(value), 0)::text
 FROM principal_usage
 WHERE principal = ANY($1::text[]) AND chain_id = $2 AND signer = $3 AND minute > clock_timestamp() - interval '24 hours'
-GROUP BY principal`, principals, int64(b.ChainID), txm.CanonicalAddress(b.Signer))
-	if err != nil {
-		return nil, fmt.Errorf("read usage: %w", translate(err))
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var p, hv, dv string
-		var u txm.Usage
-		if err := rows.Scan(&p, &u.HourCount, &hv, &u.DayCount, &dv); err != nil {
-			return nil, fmt.Errorf("read usage: %w", translate(err))
+GROUP BY principal`, principals, int64(b.ChainID), txm.CanonicalAddress(b.Signer)).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var p, hv, dv string
+			var u txm.Usage
+			if err := rows.Scan(&p, &u.HourCount, &hv, &u.DayCount, &dv); err != nil {
+				return fmt.Errorf("read usage: %w", translate(err))
+			}
+			u.HourValue, u.DayValue = parseBig(&hv), parseBig(&dv)
+			out[p] = u
 		}
-		u.HourValue, u.DayValue = parseBig(&hv), parseBig(&dv)
-		out[p] = u
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read usage: %w", translate(err))
-	}
-	return out, nil
+		return nil
+	})
 }
 
-// recordUsage adds the new rows of capped principals to this minute's
-// usage.
-func (s *Store) recordUsage(ctx context.Context, tx pgx.Tx, b txm.AllocationBatch, fresh []*txm.Tx) error {
+// queueRecordUsage queues adding the new rows of capped principals to this
+// minute's usage.
+func (s *Store) queueRecordUsage(q *pgx.Batch, b txm.AllocationBatch, fresh []*txm.Tx) {
 	var principals, values []string
 	for _, t := range fresh {
 		if _, capped := b.Caps[t.Principal]; !capped {
@@ -256,9 +287,9 @@ func (s *Store) recordUsage(ctx context.Context, tx pgx.Tx, b txm.AllocationBatc
 		principals, values = append(principals, t.Principal), append(values, v)
 	}
 	if len(principals) == 0 {
-		return nil
+		return
 	}
-	_, err := tx.Exec(ctx, `
+	q.Queue(`
 INSERT INTO principal_usage AS p (principal, chain_id, signer, minute, tx_count, value)
 SELECT u.principal, $1, $2, date_trunc('minute', clock_timestamp()), count(*), sum(u.value::numeric)
 FROM unnest($3::text[], $4::text[]) AS u(principal, value)
@@ -266,10 +297,6 @@ GROUP BY u.principal
 ON CONFLICT (principal, chain_id, signer, minute) DO UPDATE
 SET tx_count = p.tx_count + EXCLUDED.tx_count, value = p.value + EXCLUDED.value`,
 		int64(b.ChainID), txm.CanonicalAddress(b.Signer), principals, values)
-	if err != nil {
-		return fmt.Errorf("record usage: %w", translate(err))
-	}
-	return nil
 }
 
 // PruneUsage deletes usage older than the longest window (a day).
@@ -280,41 +307,35 @@ func (s *Store) PruneUsage(ctx context.Context) error {
 	return nil
 }
 
-// existingByRequestID loads the batch's request ids that already exist.
-func (s *Store) existingByRequestID(ctx context.Context, tx pgx.Tx, b txm.AllocationBatch) (map[string]*txm.Tx, error) {
-	out := map[string]*txm.Tx{}
+// queueExisting queues the read of the batch's request ids that already
+// exist, into out. Ids txfence made up for this request cannot exist.
+func (s *Store) queueExisting(q *pgx.Batch, b txm.AllocationBatch, out map[string]*txm.Tx) {
 	var ids []string
 	for _, r := range b.Requests {
-		if r.RequestID != "" {
+		if r.RequestID != "" && !r.MadeUpID {
 			ids = append(ids, r.RequestID)
 		}
 	}
 	if len(ids) == 0 {
-		return out, nil
+		return
 	}
-	rows, err := tx.Query(ctx, `SELECT `+txColumns+` FROM `+txFrom+`
+	q.Queue(`SELECT `+txColumns+` FROM `+txFrom+`
 WHERE t.chain_id = $1 AND t.signer = $2 AND t.request_id = ANY($3::text[])`,
-		int64(b.ChainID), txm.CanonicalAddress(b.Signer), ids)
-	if err != nil {
-		return nil, fmt.Errorf("re-check request ids: %w", translate(err))
-	}
-	defer rows.Close()
-	for rows.Next() {
-		t, err := scanTx(rows)
-		if err != nil {
-			return nil, fmt.Errorf("re-check request ids: %w", translate(err))
+		int64(b.ChainID), txm.CanonicalAddress(b.Signer), ids).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			t, err := scanTx(rows)
+			if err != nil {
+				return fmt.Errorf("re-check request ids: %w", translate(err))
+			}
+			out[t.RequestID] = t
 		}
-		out[t.RequestID] = t
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("re-check request ids: %w", translate(err))
-	}
-	return out, nil
+		return nil
+	})
 }
 
-// insertAllocated writes the new rows and their history in two statements,
-// the first fenced.
-func (s *Store) insertAllocated(ctx context.Context, tx pgx.Tx, lease txm.Lease, fresh []*txm.Tx) error {
+// queueInsertAllocated queues writing the new rows and their history in one
+// statement, fenced; inserted gets the number of rows written.
+func queueInsertAllocated(q *pgx.Batch, lease txm.Lease, fresh []*txm.Tx, inserted *int64) {
 	n := len(fresh)
 	ids := make([]string, n)
 	nonces := make([]int64, n)
@@ -358,8 +379,7 @@ func (s *Store) insertAllocated(ctx context.Context, tx pgx.Tx, lease txm.Lease,
 			metas[i] = &m
 		}
 	}
-	var now time.Time
-	err := tx.QueryRow(ctx, `
+	q.Queue(`
 WITH ins AS (
     INSERT INTO managed_tx (id, chain_id, signer, nonce, request_id, payload_fingerprint, to_address, value,
         data, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, gas_price, metadata, state, principal,
@@ -378,20 +398,16 @@ WITH ins AS (
 )
 SELECT coalesce(max(created_at), 'epoch'), count(*) FROM ins`,
 		append(fenceArgs(lease), ids, nonces, reqIDs, fps, tos, values, datas, gas, maxFees, maxPrios, gasPrices, metas, principals)...).
-		Scan(&now, &n)
-	if err != nil {
-		return fmt.Errorf("insert allocated: %w", translate(err))
-	}
-	if n != len(fresh) {
-		if err := s.leases.check(ctx, tx, lease, "allocate_insert", ""); err != nil {
-			return err
-		}
-		return fmt.Errorf("insert allocated: %d of %d rows written", n, len(fresh))
-	}
-	for _, t := range fresh {
-		t.CreatedAt, t.UpdatedAt = now, now
-	}
-	return nil
+		QueryRow(func(row pgx.Row) error {
+			var now time.Time
+			if err := row.Scan(&now, inserted); err != nil {
+				return fmt.Errorf("insert allocated: %w", translate(err))
+			}
+			for _, t := range fresh {
+				t.CreatedAt, t.UpdatedAt = now, now
+			}
+			return nil
+		})
 }
 
 func bigText(v *big.Int) *string {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/txfence/txfence/shared/config"
@@ -71,68 +72,66 @@ func (s *Leases) Acquire(ctx context.Context, key txm.LeaseKey, owner string) (t
 }
 
 func (s *Leases) acquire(ctx context.Context, q querier, key txm.LeaseKey, owner string) (txm.Lease, txm.AcquireResult, error) {
-	if !key.Scope.Valid() || owner == "" || key.ChainID == 0 {
-		return txm.Lease{}, "", fmt.Errorf("acquire lease %s: %w: scope, owner and chain id are required", key, txm.ErrInvalid)
+	if err := validAcquire(key, owner); err != nil {
+		return txm.Lease{}, "", err
 	}
 	l := txm.Lease{Key: key, Owner: owner}
 	var prev *int64
-	err := q.QueryRow(ctx, acquireSQL, int64(key.ChainID), txm.CanonicalAddress(key.Signer), string(key.Scope), owner,
-		s.cfg.Duration, s.cfg.ClockSkew).Scan(&l.Token, &l.ExpiresAt, &prev)
+	err := q.QueryRow(ctx, acquireSQL, acquireArgs(s.cfg, key, owner)...).Scan(&l.Token, &l.ExpiresAt, &prev)
+	result, err := s.acquired(ctx, key, err, l.Token, prev)
+	if err != nil {
+		return txm.Lease{}, "", err
+	}
+	return l, result, nil
+}
+
+// queueAcquire queues acquire on a batch; when the batch runs, l is the
+// lease taken, or the batch fails (ErrLeaseHeld when another owner holds it).
+func (s *Leases) queueAcquire(ctx context.Context, b *pgx.Batch, key txm.LeaseKey, owner string, l *txm.Lease) {
+	*l = txm.Lease{Key: key, Owner: owner}
+	if err := validAcquire(key, owner); err != nil {
+		b.Queue(`SELECT`).Exec(func(pgconn.CommandTag) error { return err })
+		return
+	}
+	b.Queue(acquireSQL, acquireArgs(s.cfg, key, owner)...).QueryRow(func(row pgx.Row) error {
+		var prev *int64
+		err := row.Scan(&l.Token, &l.ExpiresAt, &prev)
+		_, err = s.acquired(ctx, key, err, l.Token, prev)
+		return err
+	})
+}
+
+func validAcquire(key txm.LeaseKey, owner string) error {
+	if !key.Scope.Valid() || owner == "" || key.ChainID == 0 {
+		return fmt.Errorf("acquire lease %s: %w: scope, owner and chain id are required", key, txm.ErrInvalid)
+	}
+	return nil
+}
+
+func acquireArgs(cfg config.Lease, key txm.LeaseKey, owner string) []any {
+	return []any{int64(key.ChainID), txm.CanonicalAddress(key.Signer), string(key.Scope), owner, cfg.Duration, cfg.ClockSkew}
+}
+
+// acquired judges acquireSQL's answer (err from its scan, the token it
+// returned and the previous token) and counts it.
+func (s *Leases) acquired(ctx context.Context, key txm.LeaseKey, err error, token int64, prev *int64) (txm.AcquireResult, error) {
 	if errors.Is(err, pgx.ErrNoRows) {
 		s.metrics.LeaseAcquire(ctx, "held")
-		return txm.Lease{}, "", fmt.Errorf("acquire lease %s: %w", key, txm.ErrLeaseHeld)
+		return "", fmt.Errorf("acquire lease %s: %w", key, txm.ErrLeaseHeld)
 	}
 	if err != nil {
 		s.metrics.LeaseAcquire(ctx, "error")
-		return txm.Lease{}, "", fmt.Errorf("acquire lease %s: %w", key, translate(err))
+		return "", fmt.Errorf("acquire lease %s: %w", key, translate(err))
 	}
 	result := txm.AcquireTakenOver
 	switch {
 	case prev == nil:
 		result = txm.AcquireNew
-	case *prev == l.Token:
+	case *prev == token:
 		result = txm.AcquireRenewed
 	}
 	s.metrics.LeaseAcquire(ctx, string(result))
-	return l, result, nil
-}
-
-// queued runs the lease acquisition of an allocation transaction with
-// lock_timeout lifted for that one statement: waiting for a signer's lease
-// row behind other instances' allocations is the designed queue of
-// allocators, bounded by statement_timeout and the request's context, not
-// a stuck lock. The three statements go in one round trip; the connection's
-// lock_timeout applies again to the rest of the transaction.
-type queued struct{ pgx.Tx }
-
-func (q queued) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	b := &pgx.Batch{}
-	b.Queue(`SET LOCAL lock_timeout = 0`)
-	b.Queue(sql, args...)
-	b.Queue(`SET LOCAL lock_timeout TO DEFAULT`)
-	return queuedRow{q.Tx.SendBatch(ctx, b)}
-}
-
-type queuedRow struct{ br pgx.BatchResults }
-
-func (r queuedRow) Scan(dest ...any) error {
-	if _, err := r.br.Exec(); err != nil {
-		_ = r.br.Close()
-		return err
-	}
-	err := r.br.QueryRow().Scan(dest...)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		_ = r.br.Close()
-		return err
-	}
-	if _, rerr := r.br.Exec(); rerr != nil {
-		_ = r.br.Close()
-		return rerr
-	}
-	if cerr := r.br.Close(); cerr != nil {
-		return cerr
-	}
-	return err
+	return result, nil
 }
 
 // Renew implements txm.LeaseStore.
@@ -158,11 +157,13 @@ func (s *Leases) Release(ctx context.Context, l txm.Lease) error {
 	return s.release(ctx, s.pool, l)
 }
 
-func (s *Leases) release(ctx context.Context, q querier, l txm.Lease) error {
-	const sql = `
+// releaseSQL releases the lease of fenceArgs if it still holds that token.
+const releaseSQL = `
 UPDATE signer_lease SET expires_at = '-infinity', updated_at = clock_timestamp()
 WHERE chain_id = $1 AND signer = $2 AND scope = $3 AND owner = $4 AND fencing_token = $5`
-	tag, err := q.Exec(ctx, sql, fenceArgs(l)...)
+
+func (s *Leases) release(ctx context.Context, q querier, l txm.Lease) error {
+	tag, err := q.Exec(ctx, releaseSQL, fenceArgs(l)...)
 	if err != nil {
 		return fmt.Errorf("release lease %s: %w", l.Key, translate(err))
 	}

@@ -181,6 +181,18 @@ func (s *Store) writeOutbox(ctx context.Context, tx pgx.Tx, topic string, key tx
 	return id, nil
 }
 
+// queueOutbox queues writeOutbox on a batch; id gets the prompt's id.
+func queueOutbox(b *pgx.Batch, topic string, key txm.LeaseKey, id *int64) {
+	payload, _ := json.Marshal(txm.PromptMessage{ChainID: key.ChainID, Signer: txm.CanonicalAddress(key.Signer)})
+	b.Queue(`INSERT INTO outbox (topic, ordering_key, payload) VALUES ($1, $2, $3) RETURNING id`,
+		topic, txm.CanonicalAddress(key.Signer), payload).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(id); err != nil {
+			return fmt.Errorf("write %s outbox: %w", topic, translate(err))
+		}
+		return nil
+	})
+}
+
 // MarkStuck implements txm.SubmitStore. Entering STUCK is a reported
 // outcome (TxStuck); a transaction already STUCK only records the new reason.
 func (s *Store) MarkStuck(ctx context.Context, l txm.Lease, txID string, subState string, detail string) ([]int64, error) {

@@ -24,6 +24,7 @@ type Request struct {
 	MaxPriorityFeePerGas *big.Int
 	GasPrice             *big.Int // legacy chains
 	RequestID            string   // the caller's, or one txfence made up (every create is idempotent)
+	MadeUpID             bool     // RequestID was made up by txfence for this request: no row has it yet
 	Metadata             json.RawMessage
 	// Principal is who asked for it (not part of the fingerprint).
 	Principal string
