@@ -236,3 +236,31 @@ func (m ShardMap) String() string {
 	}
 	return fmt.Sprintf("v%d:%s", m.Version, strings.Join(rules, ","))
 }
+
+// LoadDatabases reads only the database settings, for the commands that
+// need no chains or signers (migrate, admin): the databases to connect to,
+// the home shard first. The error names every bad variable, as Load's.
+func LoadDatabases(lookup func(string) (string, bool)) ([]ShardDatabase, error) {
+	c := Defaults()
+	p := parser{lookup: lookup}
+	p.str(EnvDatabaseURL, &c.Database.URL)
+	p.str(EnvCloudSQLInstance, &c.Database.Instance)
+	p.boolean(EnvCloudSQLIAMAuth, &c.Database.IAMAuth)
+	p.boolean(EnvCloudSQLPrivateIP, &c.Database.PrivateIP)
+	p.int32(EnvDBMaxConns, &c.Database.MaxConns)
+	p.databases(EnvDatabases, &c.Shards)
+	_, c.databasesSet = p.get(EnvDatabases)
+	if len(p.errs) == 0 {
+		// The map is not needed to reach the databases; its rules are
+		// checked where signers are configured.
+		c.validateShards(func(env, format string, args ...any) {
+			if env != EnvShardMap {
+				p.bad(env, format, args...)
+			}
+		})
+	}
+	if len(p.errs) > 0 {
+		return nil, &Error{Problems: p.errs}
+	}
+	return c.Databases(), nil
+}

@@ -117,3 +117,24 @@ func TestIssue12_ShardConfig(t *testing.T) {
 		})
 	}
 }
+
+func TestIssue12_LoadDatabases(t *testing.T) {
+	dbs, err := LoadDatabases(env(map[string]string{EnvDatabaseURL: "postgres://u@db/x", EnvCloudSQLInstance: "p:r:i"}))
+	require.NoError(t, err)
+	require.Len(t, dbs, 1)
+	assert.Equal(t, "", dbs[0].Name)
+	assert.Equal(t, "p:r:i", dbs[0].Database.Instance)
+
+	dbs, err = LoadDatabases(env(map[string]string{EnvDatabases: "a=postgres://u@a/x|b@p:r:b=user=u dbname=x"}))
+	require.NoError(t, err)
+	require.Len(t, dbs, 2)
+	assert.Equal(t, "a", dbs[0].Name, "the home shard first")
+	assert.Equal(t, "p:r:b", dbs[1].Database.Instance)
+
+	_, err = LoadDatabases(env(map[string]string{}))
+	require.ErrorIs(t, err, ErrConfig)
+	assert.Contains(t, err.Error(), EnvDatabaseURL)
+	_, err = LoadDatabases(env(map[string]string{EnvDatabases: "a=x|b=y", EnvDatabaseURL: "z"}))
+	require.ErrorIs(t, err, ErrConfig)
+	assert.Contains(t, err.Error(), "exclusive")
+}
