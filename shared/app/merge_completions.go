@@ -99,7 +99,8 @@ func (m *MergedCompletions) Page(ctx context.Context, who txm.Principal, pol txm
 		items []txm.Completion
 		err   error
 	}
-	// The first shard with items ends every other's wait.
+	// The first shard with items ends every other's wait (a page without
+	// wait reads every shard once).
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var mu sync.Mutex
@@ -114,13 +115,13 @@ func (m *MergedCompletions) Page(ctx context.Context, who txm.Principal, pol txm
 			if err == nil {
 				got, err = m.by[name].Page(wctx, who, pol, after[name], limit, wait)
 			}
-			if err != nil && wctx.Err() != nil && ctx.Err() == nil {
-				err = nil // cut short because another shard answered
+			if errors.Is(err, context.Canceled) && wctx.Err() != nil && ctx.Err() == nil {
+				err = nil // its wait was cut short because another shard answered
 			}
 			mu.Lock()
 			results[name] = result{items: got, err: err}
 			mu.Unlock()
-			if len(got) > 0 {
+			if len(got) > 0 && wait > 0 {
 				cancel()
 			}
 		}()
