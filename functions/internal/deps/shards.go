@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/txfence/txfence/shared/app"
 	"github.com/txfence/txfence/shared/postgres"
@@ -19,7 +20,7 @@ type Shard struct {
 	Relay *app.Relay // nil when no Pub/Sub project is configured
 
 	claimMu sync.Mutex
-	claimed bool
+	claimed atomic.Bool // read on every routed call: no lock once claimed
 }
 
 // openShards builds the pool and store of every database. One database is
@@ -89,9 +90,12 @@ func (p *Process) ready(ctx context.Context, name string) error {
 	if sh == nil {
 		return fmt.Errorf("no shard %q", name)
 	}
+	if sh.claimed.Load() {
+		return nil
+	}
 	sh.claimMu.Lock()
 	defer sh.claimMu.Unlock()
-	if sh.claimed {
+	if sh.claimed.Load() {
 		return nil
 	}
 	err := postgres.ClaimShard(ctx, sh.DB.Pool, postgres.ShardClaim{Name: name, MapVersion: p.Config.ShardMap.Version,
@@ -102,7 +106,7 @@ func (p *Process) ready(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	sh.claimed = true
+	sh.claimed.Store(true)
 	p.Log.InfoContext(ctx, "shard ready", slog.String("shard", name), slog.Int64("map_version", p.Config.ShardMap.Version))
 	return nil
 }
