@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/txfence/txfence/shared/app"
 	"github.com/txfence/txfence/shared/postgres"
@@ -19,9 +20,16 @@ type Shard struct {
 	Store *postgres.Store
 	Relay *app.Relay // nil when no Pub/Sub project is configured
 
-	claimMu sync.Mutex
-	claimed atomic.Bool // read on every routed call: no lock once claimed
+	claimMu   sync.Mutex
+	claimed   atomic.Bool // read on every routed call: no lock once claimed
+	failedAt  time.Time   // the last failed claim, answered again for claimRetry
+	failedErr error
 }
+
+// claimRetry is how long a failed claim is answered without asking the
+// database again, so that the calls of a shard that is unreachable do not
+// queue behind one another's connection attempts.
+const claimRetry = time.Second
 
 // openShards builds the pool and store of every database. One database is
 // opened as before sharding (a ping: the process does not start without
@@ -98,14 +106,21 @@ func (p *Process) ready(ctx context.Context, name string) error {
 	if sh.claimed.Load() {
 		return nil
 	}
+	if sh.failedErr != nil && time.Since(sh.failedAt) < claimRetry {
+		return sh.failedErr
+	}
 	err := postgres.ClaimShard(ctx, sh.DB.Pool, postgres.ShardClaim{Name: name, MapVersion: p.Config.ShardMap.Version,
 		Map: p.Config.ShardMap.String(), ShardOf: p.Config.ShardFor})
 	if errors.Is(err, postgres.ErrShardRefused) {
 		p.Log.ErrorContext(ctx, "shard refused: its signers get 503 until the configuration is fixed", slog.String("shard", name), slog.Any("error", err))
 	}
 	if err != nil {
+		if ctx.Err() == nil { // not the caller's own cancellation
+			sh.failedAt, sh.failedErr = time.Now(), err
+		}
 		return err
 	}
+	sh.failedErr = nil
 	sh.claimed.Store(true)
 	p.Log.InfoContext(ctx, "shard ready", slog.String("shard", name), slog.Int64("map_version", p.Config.ShardMap.Version))
 	return nil
