@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -100,6 +101,92 @@ INSERT INTO shard_identity (name, map_version, map_digest) VALUES ($1, $2, $3) O
 				elsewhere = append(elsewhere[:5], fmt.Sprintf("and %d more", len(elsewhere)-5))
 			}
 			return refuse("it holds the nonces of signers the map puts elsewhere: %s", strings.Join(elsewhere, ", "))
+		}
+		return nil
+	})
+}
+
+// MapRecord is a signer → shard map as the home shard keeps it: its
+// version, the digest of its canonical text, and the shard of every
+// configured signer.
+type MapRecord struct {
+	Version     int64
+	Digest      string
+	Assignments map[common.Address]string
+}
+
+// RecordShardMap checks m against the maps the home shard (pool) has
+// recorded and records it when it is new, in one transaction that
+// serializes recorders:
+//   - an older version than the newest recorded is refused (a stale
+//     revision), and so is a recorded version with another digest;
+//   - a newer one may add signers and shards, but a signer an earlier map
+//     placed must stay in its shard (moving a signer is an operator's
+//     procedure, not a configuration change);
+//   - the first map ever recorded runs first (which checks every shard:
+//     data from before the map existed must already be where it puts it).
+//
+// The same version again is accepted as it is.
+func RecordShardMap(ctx context.Context, pool *pgxpool.Pool, m MapRecord, first func(ctx context.Context) error) error {
+	refuse := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %w: %s", txm.ErrUnavailable, ErrShardRefused, fmt.Sprintf(format, args...))
+	}
+	return WithTx(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `LOCK TABLE shard_map IN SHARE ROW EXCLUSIVE MODE`); err != nil {
+			return fmt.Errorf("record shard map: %w", translate(err))
+		}
+		rows, err := tx.Query(ctx, `SELECT version, digest, assignments FROM shard_map ORDER BY version`)
+		if err != nil {
+			return fmt.Errorf("record shard map: %w", translate(err))
+		}
+		type recorded struct {
+			version int64
+			digest  string
+			assign  map[string]string
+		}
+		history, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (recorded, error) {
+			var rec recorded
+			err := r.Scan(&rec.version, &rec.digest, &rec.assign)
+			return rec, err
+		})
+		if err != nil {
+			return fmt.Errorf("record shard map: %w", translate(err))
+		}
+		if n := len(history); n > 0 {
+			newest := history[n-1]
+			switch {
+			case newest.version > m.Version:
+				return refuse("TXFENCE_SHARD_MAP v%d is older than v%d, already in use", m.Version, newest.version)
+			case newest.version == m.Version && newest.digest == m.Digest:
+				return nil
+			case newest.version == m.Version:
+				return refuse("TXFENCE_SHARD_MAP v%d differs from the v%d in use: a changed map needs a new version", m.Version, newest.version)
+			}
+			last := map[common.Address]string{}
+			for _, rec := range history {
+				for a, s := range rec.assign {
+					last[common.HexToAddress(a)] = s
+				}
+			}
+			var moved []string
+			for a, s := range m.Assignments {
+				if was, ok := last[a]; ok && was != s {
+					moved = append(moved, fmt.Sprintf("%s (%s → %s)", txm.CanonicalAddress(a), was, s))
+				}
+			}
+			if len(moved) > 0 {
+				sort.Strings(moved)
+				return refuse("TXFENCE_SHARD_MAP v%d moves signers an earlier map placed: %s; a signer's nonces stay in its shard", m.Version, strings.Join(moved, ", "))
+			}
+		} else if err := first(ctx); err != nil {
+			return err
+		}
+		assign := make(map[string]string, len(m.Assignments))
+		for a, s := range m.Assignments {
+			assign[txm.CanonicalAddress(a)] = s
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO shard_map (version, digest, assignments) VALUES ($1, $2, $3)`, m.Version, m.Digest, assign); err != nil {
+			return fmt.Errorf("record shard map: %w", translate(err))
 		}
 		return nil
 	})

@@ -51,3 +51,38 @@ func TestIssue12_ClaimShard(t *testing.T) {
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT map_version FROM shard_identity`).Scan(&version))
 	assert.EqualValues(t, 3, version, "a refused claim records nothing")
 }
+
+// TestIssue12_RecordShardMap: the home shard keeps every map; a newer one
+// may add signers but not move one, an older one or a changed one under
+// the same version is refused, and the first one must pass the check of
+// every shard.
+func TestIssue12_RecordShardMap(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.New(t)
+	x, y, z := common.HexToAddress("0x0a"), common.HexToAddress("0x0b"), common.HexToAddress("0x0c")
+	firsts := 0
+	first := func(context.Context) error { firsts++; return nil }
+	rec := func(v int64, digest string, m map[common.Address]string) error {
+		return RecordShardMap(ctx, db.Pool, MapRecord{Version: v, Digest: digest, Assignments: m}, first)
+	}
+
+	failing := func(context.Context) error { return txm.ErrUnavailable }
+	require.ErrorIs(t, RecordShardMap(ctx, db.Pool, MapRecord{Version: 1, Digest: "d1", Assignments: map[common.Address]string{x: "a"}}, failing),
+		txm.ErrUnavailable, "the first map needs every shard's check")
+	require.NoError(t, rec(1, "d1", map[common.Address]string{x: "a", y: "b"}))
+	require.NoError(t, rec(1, "d1", map[common.Address]string{x: "a", y: "b"}), "the same map again")
+	require.ErrorIs(t, rec(1, "other", map[common.Address]string{x: "a", y: "a"}), ErrShardRefused, "changed without a new version")
+	require.NoError(t, rec(2, "d2", map[common.Address]string{x: "a", y: "b", z: "c"}), "a new signer in a new shard")
+	require.ErrorIs(t, rec(1, "d1", map[common.Address]string{x: "a", y: "b"}), ErrShardRefused, "a stale revision")
+	err := rec(3, "d3", map[common.Address]string{x: "a", y: "a", z: "c"})
+	require.ErrorIs(t, err, ErrShardRefused, "y moves from b to a")
+	assert.Contains(t, err.Error(), txm.CanonicalAddress(y)+" (b → a)")
+	require.NoError(t, rec(3, "d3", map[common.Address]string{x: "a", z: "c"}), "a signer may leave the configuration")
+	require.ErrorIs(t, rec(4, "d4", map[common.Address]string{x: "a", y: "c", z: "c"}), ErrShardRefused,
+		"nor come back elsewhere: its nonces stayed in b")
+	assert.Equal(t, 1, firsts, "only the first map ran the check of every shard")
+	var versions int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM shard_map`).Scan(&versions))
+	assert.Equal(t, 3, versions)
+}

@@ -44,6 +44,9 @@ type Process struct {
 	// without TXFENCE_DATABASES. Router maps signers to them.
 	Shards []*Shard
 	Router *app.ShardRouter
+	// mapCheck is the check of the signer map against the home shard's
+	// history, once per process.
+	mapCheck checkOnce
 	// PolicyStore is set by Auth.
 	PolicyStore txm.PolicyStore
 	Metrics     *metrics.Metrics

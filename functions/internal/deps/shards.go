@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
+
 	"github.com/txfence/txfence/shared/app"
 	"github.com/txfence/txfence/shared/postgres"
 )
@@ -20,16 +22,9 @@ type Shard struct {
 	Store *postgres.Store
 	Relay *app.Relay // nil when no Pub/Sub project is configured
 
-	claimMu   sync.Mutex
-	claimed   atomic.Bool // read on every routed call: no lock once claimed
-	failedAt  time.Time   // the last failed claim, answered again for claimRetry
-	failedErr error
+	check   checkOnce
+	claimed atomic.Bool // both the map and this shard passed their checks
 }
-
-// claimRetry is how long a failed claim is answered without asking the
-// database again, so that the calls of a shard that is unreachable do not
-// queue behind one another's connection attempts.
-const claimRetry = time.Second
 
 // openShards builds the pool and store of every database. One database is
 // opened as before sharding (a ping: the process does not start without
@@ -89,10 +84,12 @@ func (p *Process) Shard(name string) *Shard {
 	return nil
 }
 
-// ready checks, once per process and shard, that the database is the
-// shard the configuration names and may be used with its map
-// (postgres.ClaimShard). Until that succeeds the shard's signers are
-// refused (503) and the check is retried on their next call.
+// ready says whether shard name may be used: once per process, the map is
+// checked against the history the home shard keeps (postgres.RecordShardMap:
+// no stale revision, no changed map under one version, no signer moved),
+// and once per shard, the database is checked to be that shard
+// (postgres.ClaimShard). Until both succeed the shard's signers are
+// refused (503) and the checks are retried on their next calls.
 func (p *Process) ready(ctx context.Context, name string) error {
 	sh := p.Shard(name)
 	if sh == nil {
@@ -101,28 +98,92 @@ func (p *Process) ready(ctx context.Context, name string) error {
 	if sh.claimed.Load() {
 		return nil
 	}
-	sh.claimMu.Lock()
-	defer sh.claimMu.Unlock()
-	if sh.claimed.Load() {
+	if err := p.mapReady(ctx); err != nil {
+		return err
+	}
+	if err := p.claim(ctx, sh); err != nil {
+		return err
+	}
+	sh.claimed.Store(true)
+	return nil
+}
+
+// mapReady records or checks the process's map in the home shard, once.
+// The first map ever recorded needs every shard's claim.
+func (p *Process) mapReady(ctx context.Context) error {
+	m := &p.mapCheck
+	return m.once(ctx, func() error {
+		cfg := p.Config
+		assign := map[common.Address]string{}
+		for _, s := range cfg.Signers {
+			if name, ok := cfg.ShardFor(s.Address); ok {
+				assign[s.Address] = name
+			}
+		}
+		err := postgres.RecordShardMap(ctx, p.Shards[0].DB.Pool, postgres.MapRecord{Version: cfg.ShardMap.Version,
+			Digest: postgres.MapDigest(cfg.ShardMap.String()), Assignments: assign}, func(ctx context.Context) error {
+			for _, sh := range p.Shards {
+				if err := p.claim(ctx, sh); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if errors.Is(err, postgres.ErrShardRefused) {
+			p.Log.ErrorContext(ctx, "signer map refused: every signer gets 503 until the configuration is fixed", slog.Any("error", err))
+		}
+		return err
+	})
+}
+
+// claim checks, once, that sh's database is the shard it is configured as.
+func (p *Process) claim(ctx context.Context, sh *Shard) error {
+	return sh.check.once(ctx, func() error {
+		err := postgres.ClaimShard(ctx, sh.DB.Pool, postgres.ShardClaim{Name: sh.Name, MapVersion: p.Config.ShardMap.Version,
+			Map: p.Config.ShardMap.String(), ShardOf: p.Config.ShardFor})
+		if errors.Is(err, postgres.ErrShardRefused) {
+			p.Log.ErrorContext(ctx, "shard refused: its signers get 503 until the configuration is fixed", slog.String("shard", sh.Name), slog.Any("error", err))
+		}
+		if err == nil {
+			p.Log.InfoContext(ctx, "shard ready", slog.String("shard", sh.Name), slog.Int64("map_version", p.Config.ShardMap.Version))
+		}
+		return err
+	})
+}
+
+// checkOnce runs a check until it succeeds once. A failure is answered
+// again for claimRetry without running the check, so that the calls of an
+// unreachable shard do not queue behind each other's connection attempts.
+type checkOnce struct {
+	mu        sync.Mutex
+	ok        atomic.Bool // read on every routed call: no lock once passed
+	failedAt  time.Time
+	failedErr error
+}
+
+// claimRetry is how long a failed check is answered from memory.
+const claimRetry = time.Second
+
+func (c *checkOnce) once(ctx context.Context, check func() error) error {
+	if c.ok.Load() {
 		return nil
 	}
-	if sh.failedErr != nil && time.Since(sh.failedAt) < claimRetry {
-		return sh.failedErr
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ok.Load() {
+		return nil
 	}
-	err := postgres.ClaimShard(ctx, sh.DB.Pool, postgres.ShardClaim{Name: name, MapVersion: p.Config.ShardMap.Version,
-		Map: p.Config.ShardMap.String(), ShardOf: p.Config.ShardFor})
-	if errors.Is(err, postgres.ErrShardRefused) {
-		p.Log.ErrorContext(ctx, "shard refused: its signers get 503 until the configuration is fixed", slog.String("shard", name), slog.Any("error", err))
+	if c.failedErr != nil && time.Since(c.failedAt) < claimRetry {
+		return c.failedErr
 	}
-	if err != nil {
+	if err := check(); err != nil {
 		if ctx.Err() == nil { // not the caller's own cancellation
-			sh.failedAt, sh.failedErr = time.Now(), err
+			c.failedAt, c.failedErr = time.Now(), err
 		}
 		return err
 	}
-	sh.failedErr = nil
-	sh.claimed.Store(true)
-	p.Log.InfoContext(ctx, "shard ready", slog.String("shard", name), slog.Int64("map_version", p.Config.ShardMap.Version))
+	c.failedErr = nil
+	c.ok.Store(true)
 	return nil
 }
 

@@ -79,7 +79,13 @@ func newWorld(t *testing.T, nsigners int) *world {
 // process builds one txfence process named name, as deployed.
 func (w *world) process(t *testing.T, name string) *deps.Process {
 	t.Helper()
-	cfg := w.Cfg
+	return w.processWith(t, name, w.Cfg)
+}
+
+// processWith builds a process with another configuration.
+func (w *world) processWith(t *testing.T, name string, cfg config.Config) *deps.Process {
+	t.Helper()
+	require.NoError(t, cfg.Validate())
 	cfg.InstanceID = name
 	p, err := deps.Build(ctx, cfg)
 	require.NoError(t, err)
@@ -90,7 +96,14 @@ func (w *world) process(t *testing.T, name string) *deps.Process {
 // apiServer serves the Api function of a new process.
 func (w *world) apiServer(t *testing.T, name string) (*deps.Process, string) {
 	t.Helper()
-	p := w.process(t, name)
+	return w.apiServerWith(t, name, w.Cfg)
+}
+
+// apiServerWith serves the Api function of a process with another
+// configuration.
+func (w *world) apiServerWith(t *testing.T, name string, cfg config.Config) (*deps.Process, string) {
+	t.Helper()
+	p := w.processWith(t, name, cfg)
 	h, err := api.Build(ctx, p)
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
