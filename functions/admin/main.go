@@ -28,9 +28,10 @@
 // Unknown fields are refused, so a misspelt limit is not silently dropped.
 //
 // The database is named the way every txfence process names it:
-// TXFENCE_DATABASE_URL (required), and for Cloud SQL
-// TXFENCE_CLOUDSQL_INSTANCE, TXFENCE_CLOUDSQL_IAM_AUTH and
-// TXFENCE_CLOUDSQL_PRIVATE_IP.
+// TXFENCE_DATABASE_URL, and for Cloud SQL TXFENCE_CLOUDSQL_INSTANCE,
+// TXFENCE_CLOUDSQL_IAM_AUTH and TXFENCE_CLOUDSQL_PRIVATE_IP; or, when
+// signers are sharded, TXFENCE_DATABASES, whose first (home) shard holds
+// policies, API keys and the audit log.
 package main
 
 import (
@@ -137,15 +138,14 @@ func run(ctx context.Context, args []string, env cmdEnv) error {
 		return fmt.Errorf("%w: %s needs --file", errUsage, cmd)
 	}
 
-	dbcfg := config.Defaults().Database
-	dbcfg.URL = env.getenv(config.EnvDatabaseURL)
-	dbcfg.Instance = env.getenv(config.EnvCloudSQLInstance)
-	dbcfg.IAMAuth = env.getenv(config.EnvCloudSQLIAMAuth) == "true"
-	dbcfg.PrivateIP = env.getenv(config.EnvCloudSQLPrivateIP) == "true"
-	dbcfg.MaxConns = 2
-	if dbcfg.URL == "" {
-		return fmt.Errorf("%s is required", config.EnvDatabaseURL)
+	// Policies, API keys and the audit log live in the one database, or in
+	// the home shard: the first of TXFENCE_DATABASES.
+	dbs, err := config.LoadDatabases(func(k string) (string, bool) { v := env.getenv(k); return v, v != "" })
+	if err != nil {
+		return err
 	}
+	dbcfg := dbs[0].Database
+	dbcfg.MaxConns = 2
 	db, err := postgres.Open(ctx, dbcfg)
 	if err != nil {
 		return err

@@ -35,17 +35,34 @@ type Deps struct {
 	Policies *app.Policies
 	// PolicyStore is where admins change policies.
 	PolicyStore txm.PolicyStore
-	Create      *app.CreateTx
-	Queries     txm.TxQueries
-	// Completions serves the feed of reported outcomes.
-	Completions *app.FollowCompletions
+	// Create is *app.CreateTx, or *app.ShardedCreate when signers are
+	// sharded; Queries and ActionLog likewise read one store or every
+	// shard (*app.ShardedQueries).
+	Create  Creator
+	Queries txm.TxQueries
+	// Completions serves the feed of reported outcomes of one database;
+	// ShardedCompletions, set instead when signers are sharded, merges the
+	// shards' feeds under a cursor naming each shard.
+	Completions        *app.FollowCompletions
+	ShardedCompletions *app.MergedCompletions
 	// Actions records admin actions; ActionLog lists them.
-	Actions   *app.RequestAction
+	Actions   ActionRequester
 	ActionLog txm.ActionStore
 	// Nonces reads chain nonces for the signer status; optional per chain.
 	Nonces  map[uint64]txm.NonceSource
 	Metrics *metrics.Metrics
 	Log     *slog.Logger
+}
+
+// Creator creates transactions: *app.CreateTx or *app.ShardedCreate.
+type Creator interface {
+	Execute(ctx context.Context, who txm.Principal, r *txm.Request) (txm.Created, error)
+}
+
+// ActionRequester records admin actions: *app.RequestAction or
+// *app.ShardedActions.
+type ActionRequester interface {
+	Execute(ctx context.Context, r txm.ActionRequest) (txm.Action, bool, error)
 }
 
 // Handler serves the API.
@@ -80,9 +97,9 @@ var routes = []route{
 
 // NewHandler returns the API handler.
 func NewHandler(d Deps) (*Handler, error) {
-	if d.Auth == nil || d.Policies == nil || d.PolicyStore == nil || d.Create == nil || d.Queries == nil || d.Completions == nil ||
-		d.Actions == nil || d.ActionLog == nil || d.Log == nil {
-		return nil, errors.New("new api handler: auth, policies, create, queries, completions, actions and logger are required")
+	if d.Auth == nil || d.Policies == nil || d.PolicyStore == nil || d.Create == nil || d.Queries == nil ||
+		(d.Completions == nil) == (d.ShardedCompletions == nil) || d.Actions == nil || d.ActionLog == nil || d.Log == nil {
+		return nil, errors.New("new api handler: auth, policies, create, queries, one completions feed, actions and logger are required")
 	}
 	h := &Handler{deps: d, mux: http.NewServeMux(), limits: newLimits(d.Config.Auth)}
 	for _, rt := range routes {

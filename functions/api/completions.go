@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/txfence/txfence/shared/app"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -21,6 +22,9 @@ type completionView struct {
 	Nonce     uint64    `json:"nonce"`
 	Hash      *string   `json:"hash"`
 	CreatedAt time.Time `json:"createdAt"`
+	// Shard is the database the outcome was written in, when signers are
+	// sharded: seq counts per shard.
+	Shard string `json:"shard,omitempty"`
 }
 
 type completionPage struct {
@@ -28,6 +32,17 @@ type completionPage struct {
 	// Next is the seq to pass as after for the following page: the last
 	// item's seq, or the request's after when there were none.
 	Next int64 `json:"next"`
+}
+
+// shardedCompletionPage is a page of the feed of a sharded deployment.
+type shardedCompletionPage struct {
+	Items []completionView `json:"items"`
+	// Next is the cursor to pass as after for the following page: each
+	// shard's last delivered seq, "a:12,b:40".
+	Next string `json:"next"`
+	// UnavailableShards could not be read; their items come on a later
+	// page (Next did not move past them).
+	UnavailableShards []string `json:"unavailableShards,omitempty"`
 }
 
 // maxWait bounds a long poll.
@@ -42,7 +57,14 @@ func (h *Handler) completions(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	var errs []fieldError
 	after, limit, wait := int64(0), 100, time.Duration(0)
-	if s := q.Get("after"); s != "" {
+	var cursor app.FeedCursor
+	if merged := h.deps.ShardedCompletions; merged != nil {
+		c, err := merged.ParseCursor(q.Get("after"))
+		if err != nil {
+			errs = append(errs, fieldError{Field: "after", Message: err.Error()})
+		}
+		cursor = c
+	} else if s := q.Get("after"); s != "" {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || n < 0 {
 			errs = append(errs, fieldError{Field: "after", Message: "must be a non-negative integer"})
@@ -78,6 +100,20 @@ func (h *Handler) completions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := callerOf(r)
+	if merged := h.deps.ShardedCompletions; merged != nil {
+		items, next, unavailable, err := merged.Page(r.Context(), c.who, c.pol, cursor, limit, wait)
+		if err != nil {
+			writeProblem(w, problemFor(err))
+			return
+		}
+		page := shardedCompletionPage{Items: make([]completionView, len(items)), Next: merged.FormatCursor(next), UnavailableShards: unavailable}
+		for i, it := range items {
+			page.Items[i] = viewOf(it.Completion)
+			page.Items[i].Shard = it.Shard
+		}
+		writeJSON(w, http.StatusOK, page)
+		return
+	}
 	items, err := h.deps.Completions.Page(r.Context(), c.who, c.pol, after, limit, wait)
 	if err != nil {
 		writeProblem(w, problemFor(err))
@@ -85,15 +121,20 @@ func (h *Handler) completions(w http.ResponseWriter, r *http.Request) {
 	}
 	page := completionPage{Items: make([]completionView, len(items)), Next: after}
 	for i, c := range items {
-		v := completionView{Seq: c.Seq, Type: string(txm.EventFor(c.State)), TxID: c.TxID, ChainID: c.ChainID,
-			Signer: txm.CanonicalAddress(c.Signer), State: c.State, NewFork: c.NewFork, SubState: c.SubState, Nonce: c.Nonce,
-			CreatedAt: c.CreatedAt.UTC()}
-		if c.Hash != nil {
-			s := c.Hash.Hex()
-			v.Hash = &s
-		}
-		page.Items[i] = v
+		page.Items[i] = viewOf(c)
 		page.Next = c.Seq
 	}
 	writeJSON(w, http.StatusOK, page)
+}
+
+// viewOf is a completion's wire form.
+func viewOf(c txm.Completion) completionView {
+	v := completionView{Seq: c.Seq, Type: string(txm.EventFor(c.State)), TxID: c.TxID, ChainID: c.ChainID,
+		Signer: txm.CanonicalAddress(c.Signer), State: c.State, NewFork: c.NewFork, SubState: c.SubState, Nonce: c.Nonce,
+		CreatedAt: c.CreatedAt.UTC()}
+	if c.Hash != nil {
+		s := c.Hash.Hex()
+		v.Hash = &s
+	}
+	return v
 }

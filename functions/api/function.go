@@ -14,7 +14,14 @@ import (
 
 func init() { functions.HTTP("Api", Serve) }
 
-var lazy = deps.Lazy[*Handler]{Build: func(ctx context.Context, p *deps.Process) (*Handler, error) {
+var lazy = deps.Lazy[*Handler]{Build: Build}
+
+// Build is the API handler over the process's dependencies. With one
+// database it is as it always was; with shards, each shard has its own
+// create, actions and feed use cases, and the handler routes a signer's
+// work to its shard, looks transaction ids up in every shard, and merges
+// the feeds.
+func Build(ctx context.Context, p *deps.Process) (*Handler, error) {
 	readers := map[uint64]app.ChainReader{}
 	nonces := map[uint64]txm.NonceSource{}
 	for id, c := range p.Chains {
@@ -24,21 +31,49 @@ var lazy = deps.Lazy[*Handler]{Build: func(ctx context.Context, p *deps.Process)
 	if err != nil {
 		return nil, err
 	}
-	create, err := app.NewCreateTx(p.Store, readers, p.Relay, policies, p.Config, p.Metrics, p.Log)
+	d := Deps{Config: p.Config, Auth: authn, Policies: policies, PolicyStore: p.PolicyStore, Nonces: nonces, Metrics: p.Metrics, Log: p.Log}
+	creates, err := deps.PerShard(p, func(sh *deps.Shard) (*app.CreateTx, error) {
+		return app.NewCreateTx(sh.Store, readers, sh.Relay, policies, p.Config, p.Metrics, p.Log)
+	})
 	if err != nil {
 		return nil, err
 	}
-	actions, err := app.NewRequestAction(p.Store, p.Relay, p.Config.MaxFeeCap, p.Log)
+	actions, err := deps.PerShard(p, func(sh *deps.Shard) (*app.RequestAction, error) {
+		return app.NewRequestAction(sh.Store, sh.Relay, p.Config.MaxFeeCap, p.Log)
+	})
 	if err != nil {
 		return nil, err
 	}
-	follow, err := app.NewFollowCompletions(p.Store, p.Store, p.Config.Auth.MaxWaits, p.Log)
+	feeds, err := deps.PerShard(p, func(sh *deps.Shard) (*app.FollowCompletions, error) {
+		return app.NewFollowCompletions(sh.Store, sh.Store, p.Config.Auth.MaxWaits, p.Log)
+	})
 	if err != nil {
 		return nil, err
 	}
-	return NewHandler(Deps{Config: p.Config, Auth: authn, Policies: policies, PolicyStore: p.PolicyStore, Create: create, Queries: p.Store,
-		Completions: follow, Actions: actions, ActionLog: p.Store, Nonces: nonces, Metrics: p.Metrics, Log: p.Log})
-}}
+	if !p.Config.Sharded() {
+		d.Create, d.Actions, d.Completions, d.Queries, d.ActionLog = creates[""], actions[""], feeds[""], p.Store, p.Store
+		return NewHandler(d)
+	}
+	stores := map[string]app.ShardStore{}
+	for _, sh := range p.Shards {
+		stores[sh.Name] = sh.Store
+	}
+	queries, err := app.NewShardedQueries(p.Router, stores)
+	if err != nil {
+		return nil, err
+	}
+	if d.Create, err = app.NewShardedCreate(p.Router, creates, p.Config); err != nil {
+		return nil, err
+	}
+	if d.Actions, err = app.NewShardedActions(queries, actions); err != nil {
+		return nil, err
+	}
+	if d.ShardedCompletions, err = app.NewMergedCompletions(p.Router, feeds); err != nil {
+		return nil, err
+	}
+	d.Queries, d.ActionLog = queries, queries
+	return NewHandler(d)
+}
 
 // Serve is the deployed entry point: it builds the handler on first use.
 func Serve(w http.ResponseWriter, r *http.Request) {

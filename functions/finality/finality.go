@@ -19,17 +19,23 @@ import (
 	"github.com/txfence/txfence/shared/app"
 )
 
+// Sweeper sweeps for a budget: *app.SweepFinality, or
+// *app.ShardedFinality, which sweeps every shard at once.
+type Sweeper interface {
+	Run(ctx context.Context, budget, interval time.Duration) (app.PassStats, error)
+}
+
 // Handler runs sweeps.
 type Handler struct {
-	sweep    *app.SweepFinality
+	sweep    Sweeper
 	log      *slog.Logger
 	budget   time.Duration
 	interval time.Duration
 }
 
 // NewHandler returns the handler.
-func NewHandler(sweep *app.SweepFinality, budget, interval time.Duration, log *slog.Logger) (*Handler, error) {
-	if sweep == nil || log == nil || budget <= 0 || interval <= 0 {
+func NewHandler(sweep Sweeper, budget, interval time.Duration, log *slog.Logger) (*Handler, error) {
+	if sweep == nil || sweep == Sweeper((*app.SweepFinality)(nil)) || log == nil || budget <= 0 || interval <= 0 {
 		return nil, errors.New("new finality handler: sweep, logger and a positive budget and interval are required")
 	}
 	return &Handler{sweep: sweep, log: log, budget: budget, interval: interval}, nil
@@ -44,13 +50,26 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func init() { functions.HTTP("FinalitySweep", serve) }
 
-var lazy = deps.Lazy[*Handler]{Build: func(_ context.Context, p *deps.Process) (*Handler, error) {
-	sweep, err := app.NewSweepFinality(p.Store, p.Store.Leases(), p.ChainPorts(), p.Relay, p.Config, p.Metrics, p.Log)
+var lazy = deps.Lazy[*Handler]{Build: Build}
+
+// Build is the FinalitySweep handler over the process's dependencies: one
+// sweep per shard, all run at once.
+func Build(_ context.Context, p *deps.Process) (*Handler, error) {
+	by, err := deps.PerShard(p, func(sh *deps.Shard) (*app.SweepFinality, error) {
+		return app.NewSweepFinality(sh.Store, sh.Store.Leases(), p.ChainPorts(), sh.Relay, p.Config, p.Metrics, p.Log)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !p.Config.Sharded() {
+		return NewHandler(by[""], p.Config.FinalityBudget, p.Config.FinalityInterval, p.Log)
+	}
+	sweep, err := app.NewShardedFinality(p.Router, by)
 	if err != nil {
 		return nil, err
 	}
 	return NewHandler(sweep, p.Config.FinalityBudget, p.Config.FinalityInterval, p.Log)
-}}
+}
 
 func serve(w http.ResponseWriter, r *http.Request) {
 	h, err := lazy.Get(r.Context())

@@ -7,6 +7,7 @@ package outbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -20,9 +21,15 @@ import (
 
 func init() { functions.HTTP("OutboxSweep", serve) }
 
+// Relayer publishes left-behind rows: *app.Relay, or *app.ShardedRelay,
+// which sweeps every shard's outbox.
+type Relayer interface {
+	Sweep(ctx context.Context, olderThan time.Duration, limit int) (int, error)
+}
+
 // Sweeper relays left-behind rows.
 type Sweeper struct {
-	relay *app.Relay
+	relay Relayer
 	log   *slog.Logger
 	// MinAge leaves fresh rows to the invocations that wrote them.
 	MinAge time.Duration
@@ -31,8 +38,8 @@ type Sweeper struct {
 }
 
 // NewSweeper returns a sweeper.
-func NewSweeper(relay *app.Relay, log *slog.Logger) (*Sweeper, error) {
-	if relay == nil || log == nil {
+func NewSweeper(relay Relayer, log *slog.Logger) (*Sweeper, error) {
+	if relay == nil || relay == Relayer((*app.Relay)(nil)) || log == nil {
 		return nil, errors.New("new outbox sweeper: relay and logger are required")
 	}
 	return &Sweeper{relay: relay, log: log, MinAge: 5 * time.Second, Budget: 50 * time.Second}, nil
@@ -65,9 +72,24 @@ func (s *Sweeper) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-var lazy = deps.Lazy[*Sweeper]{Build: func(_ context.Context, p *deps.Process) (*Sweeper, error) {
-	return NewSweeper(p.Relay, p.Log)
-}}
+var lazy = deps.Lazy[*Sweeper]{Build: Build}
+
+// Build is the OutboxSweep over the process's dependencies: every shard's
+// outbox.
+func Build(_ context.Context, p *deps.Process) (*Sweeper, error) {
+	if !p.Config.Sharded() {
+		return NewSweeper(p.Relay, p.Log)
+	}
+	by := map[string]*app.Relay{}
+	for _, sh := range p.Shards {
+		by[sh.Name] = sh.Relay
+	}
+	relay, err := app.NewShardedRelay(p.Router, by)
+	if err != nil {
+		return nil, fmt.Errorf("outbox sweep: %w (is a Pub/Sub project configured?)", err)
+	}
+	return NewSweeper(relay, p.Log)
+}
 
 func serve(w http.ResponseWriter, r *http.Request) {
 	s, err := lazy.Get(r.Context())

@@ -19,15 +19,21 @@ import (
 	"github.com/txfence/txfence/shared/app"
 )
 
+// Checker checks one signer's receipts: *app.CheckReceipts, or
+// *app.ShardedReceipts, which sends the signer to its shard's.
+type Checker interface {
+	Execute(ctx context.Context, chainID uint64, signer common.Address) (int, error)
+}
+
 // Handler handles receipt prompts.
 type Handler struct {
-	check *app.CheckReceipts
+	check Checker
 	log   *slog.Logger
 }
 
 // NewHandler returns the handler.
-func NewHandler(check *app.CheckReceipts, log *slog.Logger) (*Handler, error) {
-	if check == nil || log == nil {
+func NewHandler(check Checker, log *slog.Logger) (*Handler, error) {
+	if check == nil || check == Checker((*app.CheckReceipts)(nil)) || log == nil {
 		return nil, errors.New("new receipt handler: check and logger are required")
 	}
 	return &Handler{check: check, log: log}, nil
@@ -43,13 +49,26 @@ func (h *Handler) Handle(ctx context.Context, e event.Event) error {
 
 func init() { functions.CloudEvent("Receipt", handle) }
 
-var lazy = deps.Lazy[*Handler]{Build: func(_ context.Context, p *deps.Process) (*Handler, error) {
-	check, err := app.NewCheckReceipts(p.Store, p.Store.Leases(), p.ChainPorts(), p.Relay, p.Config, p.Metrics, p.Log)
+var lazy = deps.Lazy[*Handler]{Build: Build}
+
+// Build is the Receipt handler over the process's dependencies: one
+// CheckReceipts per shard, each signer's prompt routed to its shard's.
+func Build(_ context.Context, p *deps.Process) (*Handler, error) {
+	by, err := deps.PerShard(p, func(sh *deps.Shard) (*app.CheckReceipts, error) {
+		return app.NewCheckReceipts(sh.Store, sh.Store.Leases(), p.ChainPorts(), sh.Relay, p.Config, p.Metrics, p.Log)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !p.Config.Sharded() {
+		return NewHandler(by[""], p.Log)
+	}
+	check, err := app.NewShardedReceipts(p.Router, by)
 	if err != nil {
 		return nil, err
 	}
 	return NewHandler(check, p.Log)
-}}
+}
 
 func handle(ctx context.Context, e event.Event) error {
 	h, err := lazy.Get(ctx)

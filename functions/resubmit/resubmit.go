@@ -21,17 +21,23 @@ import (
 	"github.com/txfence/txfence/shared/app"
 )
 
+// Sweeper sweeps for a budget: *app.SweepResubmit, or
+// *app.ShardedResubmit, which sweeps every shard at once.
+type Sweeper interface {
+	Run(ctx context.Context, budget, interval time.Duration) (app.ResubmitStats, error)
+}
+
 // Handler runs one sweep per call.
 type Handler struct {
-	sweep    *app.SweepResubmit
+	sweep    Sweeper
 	log      *slog.Logger
 	budget   time.Duration
 	interval time.Duration
 }
 
 // NewHandler returns the handler.
-func NewHandler(sweep *app.SweepResubmit, budget, interval time.Duration, log *slog.Logger) (*Handler, error) {
-	if sweep == nil || log == nil || budget <= 0 || interval <= 0 {
+func NewHandler(sweep Sweeper, budget, interval time.Duration, log *slog.Logger) (*Handler, error) {
+	if sweep == nil || sweep == Sweeper((*app.SweepResubmit)(nil)) || log == nil || budget <= 0 || interval <= 0 {
 		return nil, errors.New("new resubmit handler: sweep, logger and a positive budget and interval are required")
 	}
 	return &Handler{sweep: sweep, log: log, budget: budget, interval: interval}, nil
@@ -46,7 +52,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func init() { functions.HTTP("ResubmitSweep", serve) }
 
-var lazy = deps.Lazy[*Handler]{Build: func(ctx context.Context, p *deps.Process) (*Handler, error) {
+var lazy = deps.Lazy[*Handler]{Build: Build}
+
+// Build is the ResubmitSweep handler over the process's dependencies: one
+// sweep per shard, all run at once.
+func Build(ctx context.Context, p *deps.Process) (*Handler, error) {
 	signers, err := p.Signers(ctx)
 	if err != nil {
 		return nil, err
@@ -55,12 +65,21 @@ var lazy = deps.Lazy[*Handler]{Build: func(ctx context.Context, p *deps.Process)
 	if err != nil {
 		return nil, err
 	}
-	sweep, err := app.NewSweepResubmit(p.Store, p.Store.Leases(), p.ChainPorts(), signers, hook, p.Relay, p.Config, p.Metrics, p.Log)
+	by, err := deps.PerShard(p, func(sh *deps.Shard) (*app.SweepResubmit, error) {
+		return app.NewSweepResubmit(sh.Store, sh.Store.Leases(), p.ChainPorts(), signers, hook, sh.Relay, p.Config, p.Metrics, p.Log)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !p.Config.Sharded() {
+		return NewHandler(by[""], p.Config.ResubmitBudget, p.Config.ResubmitPass, p.Log)
+	}
+	sweep, err := app.NewShardedResubmit(p.Router, by)
 	if err != nil {
 		return nil, err
 	}
 	return NewHandler(sweep, p.Config.ResubmitBudget, p.Config.ResubmitPass, p.Log)
-}}
+}
 
 func serve(w http.ResponseWriter, r *http.Request) {
 	h, err := lazy.Get(r.Context())

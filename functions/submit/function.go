@@ -12,17 +12,30 @@ import (
 
 func init() { functions.CloudEvent("Submit", handle) }
 
-var lazy = deps.Lazy[*Handler]{Build: func(ctx context.Context, p *deps.Process) (*Handler, error) {
+var lazy = deps.Lazy[*Handler]{Build: Build}
+
+// Build is the Submit handler over the process's dependencies: one
+// DrainSigner per shard, each signer's prompt routed to its shard's.
+func Build(ctx context.Context, p *deps.Process) (*Handler, error) {
 	signers, err := p.Signers(ctx)
 	if err != nil {
 		return nil, err
 	}
-	drain, err := app.NewDrainSigner(p.Store, p.Store.Leases(), p.ChainPorts(), signers, p.Relay, p.Config, p.Metrics, p.Log)
+	by, err := deps.PerShard(p, func(sh *deps.Shard) (*app.DrainSigner, error) {
+		return app.NewDrainSigner(sh.Store, sh.Store.Leases(), p.ChainPorts(), signers, sh.Relay, p.Config, p.Metrics, p.Log)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !p.Config.Sharded() {
+		return NewHandler(by[""], p.Log)
+	}
+	drain, err := app.NewShardedDrain(p.Router, by)
 	if err != nil {
 		return nil, err
 	}
 	return NewHandler(drain, p.Log)
-}}
+}
 
 // handle is the deployed entry point; an error makes Pub/Sub redeliver.
 func handle(ctx context.Context, e event.Event) error {

@@ -19,15 +19,21 @@ import (
 	"github.com/txfence/txfence/shared/app"
 )
 
+// Drainer drains one signer: *app.DrainSigner, or *app.ShardedDrain,
+// which sends the signer to its shard's.
+type Drainer interface {
+	Execute(ctx context.Context, chainID uint64, signer common.Address) (app.DrainResult, error)
+}
+
 // Handler handles submit prompts.
 type Handler struct {
-	drain *app.DrainSigner
+	drain Drainer
 	log   *slog.Logger
 }
 
 // NewHandler returns the handler.
-func NewHandler(drain *app.DrainSigner, log *slog.Logger) (*Handler, error) {
-	if drain == nil || log == nil {
+func NewHandler(drain Drainer, log *slog.Logger) (*Handler, error) {
+	if drain == nil || drain == Drainer((*app.DrainSigner)(nil)) || log == nil {
 		return nil, errors.New("new submit handler: drain and logger are required")
 	}
 	return &Handler{drain: drain, log: log}, nil

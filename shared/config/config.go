@@ -147,6 +147,11 @@ type Config struct {
 	LogLevel   string
 
 	Database Database
+	// Shards, when set (TXFENCE_DATABASES), are the databases the signers
+	// are spread over by ShardMap; Database then only carries the settings
+	// every shard shares (pool size, timeouts, Cloud SQL options).
+	Shards   []Shard
+	ShardMap ShardMap
 	Lease    Lease
 	Auth     Auth
 
@@ -197,6 +202,10 @@ type Config struct {
 	// onCloudRun is set by Load when K_SERVICE is: development
 	// authentication is refused there.
 	onCloudRun bool
+	// databasesSet is set by Load when TXFENCE_DATABASES is given, even if
+	// it failed to parse, so that its problem is not reported as a missing
+	// TXFENCE_DATABASE_URL.
+	databasesSet bool
 
 	Project         string // Google Cloud project for Pub/Sub
 	TopicSubmit     string
@@ -327,6 +336,8 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 	p.str(EnvLogLevel, &c.LogLevel)
 	p.str(EnvDatabaseURL, &c.Database.URL)
 	p.str(EnvCloudSQLInstance, &c.Database.Instance)
+	p.databases(EnvDatabases, &c.Shards)
+	p.shardMap(EnvShardMap, &c.ShardMap)
 	p.boolean(EnvCloudSQLIAMAuth, &c.Database.IAMAuth)
 	p.boolean(EnvCloudSQLPrivateIP, &c.Database.PrivateIP)
 	p.int32(EnvDBMaxConns, &c.Database.MaxConns)
@@ -389,6 +400,7 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 	if c.InstanceID == "" {
 		c.InstanceID = defaultInstanceID(lookup)
 	}
+	_, c.databasesSet = p.get(EnvDatabases)
 	if v, ok := lookup("K_SERVICE"); ok && v != "" {
 		c.onCloudRun = true
 	}
@@ -424,12 +436,7 @@ func (c Config) validate() []Problem {
 	bad := func(env, format string, args ...any) {
 		ps = append(ps, Problem{Var: env, Message: fmt.Sprintf(format, args...)})
 	}
-	if c.Database.URL == "" {
-		bad(EnvDatabaseURL, "is required (a PostgreSQL connection string; with %s it names user and database)", EnvCloudSQLInstance)
-	}
-	if c.Database.Instance != "" && strings.Count(c.Database.Instance, ":") != 2 {
-		bad(EnvCloudSQLInstance, "must be an instance connection name project:region:instance, got %q", c.Database.Instance)
-	}
+	c.validateShards(bad)
 	if c.Database.MaxConns < 1 {
 		bad(EnvDBMaxConns, "must be at least 1, got %d", c.Database.MaxConns)
 	}

@@ -240,3 +240,33 @@ func startContainer(ctx context.Context) (skip string, err error) {
 	harness.stop = func() { _ = testcontainers.TerminateContainer(ctr) }
 	return "", nil
 }
+
+// NewServer starts a PostgreSQL server of its own, independent of the one
+// every other test shares (its own data directory, socket and process:
+// what a second Cloud SQL primary is to txfence), with one migrated
+// database; it is stopped at the end of the test. It needs the server
+// binaries even when TEST_DATABASE_URL names a server.
+func NewServer(t testing.TB) (*Server, *DB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srv, err := Start(ctx, Options{})
+	if err != nil {
+		t.Fatalf("pgtest: another server: %v", err)
+	}
+	t.Cleanup(func() { _ = srv.Stop() })
+	conn, err := pgx.Connect(ctx, srv.URL("postgres"))
+	if err != nil {
+		t.Fatalf("pgtest: connect to another server: %v", err)
+	}
+	_, err = conn.Exec(ctx, "CREATE DATABASE txfence")
+	_ = conn.Close(ctx)
+	if err != nil {
+		t.Fatalf("pgtest: create database: %v", err)
+	}
+	url := srv.URL("txfence")
+	if err := migrateUp(ctx, url); err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	return srv, &DB{URL: url, Pool: Pool(t, url)}
+}

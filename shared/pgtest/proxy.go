@@ -84,12 +84,17 @@ func (p *Proxy) CutNext(c Cut) {
 	p.cut = c
 }
 
-// Up makes the database reachable again after CutAfterCommitAndDown.
+// Up makes the database reachable again after Down or CutAfterCommitAndDown.
 func (p *Proxy) Up() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.down = false
 }
+
+// Down makes the database unreachable through the proxy, as a primary
+// that is down or cut off: every connection is closed and new ones are
+// refused until Up.
+func (p *Proxy) Down() { p.goDown() }
 
 // goDown closes every connection and refuses new ones until Up.
 func (p *Proxy) goDown() {

@@ -295,17 +295,21 @@ RETURNING seq, tx_id::text, new_fork`, ids, chains, signers, states, forks, subs
 	for i, f := range done {
 		w := byTx[f.id]
 		msg := txm.CompletionMessage{Type: txm.EventFor(txm.State(f.state)), Seq: w.seq, TxID: f.id, ChainID: uint64(f.chainID),
-			Signer: f.signer, State: txm.State(f.state), NewFork: w.newFork, SubState: f.subState, Nonce: uint64(f.nonce)}
+			Signer: f.signer, State: txm.State(f.state), NewFork: w.newFork, SubState: f.subState, Nonce: uint64(f.nonce), Shard: s.shard}
 		if f.hash != nil {
 			msg.Hash = *f.hash
 		}
 		keys[i] = f.signer
 		payloads[i], _ = json.Marshal(msg)
-		attrs[i], _ = json.Marshal(map[string]string{
+		attr := map[string]string{
 			"chain": strconv.FormatInt(f.chainID, 10), "signer": f.signer, "state": f.state,
 			"seq": strconv.FormatInt(w.seq, 10), "type": string(msg.Type), "newFork": strconv.FormatBool(w.newFork),
 			"subState": f.subState,
-		})
+		}
+		if s.shard != "" {
+			attr["shard"] = s.shard // seq counts per shard
+		}
+		attrs[i], _ = json.Marshal(attr)
 	}
 	orows, err := tx.Query(ctx, `
 INSERT INTO outbox (topic, ordering_key, payload, attributes)

@@ -34,6 +34,7 @@ type Store struct {
 	metrics *metrics.Metrics
 	log     *slog.Logger
 	hooks   Hooks
+	shard   string // the shard this database is, "" with one database
 }
 
 // NewStore returns a Store. leases must be over the same pool.
@@ -58,6 +59,13 @@ func NewStoreFromConfig(pool *pgxpool.Pool, cfg config.Config, m *metrics.Metric
 
 // Leases returns the lease store the Store fences with.
 func (s *Store) Leases() *Leases { return s.leases }
+
+// SetShard names the shard this store's database is (TXFENCE_DATABASES):
+// completion messages carry it, for their seq counts per shard.
+func (s *Store) SetShard(name string) { s.shard = name }
+
+// Shard is the shard this store's database is, "" with one database.
+func (s *Store) Shard() string { return s.shard }
 
 // SetHooks installs test hooks.
 func (s *Store) SetHooks(h Hooks) { s.hooks = h }

@@ -68,6 +68,10 @@ type CompletionMessage struct {
 	SubState string    `json:"subState,omitempty"`
 	Nonce    uint64    `json:"nonce"`
 	Hash     string    `json:"hash,omitempty"`
+	// Shard names the database the outcome was written in when signers are
+	// sharded (TXFENCE_DATABASES): Seq counts per shard, so consumers
+	// deduplicate by (shard, seq). Absent with one database.
+	Shard string `json:"shard,omitempty"`
 }
 
 // SignerRef names a signer on a chain.

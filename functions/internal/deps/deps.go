@@ -31,10 +31,22 @@ import (
 // Process is what one process shares across invocations.
 type Process struct {
 	Config config.Config
-	DB     *postgres.DB
+	// DB is the one database or, when sharded, the home shard (the first
+	// of TXFENCE_DATABASES), which also holds policies, API keys and the
+	// audit log.
+	DB *postgres.DB
+	// Store and Relay are the one database's; nil when sharded, where
+	// every signer's work must go through its shard (Shards, Router).
 	Store  *postgres.Store
 	Chains map[uint64]*evm.Client
 	Relay  *app.Relay // nil when no Pub/Sub project is configured
+	// Shards are the databases in configuration order: one, named "",
+	// without TXFENCE_DATABASES. Router maps signers to them.
+	Shards []*Shard
+	Router *app.ShardRouter
+	// mapCheck is the check of the signer map against the home shard's
+	// history, once per process.
+	mapCheck checkOnce
 	// PolicyStore is set by Auth.
 	PolicyStore txm.PolicyStore
 	Metrics     *metrics.Metrics
@@ -81,16 +93,11 @@ func Get(ctx context.Context) (*Process, error) {
 func Build(ctx context.Context, cfg config.Config) (*Process, error) {
 	log := logging.New(os.Stderr, cfg.LogLevel).With(slog.String("instance", cfg.InstanceID))
 	m := metrics.New()
-	db, err := postgres.Open(ctx, cfg.Database)
-	if err != nil {
-		return nil, fmt.Errorf("open database: %w", err)
-	}
-	store, err := postgres.NewStoreFromConfig(db.Pool, cfg, m, log)
-	if err != nil {
-		db.Close()
+	p := &Process{Config: cfg, Chains: map[uint64]*evm.Client{}, Metrics: m, Log: log}
+	if err := p.openShards(ctx); err != nil {
+		p.Close()
 		return nil, err
 	}
-	p := &Process{Config: cfg, DB: db, Store: store, Chains: map[uint64]*evm.Client{}, Metrics: m, Log: log}
 	if cfg.Project != "" {
 		// PUBSUB_EMULATOR_HOST, when set, is honoured by the client itself.
 		c, err := pubsub.Dial(ctx, cfg.Project)
@@ -103,9 +110,14 @@ func Build(ctx context.Context, cfg config.Config) (*Process, error) {
 			p.Close()
 			return nil, err
 		}
-		if p.Relay, err = app.NewRelay(store, p.publisher, log); err != nil {
-			p.Close()
-			return nil, err
+		for _, sh := range p.Shards {
+			if sh.Relay, err = app.NewRelay(sh.Store, p.publisher, log); err != nil {
+				p.Close()
+				return nil, err
+			}
+		}
+		if !cfg.Sharded() {
+			p.Relay = p.Shards[0].Relay
 		}
 	}
 	for _, ch := range cfg.Chains {
@@ -196,5 +208,7 @@ func (p *Process) Close() {
 	if p.kms != nil {
 		_ = p.kms.Close()
 	}
-	p.DB.Close()
+	for _, sh := range p.Shards {
+		sh.DB.Close()
+	}
 }

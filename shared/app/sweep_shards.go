@@ -1,0 +1,95 @@
+package app
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// ShardedFinality runs every shard's SweepFinality at once, for the same
+// budget: a shard that is down fails alone while the others sweep.
+type ShardedFinality struct {
+	r  *ShardRouter
+	by map[string]*SweepFinality
+}
+
+// NewShardedFinality returns the sweep over one SweepFinality per shard.
+func NewShardedFinality(r *ShardRouter, by map[string]*SweepFinality) (*ShardedFinality, error) {
+	if err := checkShards("finality sweep", r, by); err != nil {
+		return nil, err
+	}
+	return &ShardedFinality{r: r, by: by}, nil
+}
+
+// Run sweeps every shard for budget and sums what they did; the error
+// names each shard that failed.
+func (s *ShardedFinality) Run(ctx context.Context, budget, interval time.Duration) (PassStats, error) {
+	var mu sync.Mutex
+	var total PassStats
+	errs := s.r.each(ctx, s.r.names, func(ctx context.Context, name string) error {
+		st, err := s.by[name].Run(ctx, budget, interval)
+		mu.Lock()
+		total.add(st)
+		mu.Unlock()
+		return err
+	})
+	return total, s.r.joinShardErrors(errs)
+}
+
+// ShardedResubmit runs every shard's SweepResubmit at once.
+type ShardedResubmit struct {
+	r  *ShardRouter
+	by map[string]*SweepResubmit
+}
+
+// NewShardedResubmit returns the sweep over one SweepResubmit per shard.
+func NewShardedResubmit(r *ShardRouter, by map[string]*SweepResubmit) (*ShardedResubmit, error) {
+	if err := checkShards("resubmit sweep", r, by); err != nil {
+		return nil, err
+	}
+	return &ShardedResubmit{r: r, by: by}, nil
+}
+
+// Run sweeps every shard for budget and sums what they did.
+func (s *ShardedResubmit) Run(ctx context.Context, budget, interval time.Duration) (ResubmitStats, error) {
+	var mu sync.Mutex
+	var total ResubmitStats
+	errs := s.r.each(ctx, s.r.names, func(ctx context.Context, name string) error {
+		st, err := s.by[name].Run(ctx, budget, interval)
+		mu.Lock()
+		total.add(st)
+		mu.Unlock()
+		return err
+	})
+	return total, s.r.joinShardErrors(errs)
+}
+
+// ShardedRelay sweeps every shard's outbox (each shard's rows are
+// published by a Relay over that shard's store).
+type ShardedRelay struct {
+	r  *ShardRouter
+	by map[string]*Relay
+}
+
+// NewShardedRelay returns the outbox sweep over one Relay per shard.
+func NewShardedRelay(r *ShardRouter, by map[string]*Relay) (*ShardedRelay, error) {
+	if err := checkShards("relay", r, by); err != nil {
+		return nil, err
+	}
+	return &ShardedRelay{r: r, by: by}, nil
+}
+
+// Sweep relays up to limit unsent rows older than olderThan of each shard
+// and returns how many it sent in all.
+func (s *ShardedRelay) Sweep(ctx context.Context, olderThan time.Duration, limit int) (int, error) {
+	var mu sync.Mutex
+	total := 0
+	errs := s.r.each(ctx, s.r.names, func(ctx context.Context, name string) error {
+		n, err := s.by[name].Sweep(ctx, olderThan, limit)
+		mu.Lock()
+		total += n
+		mu.Unlock()
+		return err
+	})
+	return total, s.r.joinShardErrors(errs)
+}
