@@ -24,16 +24,9 @@ func NewShardedFinality(r *ShardRouter, by map[string]*SweepFinality) (*ShardedF
 // Run sweeps every shard for budget and sums what they did; the error
 // names each shard that failed.
 func (s *ShardedFinality) Run(ctx context.Context, budget, interval time.Duration) (PassStats, error) {
-	var mu sync.Mutex
-	var total PassStats
-	errs := s.r.each(ctx, s.r.names, func(ctx context.Context, name string) error {
-		st, err := s.by[name].Run(ctx, budget, interval)
-		mu.Lock()
-		total.add(st)
-		mu.Unlock()
-		return err
-	})
-	return total, s.r.joinShardErrors(errs)
+	return everyShard(ctx, s.r, s.by, func(ctx context.Context, w *SweepFinality) (PassStats, error) {
+		return w.Run(ctx, budget, interval)
+	}, (*PassStats).add)
 }
 
 // ShardedResubmit runs every shard's SweepResubmit at once.
@@ -52,16 +45,9 @@ func NewShardedResubmit(r *ShardRouter, by map[string]*SweepResubmit) (*ShardedR
 
 // Run sweeps every shard for budget and sums what they did.
 func (s *ShardedResubmit) Run(ctx context.Context, budget, interval time.Duration) (ResubmitStats, error) {
-	var mu sync.Mutex
-	var total ResubmitStats
-	errs := s.r.each(ctx, s.r.names, func(ctx context.Context, name string) error {
-		st, err := s.by[name].Run(ctx, budget, interval)
-		mu.Lock()
-		total.add(st)
-		mu.Unlock()
-		return err
-	})
-	return total, s.r.joinShardErrors(errs)
+	return everyShard(ctx, s.r, s.by, func(ctx context.Context, w *SweepResubmit) (ResubmitStats, error) {
+		return w.Run(ctx, budget, interval)
+	}, (*ResubmitStats).add)
 }
 
 // ShardedRelay sweeps every shard's outbox (each shard's rows are
@@ -82,14 +68,23 @@ func NewShardedRelay(r *ShardRouter, by map[string]*Relay) (*ShardedRelay, error
 // Sweep relays up to limit unsent rows older than olderThan of each shard
 // and returns how many it sent in all.
 func (s *ShardedRelay) Sweep(ctx context.Context, olderThan time.Duration, limit int) (int, error) {
+	return everyShard(ctx, s.r, s.by, func(ctx context.Context, w *Relay) (int, error) {
+		return w.Sweep(ctx, olderThan, limit)
+	}, func(total *int, n int) { *total += n })
+}
+
+// everyShard runs run on every shard's worker at once and sums what they
+// did with add; the error names each shard that failed.
+func everyShard[W, T any](ctx context.Context, r *ShardRouter, by map[string]W, run func(context.Context, W) (T, error),
+	add func(*T, T)) (T, error) {
 	var mu sync.Mutex
-	total := 0
-	errs := s.r.each(ctx, s.r.names, func(ctx context.Context, name string) error {
-		n, err := s.by[name].Sweep(ctx, olderThan, limit)
+	var total T
+	errs := r.each(ctx, r.names, func(ctx context.Context, name string) error {
+		st, err := run(ctx, by[name])
 		mu.Lock()
-		total += n
+		add(&total, st)
 		mu.Unlock()
 		return err
 	})
-	return total, s.r.joinShardErrors(errs)
+	return total, r.joinShardErrors(errs)
 }

@@ -29,8 +29,6 @@ import (
 	"github.com/txfence/txfence/emulator/loadgen"
 	"github.com/txfence/txfence/emulator/stack"
 	"github.com/txfence/txfence/shared/evm/evmtest"
-	"github.com/txfence/txfence/shared/pgtest"
-	"github.com/txfence/txfence/shared/postgres"
 )
 
 func main() {
@@ -82,32 +80,15 @@ func run(ctx context.Context, n, naiveN, conc int, rate float64, profile string)
 	defer os.RemoveAll(tmp)
 	server := filepath.Join(tmp, "server")
 	fmt.Println("building the function server ...")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", server, "./functions/server").CombinedOutput(); err != nil {
-		return fmt.Errorf("build server: %v\n%s", err, out)
+	if err := stack.BuildServer(ctx, server); err != nil {
+		return err
 	}
 	fmt.Println("starting PostgreSQL (durable: fsync on, synchronous_commit on) and a simulated chain ...")
-	pg, err := pgtest.Start(ctx, pgtest.Options{Durable: true})
+	dbURL, pool, stopDB, err := stack.BenchDatabase(ctx, true)
 	if err != nil {
 		return err
 	}
-	defer pg.Stop()
-	admin, err := pgxpool.New(ctx, pg.URL("postgres"))
-	if err != nil {
-		return err
-	}
-	if _, err := admin.Exec(ctx, "CREATE DATABASE txfence"); err != nil {
-		return err
-	}
-	admin.Close()
-	dbURL := pg.URL("txfence")
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	if err := postgres.MigrateUp(ctx, pool); err != nil {
-		return err
-	}
+	defer stopDB()
 	chain, err := evmtest.New(nil)
 	if err != nil {
 		return err

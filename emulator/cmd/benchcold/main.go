@@ -22,12 +22,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/txfence/txfence/emulator/stack"
 	"github.com/txfence/txfence/shared/evm/evmtest"
-	"github.com/txfence/txfence/shared/pgtest"
-	"github.com/txfence/txfence/shared/postgres"
 )
 
 func main() {
@@ -49,30 +45,14 @@ func run(ctx context.Context, runs int) error {
 	defer os.RemoveAll(tmp)
 	server := filepath.Join(tmp, "server")
 	fmt.Println("building the function server ...")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", server, "./functions/server").CombinedOutput(); err != nil {
-		return fmt.Errorf("build server: %v\n%s", err, out)
+	if err := stack.BuildServer(ctx, server); err != nil {
+		return err
 	}
-	pg, err := pgtest.Start(ctx, pgtest.Options{})
+	dbURL, _, stopDB, err := stack.BenchDatabase(ctx, false)
 	if err != nil {
 		return err
 	}
-	defer pg.Stop()
-	admin, err := pgxpool.New(ctx, pg.URL("postgres"))
-	if err != nil {
-		return err
-	}
-	if _, err := admin.Exec(ctx, "CREATE DATABASE txfence"); err != nil {
-		return err
-	}
-	admin.Close()
-	pool, err := pgxpool.New(ctx, pg.URL("txfence"))
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	if err := postgres.MigrateUp(ctx, pool); err != nil {
-		return err
-	}
+	defer stopDB()
 	chain, err := evmtest.New(nil)
 	if err != nil {
 		return err
@@ -83,7 +63,7 @@ func run(ctx context.Context, runs int) error {
 
 	var firsts []time.Duration
 	for i := 0; i < runs; i++ {
-		first, health, err := once(ctx, server, pg.URL("txfence"), chain.URL, signer, body)
+		first, health, err := once(ctx, server, dbURL, chain.URL, signer, body)
 		if err != nil {
 			return fmt.Errorf("run %d: %w", i+1, err)
 		}

@@ -1,0 +1,55 @@
+package stack
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/shared/postgres"
+)
+
+// BuildServer builds the function server binary to path, as the benchmarks
+// run it (stripped, like the image).
+func BuildServer(ctx context.Context, path string) error {
+	out, err := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", path, "./functions/server").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("build server: %v\n%s", err, out)
+	}
+	return nil
+}
+
+// BenchDatabase starts a PostgreSQL server (durable: fsync and synchronous
+// commit on, as in production) with a migrated database txfence, and
+// returns its URL, a pool on it and what stops both.
+func BenchDatabase(ctx context.Context, durable bool) (string, *pgxpool.Pool, func(), error) {
+	pg, err := pgtest.Start(ctx, pgtest.Options{Durable: durable})
+	if err != nil {
+		return "", nil, nil, err
+	}
+	fail := func(err error) (string, *pgxpool.Pool, func(), error) {
+		pg.Stop()
+		return "", nil, nil, err
+	}
+	admin, err := pgxpool.New(ctx, pg.URL("postgres"))
+	if err != nil {
+		return fail(err)
+	}
+	_, err = admin.Exec(ctx, "CREATE DATABASE txfence")
+	admin.Close()
+	if err != nil {
+		return fail(err)
+	}
+	url := pg.URL("txfence")
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return fail(err)
+	}
+	if err := postgres.MigrateUp(ctx, pool); err != nil {
+		pool.Close()
+		return fail(err)
+	}
+	return url, pool, func() { pool.Close(); pg.Stop() }, nil
+}
