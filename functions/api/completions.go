@@ -34,7 +34,8 @@ type completionPage struct {
 const maxWait = 30 * time.Second
 
 // completions serves the ordered feed of outcomes of the caller's signers:
-// items with seq > after, oldest first. With wait, an empty answer is held
+// items with seq > after, oldest first (after=latest: from the newest seq
+// on, so that only what happens from now is answered). With wait, an empty answer is held
 // back until an item arrives or wait passes (at most 30s); a caller holds
 // at most its policy's number of waits at once (429 beyond). Consumers
 // remember the last seq they processed and deduplicate redeliveries by seq.
@@ -42,10 +43,13 @@ func (h *Handler) completions(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	var errs []fieldError
 	after, limit, wait := int64(0), 100, time.Duration(0)
-	if s := q.Get("after"); s != "" {
+	latest := false
+	if s := q.Get("after"); s == "latest" {
+		latest = true
+	} else if s != "" {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || n < 0 {
-			errs = append(errs, fieldError{Field: "after", Message: "must be a non-negative integer"})
+			errs = append(errs, fieldError{Field: "after", Message: "must be a non-negative integer or latest"})
 		}
 		after = n
 	}
@@ -76,6 +80,14 @@ func (h *Handler) completions(w http.ResponseWriter, r *http.Request) {
 	if len(errs) > 0 {
 		writeProblem(w, badRequest("invalid query parameters", errs...))
 		return
+	}
+	if latest { // only what happens from now on (a console that wants to be woken)
+		n, err := h.deps.Completions.Latest(r.Context())
+		if err != nil {
+			writeProblem(w, problemFor(err))
+			return
+		}
+		after = n
 	}
 	c := callerOf(r)
 	items, err := h.deps.Completions.Page(r.Context(), c.who, c.pol, after, limit, wait)

@@ -17,8 +17,9 @@ func init() { functions.HTTP("Api", Serve) }
 var lazy = deps.Lazy[*Handler]{Build: func(ctx context.Context, p *deps.Process) (*Handler, error) {
 	readers := map[uint64]app.ChainReader{}
 	nonces := map[uint64]txm.NonceSource{}
+	views := map[uint64]txm.ChainView{}
 	for id, c := range p.Chains {
-		readers[id], nonces[id] = c, c
+		readers[id], nonces[id], views[id] = c, c, c
 	}
 	authn, policies, err := p.Auth(ctx)
 	if err != nil {
@@ -37,7 +38,7 @@ var lazy = deps.Lazy[*Handler]{Build: func(ctx context.Context, p *deps.Process)
 		return nil, err
 	}
 	return NewHandler(Deps{Config: p.Config, Auth: authn, Policies: policies, PolicyStore: p.PolicyStore, Create: create, Queries: p.Store,
-		Completions: follow, Actions: actions, ActionLog: p.Store, Nonces: nonces, Metrics: p.Metrics, Log: p.Log})
+		Completions: follow, Actions: actions, ActionLog: p.Store, Operator: p.Store, Nonces: nonces, Views: views, Metrics: p.Metrics, Log: p.Log})
 }}
 
 // Serve is the deployed entry point: it builds the handler on first use.
