@@ -36,21 +36,21 @@
   }
 
   // eth formats a wei amount (decimal string) as ether with 4 decimals.
-  function eth(wei) {
+  function eth(wei, withUnit = true) {
     if (wei == null) return '—';
     const w = BigInt(wei);
     const unit = 10n ** 18n;
     const whole = w / unit;
     const frac = ((w % unit) * 10000n) / unit;
     const s = whole.toLocaleString('en-US') + '.' + frac.toString().padStart(4, '0');
-    return s + ' ETH';
+    return withUnit ? s + " ETH" : s;
   }
 
   function gwei(wei) {
     if (wei == null) return '—';
     const w = BigInt(wei);
-    const g = Number(w) / 1e9;
-    return (g < 0.01 && w > 0n ? w.toString() + ' wei' : g.toLocaleString('en-US', { maximumFractionDigits: 3 }) + ' gwei');
+    if (w > 0n && w < 1000n) return w.toString() + ' wei';
+    return (Number(w) / 1e9).toLocaleString('en-US', { maximumSignificantDigits: 4 }) + ' gwei';
   }
 
   const when = (iso) => (iso ? new Date(iso).toLocaleString() : '—');
@@ -138,20 +138,20 @@
 
   function needHTML(s) {
     const short = s.balance != null && BigInt(s.balance) < BigInt(s.inFlightNeed);
-    const bal = s.balance == null ? '<span class="muted" title="the chain did not answer">unknown</span>' : esc(eth(s.balance));
-    return `<span class="${short ? 'need short' : 'need'}" title="balance / what the open transactions may spend">${bal}<br><span class="muted">needs</span> ${esc(eth(s.inFlightNeed))}${short ? ' <span class="badge stuck">SHORT</span>' : ''}</span>`;
+    const bal = s.balance == null ? '<span class="muted" title="the chain did not answer in time">unknown</span>' : esc(eth(s.balance, false));
+    return `<span class="${short ? 'need short' : 'need'}" title="balance / what the open unmined transactions may spend">${bal} / ${esc(eth(s.inFlightNeed))}${short ? ' <span class="badge stuck">SHORT</span>' : ''}</span>`;
   }
 
   function leaseHTML(l) {
     if (!l) return '<span class="muted">none</span>';
-    return `<span class="mono" title="chain lease holder and fencing token">${esc(l.owner)}</span> <span class="mono">#${l.token}</span>${l.live ? '' : ' <span class="muted">(expired)</span>'}`;
+    return `<span class="mono lease" title="chain lease holder ${esc(l.owner)}">${esc(l.owner)}</span> <span class="mono">#${l.token}</span>${l.live ? '' : ' <span class="muted">(expired)</span>'}`;
   }
 
   function signerRow(s) {
     const stuck = s.counts.stuck > 0;
     const href = `#/signer/${s.chainId}/${s.address}`;
     return `<tr class="${stuck ? 'stuck' : ''}" data-chain="${s.chainId}" data-signer="${esc(s.address)}" data-stuck="${stuck ? 1 : 0}">
-<th scope="row"><a class="mono" href="${href}" title="${esc(s.address)}">${esc(short(s.address))}</a><br><span class="muted">chain ${s.chainId}</span>${stuck ? ' <span class="badge stuck">STUCK</span>' : ''}${s.configured ? '' : ' <span class="badge" title="in the database, not in this deployment\'s configuration">unconfigured</span>'}</th>
+<th scope="row"><a class="mono" href="${href}" title="${esc(s.address)}">${esc(short(s.address))}</a> <span class="muted" title="chain id">· ${s.chainId}</span>${stuck ? ' <span class="badge stuck">STUCK</span>' : ''}${s.configured ? '' : ' <span class="badge" title="in the database, not in this deployment\'s configuration">unconfigured</span>'}</th>
 <td>${laneHTML(s)}</td>
 <td class="num" data-count="final">${s.finalBelow}</td>
 <td class="num" data-count="mined">${s.counts.mined}</td>
@@ -161,7 +161,7 @@
 <td class="num">${age(s.oldestPendingAgeSeconds)}</td>
 <td class="num">${needHTML(s)}</td>
 <td>${leaseHTML(s.leaseHolder)}</td>
-<td class="lasterr" title="${esc(s.lastError)}">${esc(s.lastError) || '<span class="muted">—</span>'}</td>
+<td><div class="lasterr" title="${esc(s.lastError)}">${esc(s.lastError) || '<span class="muted">—</span>'}</div></td>
 </tr>`;
   }
 
@@ -180,11 +180,11 @@
   <button type="submit">Filter</button>
 </form>
 <div class="pager"><button type="button" id="prev">← Previous</button><button type="button" id="next">Next →</button><span id="range" aria-live="polite"></span></div>
-<table id="signers">
+<div class="scroll"><table id="signers">
 <caption class="muted">One row per chain and signer. Lane: final nonces, then each open nonce in order (mined, in flight, allocated, stuck). Stuck rows are marked.</caption>
 <thead><tr><th scope="col">Signer</th><th scope="col">Nonce lane</th><th scope="col" class="num">Final below</th><th scope="col" class="num">Mined</th><th scope="col" class="num">In flight</th><th scope="col" class="num">Allocated</th><th scope="col" class="num">Stuck</th><th scope="col" class="num">Oldest pending</th><th scope="col" class="num">Balance / need</th><th scope="col">Lease (token)</th><th scope="col">Last error</th></tr></thead>
 <tbody id="signer-rows"><tr><td colspan="11" class="muted">Loading…</td></tr></tbody>
-</table>`;
+</table></div>`;
     $('filters').addEventListener('submit', (e) => {
       e.preventDefault();
       const q = new URLSearchParams();
@@ -215,10 +215,12 @@
       try {
         data = await api('/v1/signers?' + q.toString());
       } catch (err) {
+        if (current !== view) return;
         failed(err);
         $('signer-rows').innerHTML = `<tr><td colspan="11" class="error">${esc(err.message)}</td></tr>`;
         return;
       }
+      if (current !== view) return; // the operator moved on while this was read
       notice('');
       const focused = document.activeElement && document.activeElement.closest('#signer-rows') ? document.activeElement.getAttribute('href') : null;
       $('signer-rows').innerHTML = data.items.length ? data.items.map(signerRow).join('') : '<tr><td colspan="11" class="muted">No signers match.</td></tr>';
@@ -237,7 +239,8 @@
       }
       document.body.dataset.rendered = String(Number(document.body.dataset.rendered || 0) + 1);
     }
-    return { refresh };
+    const view = { refresh };
+    return view;
   }
 
   // ---- one signer --------------------------------------------------------
@@ -249,9 +252,10 @@
       try {
         data = await api(`/v1/signers?chainId=${encodeURIComponent(chainId)}&prefix=${encodeURIComponent(address)}&limit=1`);
       } catch (err) {
-        failed(err);
+        if (current === view) failed(err);
         return;
       }
+      if (current !== view) return;
       const s = data.items[0];
       if (!s) {
         $('signer-body').textContent = 'No such signer (or not one you may read).';
@@ -266,7 +270,8 @@
 <h3>Open transactions (first ${s.lane.length})</h3>
 ${rows ? `<table><thead><tr><th class="num">Nonce</th><th>State</th><th>Transaction</th></tr></thead><tbody>${rows}</tbody></table>` : '<p class="muted">Nothing open: every allocated nonce is final.</p>'}`;
     }
-    return { refresh };
+    const view = { refresh };
+    return view;
   }
 
   // ---- one transaction ---------------------------------------------------
@@ -348,10 +353,12 @@ ${rows ? `<table><thead><tr><th class="num">Nonce</th><th>State</th><th>Transact
       try {
         [t, acts] = await Promise.all([api(`/v1/transactions/${id}?include=attempts,history`), api(`/v1/transactions/${id}/actions`)]);
       } catch (err) {
+        if (current !== view) return;
         failed(err);
         $('tx-body').textContent = err.message;
         return;
       }
+      if (current !== view) return;
       notice('');
       tx = t;
       const r = t.receipt;
@@ -373,7 +380,7 @@ ${rows ? `<table><thead><tr><th class="num">Nonce</th><th>State</th><th>Transact
 </dl>`;
       actionButtons();
       const attempts = (t.attemptList || [])
-        .map((a) => `<tr><td class="num">${a.no}</td><td>${esc(a.kind)}</td><td class="mono" title="${esc(a.hash)}">${esc(short(a.hash))}</td><td class="num">${a.maxFeePerGas ? gwei(a.maxFeePerGas) + ' / ' + gwei(a.maxPriorityFeePerGas) : gwei(a.gasPrice)}</td><td class="num">${a.gasLimit}</td><td>${when(a.broadcastAt)}</td><td class="num">${a.broadcastCount}</td><td>${esc(a.outcome) || '—'}</td><td class="num">${a.token}</td><td class="lasterr" title="${esc(a.lastError)}">${esc(a.lastError)}</td></tr>`)
+        .map((a) => `<tr><td class="num">${a.no}</td><td>${esc(a.kind)}</td><td class="mono" title="${esc(a.hash)}">${esc(short(a.hash))}</td><td class="num">${a.maxFeePerGas ? gwei(a.maxFeePerGas) + ' / ' + gwei(a.maxPriorityFeePerGas) : gwei(a.gasPrice)}</td><td class="num">${a.gasLimit}</td><td>${when(a.broadcastAt)}</td><td class="num">${a.broadcastCount}</td><td>${esc(a.outcome) || '—'}</td><td class="num">${a.token}</td><td><div class="lasterr" title="${esc(a.lastError)}">${esc(a.lastError)}</div></td></tr>`)
         .join('');
       const history = (t.history || [])
         .map((h) => `<tr><td>${when(h.createdAt)}</td><td>${esc(h.from) || '—'} → <span class="badge s-${esc(h.to)}">${esc(h.to)}</span></td><td class="mono">${esc(h.subState)}</td><td>${esc(h.reason)}</td><td class="mono">${esc(h.owner)}</td><td class="num">${h.token}</td><td>${esc(h.action)}${h.actor ? ' by ' + esc(h.actor) : ''}</td></tr>`)
@@ -426,7 +433,7 @@ ${rows ? `<table><thead><tr><th class="num">Nonce</th><th>State</th><th>Transact
     if (parts[0] === 'tx' && parts[1]) current = txView(parts[1]);
     else if (parts[0] === 'signer' && parts[2]) current = signerView(parts[1], parts[2]);
     else current = signersView(new URLSearchParams(query || ''));
-    current.refresh();
+    Promise.resolve(current.refresh()).then(() => setLive('live · updated ' + new Date().toLocaleTimeString()));
     $('main').focus({ preventScroll: true });
   }
 
@@ -461,10 +468,15 @@ ${rows ? `<table><thead><tr><th class="num">Nonce</th><th>State</th><th>Transact
     }
   }
 
+  // start reads who the caller is while the first view loads (the signers
+  // view does not need to know); a transaction view is drawn again once the
+  // role is known, since its buttons depend on it.
   async function start() {
-    await whoami();
+    const who = whoami();
     route();
     follow();
+    await who;
+    if (current && current.txId) current.refresh();
   }
 
   $('auth').addEventListener('submit', (e) => {
