@@ -426,7 +426,9 @@ func TestIssue14_ReaderNoActions(t *testing.T) {
 	admin := apiKey(t, w, "ops@example.com", txm.RoleAdmin)
 
 	ctx := newBrowser(t)
-	signIn(t, ctx, a.APIURL, reader)
+	// Under /Api, as the function server mounts the API locally: the page
+	// finds the API beside itself.
+	signIn(t, ctx, a.APIURL+"/Api", reader)
 	assert.Contains(t, eval[string](t, ctx, `document.getElementById('who').textContent`), "reader")
 	poll(t, ctx, "the reader's signer list", `document.querySelectorAll('#signer-rows tr[data-signer]').length === 1`, 10*time.Second)
 	run(t, ctx, 5*time.Second, chromedp.Evaluate(`location.hash = '#/tx/`+tx.ID+`'`, nil))
