@@ -7,9 +7,8 @@ PGBIN ?= /usr/lib/postgresql/15/bin
 
 all: test
 
-## deps: make sure what the tests need is installed (Go modules, PostgreSQL 15
-## server binaries, headless Chromium).
-deps: postgres-bin chromium
+## deps: make sure what the tests need is installed (Go modules, PostgreSQL 15 server binaries).
+deps: postgres-bin
 	$(GO) mod download
 
 ## postgres-bin: install the PostgreSQL 15 server binaries from Debian's packages if missing.
@@ -31,9 +30,10 @@ chromium:
 	SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null
 
-## test: vet, then every test with the race detector against a real PostgreSQL,
-## then every fuzz target for FUZZTIME (make fuzz).
-test: deps vet
+## test: vet, then every test with the race detector against a real PostgreSQL
+## (the console's in headless Chromium), then every fuzz target for FUZZTIME
+## (make fuzz).
+test: deps chromium vet
 	TXFENCE_CHROMIUM=$(CHROMIUM) $(GO) test -race -count=1 -timeout 15m ./...
 	@$(MAKE) --no-print-directory fuzz
 
