@@ -180,3 +180,37 @@ func TestConsoleFiles(t *testing.T) {
 	r := s.do(t, inst, http.MethodGet, "/v1/signers", nil)
 	assert.Equal(t, http.StatusUnauthorized, r.status)
 }
+
+// TestCompletionsLatest: after=latest starts at the newest seq, so a page
+// that only wants to hear of new outcomes does not read the feed's past.
+func TestCompletionsLatest(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	inst := b.insts[0]
+	r := b.create(t, inst, transfer(signers(1)[0], 1, ""))
+	require.Equal(t, http.StatusAccepted, r.status, "%s", r.raw)
+	_, err := b.db.Pool.Exec(context.Background(), `UPDATE managed_tx SET state = 'CONFIRMED' WHERE id = $1`, r.tx.ID)
+	require.NoError(t, err)
+	_, err = b.db.Pool.Exec(context.Background(), `INSERT INTO tx_completion (tx_id, chain_id, signer, state) SELECT id, chain_id, signer, state FROM managed_tx`)
+	require.NoError(t, err)
+
+	all := b.do(t, inst, http.MethodGet, "/v1/completions?after=0", nil)
+	require.Equal(t, http.StatusOK, all.status, "%s", all.raw)
+	var page struct {
+		Items []json.RawMessage `json:"items"`
+		Next  int64             `json:"next"`
+	}
+	require.NoError(t, json.Unmarshal(all.raw, &page))
+	require.Len(t, page.Items, 1)
+	latest := b.do(t, inst, http.MethodGet, "/v1/completions?after=latest", nil)
+	require.Equal(t, http.StatusOK, latest.status, "%s", latest.raw)
+	var fromNow struct {
+		Items []json.RawMessage `json:"items"`
+		Next  int64             `json:"next"`
+	}
+	require.NoError(t, json.Unmarshal(latest.raw, &fromNow))
+	assert.Empty(t, fromNow.Items)
+	assert.Equal(t, page.Next, fromNow.Next, "next is the newest seq: the place to wait from")
+	bad := b.do(t, inst, http.MethodGet, "/v1/completions?after=earliest", nil)
+	assert.Equal(t, http.StatusBadRequest, bad.status)
+}

@@ -493,7 +493,7 @@ ${rows ? `<table><thead><tr><th class="num">Nonce</th><th>State</th><th>Transact
   window.addEventListener('hashchange', route);
   setInterval(() => {
     if (document.visibilityState === 'visible') refreshNow();
-  }, 3000);
+  }, 5000);
   wireDialog();
   start();
 })();
