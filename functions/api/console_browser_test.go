@@ -351,7 +351,11 @@ func TestIssue14_SignersView(t *testing.T) {
 // its page, giving a reason; without a reload the page shows it
 // FAILED_FINAL cancelled, and the signer's later nonces are CONFIRMED.
 func TestIssue14_CancelFromPage(t *testing.T) {
-	w := stacktest.NewWorld(t, 2, lively, keyed)
+	// At test speed the sweep re-signs the unpaid transaction every few
+	// hundred milliseconds, and a cancel is a replacement too: with the
+	// default budget of 15 the cancel could find it spent ("fee cap
+	// reached") on a loaded machine.
+	w := stacktest.NewWorld(t, 2, lively, keyed, func(c *config.Config) { c.MaxBumps = 1000 })
 	a := w.Node(t, "a")
 	poorSigner := poor(t, w, 1)
 	stuck := create(t, a, transfer(poorSigner, big.NewInt(2*params.Ether)))
@@ -360,14 +364,16 @@ func TestIssue14_CancelFromPage(t *testing.T) {
 		later = append(later, create(t, a, transfer(poorSigner, big.NewInt(int64(i)))).ID)
 	}
 	admin := apiKey(t, w, "ops@example.com", txm.RoleAdmin)
-	stop := w.Run(t, []*stacktest.Node{a}, stacktest.RunOptions{})
-	defer stop()
-	waitState(t, w, stuck.ID, txm.StateStuck, 20*time.Second)
 
+	// The operator has the transaction open before it goes STUCK.
 	ctx := newBrowser(t)
 	signIn(t, ctx, a.APIURL, admin)
 	run(t, ctx, 5*time.Second, chromedp.Evaluate(`window.__loadedOnce = 'yes'; location.hash = '#/tx/`+stuck.ID+`'`, nil))
-	poll(t, ctx, "the stuck transaction's page", `document.querySelector('#tx-state')?.dataset.state === 'STUCK'`, 10*time.Second)
+	poll(t, ctx, "the transaction's page", `document.querySelector('#tx-state')?.dataset.state === 'ALLOCATED'`, 10*time.Second)
+	stop := w.Run(t, []*stacktest.Node{a}, stacktest.RunOptions{})
+	defer stop()
+	waitState(t, w, stuck.ID, txm.StateStuck, 20*time.Second)
+	poll(t, ctx, "the page to show it STUCK", `document.querySelector('#tx-state')?.dataset.state === 'STUCK'`, 15*time.Second)
 	run(t, ctx, 15*time.Second,
 		chromedp.WaitVisible(`button[data-action="cancel"]`, chromedp.ByQuery),
 		chromedp.Click(`button[data-action="cancel"]`, chromedp.ByQuery),

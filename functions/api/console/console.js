@@ -86,6 +86,18 @@
     return data;
   }
 
+  // redraw replaces el's content, keeping keyboard focus on the same link
+  // or button (by href or data-action) when it is drawn again.
+  function redraw(el, html) {
+    const a = document.activeElement;
+    const key = a && el.contains(a) ? a.getAttribute('href') || a.dataset.action : null;
+    el.innerHTML = html;
+    if (key) {
+      const again = el.querySelector(`[href="${CSS.escape(key)}"], [data-action="${CSS.escape(key)}"]`);
+      if (again) again.focus();
+    }
+  }
+
   function notice(msg) {
     const n = $('notice');
     n.textContent = msg || '';
@@ -222,12 +234,7 @@
       }
       if (current !== view) return; // the operator moved on while this was read
       notice('');
-      const focused = document.activeElement && document.activeElement.closest('#signer-rows') ? document.activeElement.getAttribute('href') : null;
-      $('signer-rows').innerHTML = data.items.length ? data.items.map(signerRow).join('') : '<tr><td colspan="11" class="muted">No signers match.</td></tr>';
-      if (focused) {
-        const again = $('signer-rows').querySelector(`a[href="${CSS.escape(focused)}"]`);
-        if (again) again.focus();
-      }
+      redraw($('signer-rows'), data.items.length ? data.items.map(signerRow).join('') : '<tr><td colspan="11" class="muted">No signers match.</td></tr>');
       nextCursor = data.nextCursor || '';
       const from = page * Number(limit);
       $('range').textContent = data.items.length ? `${from + 1}–${from + data.items.length} of ${data.total}` : `0 of ${data.total}`;
@@ -265,10 +272,10 @@
         .map((t) => `<tr class="${t.state === 'STUCK' ? 'stuck' : ''}"><td class="num">${t.nonce}</td><td><span class="badge s-${esc(t.state)}">${esc(t.state)}</span> ${esc(t.subState)}</td><td><a class="mono" href="#/tx/${esc(t.id)}">${esc(t.id)}</a></td></tr>`)
         .join('');
       $('signer-body').className = '';
-      $('signer-body').innerHTML = `<table><thead><tr><th>Signer</th><th>Nonce lane</th><th class="num">Final below</th><th class="num">Mined</th><th class="num">In flight</th><th class="num">Allocated</th><th class="num">Stuck</th><th class="num">Oldest pending</th><th class="num">Balance / need</th><th>Lease (token)</th><th>Last error</th></tr></thead><tbody>${signerRow(s)}</tbody></table>
+      redraw($('signer-body'), `<table><thead><tr><th>Signer</th><th>Nonce lane</th><th class="num">Final below</th><th class="num">Mined</th><th class="num">In flight</th><th class="num">Allocated</th><th class="num">Stuck</th><th class="num">Oldest pending</th><th class="num">Balance / need</th><th>Lease (token)</th><th>Last error</th></tr></thead><tbody>${signerRow(s)}</tbody></table>
 <dl class="kv"><dt>Next nonce</dt><dd>${s.nextNonce ?? '—'}</dd><dt>Last error at</dt><dd>${when(s.lastErrorAt)}</dd><dt>Last error</dt><dd class="mono">${esc(s.lastError) || '—'}</dd></dl>
 <h3>Open transactions (first ${s.lane.length})</h3>
-${rows ? `<table><thead><tr><th class="num">Nonce</th><th>State</th><th>Transaction</th></tr></thead><tbody>${rows}</tbody></table>` : '<p class="muted">Nothing open: every allocated nonce is final.</p>'}`;
+${rows ? `<table><thead><tr><th class="num">Nonce</th><th>State</th><th>Transaction</th></tr></thead><tbody>${rows}</tbody></table>` : '<p class="muted">Nothing open: every allocated nonce is final.</p>'}`);
     }
     const view = { refresh };
     return view;
@@ -363,7 +370,7 @@ ${rows ? `<table><thead><tr><th class="num">Nonce</th><th>State</th><th>Transact
       tx = t;
       const r = t.receipt;
       $('tx-body').className = '';
-      $('tx-body').innerHTML = `<h2>Transaction <span class="mono">${esc(t.id)}</span> <span class="badge s-${esc(t.state)}" id="tx-state" data-state="${esc(t.state)}">${esc(t.state)}</span> <span id="tx-substate" class="mono">${esc(t.subState)}</span></h2>
+      redraw($('tx-body'), `<h2>Transaction <span class="mono">${esc(t.id)}</span> <span class="badge s-${esc(t.state)}" id="tx-state" data-state="${esc(t.state)}">${esc(t.state)}</span> <span id="tx-substate" class="mono">${esc(t.subState)}</span></h2>
 <dl class="kv">
 <dt>Signer</dt><dd><a class="mono" href="#/signer/${t.chainId}/${esc(t.from)}">${esc(t.from)}</a> on chain ${t.chainId}</dd>
 <dt>Nonce</dt><dd>${t.nonce}</dd>
@@ -377,7 +384,7 @@ ${rows ? `<table><thead><tr><th class="num">Nonce</th><th>State</th><th>Transact
 <dt>Reorgs</dt><dd>${t.reorgCount}</dd>
 <dt>Created / updated</dt><dd>${when(t.createdAt)} / ${when(t.updatedAt)}</dd>
 <dt>Last error</dt><dd class="mono">${esc(t.lastError) || '—'}</dd>
-</dl>`;
+</dl>`);
       actionButtons();
       const attempts = (t.attemptList || [])
         .map((a) => `<tr><td class="num">${a.no}</td><td>${esc(a.kind)}</td><td class="mono" title="${esc(a.hash)}">${esc(short(a.hash))}</td><td class="num">${a.maxFeePerGas ? gwei(a.maxFeePerGas) + ' / ' + gwei(a.maxPriorityFeePerGas) : gwei(a.gasPrice)}</td><td class="num">${a.gasLimit}</td><td>${when(a.broadcastAt)}</td><td class="num">${a.broadcastCount}</td><td>${esc(a.outcome) || '—'}</td><td class="num">${a.token}</td><td><div class="lasterr" title="${esc(a.lastError)}">${esc(a.lastError)}</div></td></tr>`)
