@@ -48,8 +48,12 @@ type Deps struct {
 	// Actions records admin actions; ActionLog lists them.
 	Actions   ActionRequester
 	ActionLog txm.ActionStore
+	// Operator reads the console's views: signers' lanes, attempts, history.
+	Operator txm.OperatorQueries
 	// Nonces reads chain nonces for the signer status; optional per chain.
-	Nonces  map[uint64]txm.NonceSource
+	Nonces map[uint64]txm.NonceSource
+	// Views read balances and heads for the console; optional per chain.
+	Views   map[uint64]txm.ChainView
 	Metrics *metrics.Metrics
 	Log     *slog.Logger
 }
@@ -84,7 +88,9 @@ var routes = []route{
 	{http.MethodPost, "/v1/transactions", txm.RoleSender, (*Handler).create},
 	{http.MethodGet, "/v1/transactions", txm.RoleReader, (*Handler).list},
 	{http.MethodGet, "/v1/transactions/{id}", txm.RoleReader, (*Handler).get},
+	{http.MethodGet, "/v1/signers", txm.RoleReader, (*Handler).signers},
 	{http.MethodGet, "/v1/signers/{address}", txm.RoleReader, (*Handler).signer},
+	{http.MethodGet, "/v1/me", txm.RoleReader, (*Handler).me},
 	{http.MethodGet, "/v1/completions", txm.RoleReader, (*Handler).completions},
 	{http.MethodPost, "/v1/transactions/{id}/resubmit", txm.RoleAdmin, actionRoute(txm.ActionResubmit)},
 	{http.MethodPost, "/v1/transactions/{id}/replace", txm.RoleAdmin, actionRoute(txm.ActionReplace)},
@@ -98,8 +104,8 @@ var routes = []route{
 // NewHandler returns the API handler.
 func NewHandler(d Deps) (*Handler, error) {
 	if d.Auth == nil || d.Policies == nil || d.PolicyStore == nil || d.Create == nil || d.Queries == nil ||
-		(d.Completions == nil) == (d.ShardedCompletions == nil) || d.Actions == nil || d.ActionLog == nil || d.Log == nil {
-		return nil, errors.New("new api handler: auth, policies, create, queries, one completions feed, actions and logger are required")
+		(d.Completions == nil) == (d.ShardedCompletions == nil) || d.Actions == nil || d.ActionLog == nil || d.Operator == nil || d.Log == nil {
+		return nil, errors.New("new api handler: auth, policies, create, queries, one completions feed, actions, operator and logger are required")
 	}
 	h := &Handler{deps: d, mux: http.NewServeMux(), limits: newLimits(d.Config.Auth)}
 	for _, rt := range routes {
@@ -110,6 +116,14 @@ func NewHandler(d Deps) (*Handler, error) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		_ = h.deps.Metrics.WritePrometheus(r.Context(), w)
 	}))
+	h.mux.HandleFunc("GET /console", func(w http.ResponseWriter, r *http.Request) {
+		// Relative, so that it stays under /Api where the function server
+		// mounts the API (http.Redirect would resolve it against the
+		// stripped path).
+		w.Header().Set("Location", "console/")
+		w.WriteHeader(http.StatusMovedPermanently)
+	})
+	h.mux.HandleFunc("GET /console/{file...}", h.serveConsole)
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, notFound("no route for "+r.Method+" "+r.URL.Path))
 	})
@@ -199,6 +213,11 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, badRequest("the id must be a UUID", fieldError{Field: "id", Message: "must be a UUID"}))
 		return
 	}
+	attempts, history, p := includes(r)
+	if p != nil {
+		writeProblem(w, *p)
+		return
+	}
 	t, err := h.deps.Queries.GetTx(r.Context(), id)
 	if err == nil && !callerOf(r).pol.CoversSigner(t.From) {
 		err = txm.ErrNotFound // another caller's transaction: not even whether it exists
@@ -207,7 +226,16 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, problemFor(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, viewTx(t))
+	if !attempts && !history {
+		writeJSON(w, http.StatusOK, viewTx(t))
+		return
+	}
+	v, err := h.detail(r.Context(), t, attempts, history)
+	if err != nil {
+		writeProblem(w, problemFor(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
 }
 
 // listPage is a page of transactions.

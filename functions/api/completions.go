@@ -49,7 +49,8 @@ type shardedCompletionPage struct {
 const maxWait = 30 * time.Second
 
 // completions serves the ordered feed of outcomes of the caller's signers:
-// items with seq > after, oldest first. With wait, an empty answer is held
+// items with seq > after, oldest first (after=latest: from the newest seq
+// on, so that only what happens from now is answered). With wait, an empty answer is held
 // back until an item arrives or wait passes (at most 30s); a caller holds
 // at most its policy's number of waits at once (429 beyond). Consumers
 // remember the last seq they processed and deduplicate redeliveries by seq.
@@ -58,16 +59,19 @@ func (h *Handler) completions(w http.ResponseWriter, r *http.Request) {
 	var errs []fieldError
 	after, limit, wait := int64(0), 100, time.Duration(0)
 	var cursor app.FeedCursor
+	latest := false
 	if merged := h.deps.ShardedCompletions; merged != nil {
 		c, err := merged.ParseCursor(q.Get("after"))
 		if err != nil {
 			errs = append(errs, fieldError{Field: "after", Message: err.Error()})
 		}
 		cursor = c
-	} else if s := q.Get("after"); s != "" {
+	} else if s := q.Get("after"); s == "latest" {
+		latest = true
+	} else if s != "" {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || n < 0 {
-			errs = append(errs, fieldError{Field: "after", Message: "must be a non-negative integer"})
+			errs = append(errs, fieldError{Field: "after", Message: "must be a non-negative integer or latest"})
 		}
 		after = n
 	}
@@ -98,6 +102,14 @@ func (h *Handler) completions(w http.ResponseWriter, r *http.Request) {
 	if len(errs) > 0 {
 		writeProblem(w, badRequest("invalid query parameters", errs...))
 		return
+	}
+	if latest { // only what happens from now on (a console that wants to be woken)
+		n, err := h.deps.Completions.Latest(r.Context())
+		if err != nil {
+			writeProblem(w, problemFor(err))
+			return
+		}
+		after = n
 	}
 	c := callerOf(r)
 	if merged := h.deps.ShardedCompletions; merged != nil {

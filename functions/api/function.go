@@ -24,14 +24,16 @@ var lazy = deps.Lazy[*Handler]{Build: Build}
 func Build(ctx context.Context, p *deps.Process) (*Handler, error) {
 	readers := map[uint64]app.ChainReader{}
 	nonces := map[uint64]txm.NonceSource{}
+	views := map[uint64]txm.ChainView{}
 	for id, c := range p.Chains {
-		readers[id], nonces[id] = c, c
+		readers[id], nonces[id], views[id] = c, c, c
 	}
 	authn, policies, err := p.Auth(ctx)
 	if err != nil {
 		return nil, err
 	}
-	d := Deps{Config: p.Config, Auth: authn, Policies: policies, PolicyStore: p.PolicyStore, Nonces: nonces, Metrics: p.Metrics, Log: p.Log}
+	d := Deps{Config: p.Config, Auth: authn, Policies: policies, PolicyStore: p.PolicyStore, Nonces: nonces, Views: views,
+		Metrics: p.Metrics, Log: p.Log}
 	creates, err := deps.PerShard(p, func(sh *deps.Shard) (*app.CreateTx, error) {
 		return app.NewCreateTx(sh.Store, readers, sh.Relay, policies, p.Config, p.Metrics, p.Log)
 	})
@@ -51,7 +53,7 @@ func Build(ctx context.Context, p *deps.Process) (*Handler, error) {
 		return nil, err
 	}
 	if !p.Config.Sharded() {
-		d.Create, d.Actions, d.Completions, d.Queries, d.ActionLog = creates[""], actions[""], feeds[""], p.Store, p.Store
+		d.Create, d.Actions, d.Completions, d.Queries, d.ActionLog, d.Operator = creates[""], actions[""], feeds[""], p.Store, p.Store, p.Store
 		return NewHandler(d)
 	}
 	stores := map[string]app.ShardStore{}
@@ -69,6 +71,13 @@ func Build(ctx context.Context, p *deps.Process) (*Handler, error) {
 		return nil, err
 	}
 	if d.ShardedCompletions, err = app.NewMergedCompletions(p.Router, feeds); err != nil {
+		return nil, err
+	}
+	operators := map[string]txm.OperatorQueries{}
+	for _, sh := range p.Shards {
+		operators[sh.Name] = sh.Store
+	}
+	if d.Operator, err = app.NewShardedOperator(p.Router, operators, queries); err != nil {
 		return nil, err
 	}
 	d.Queries, d.ActionLog = queries, queries

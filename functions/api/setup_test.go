@@ -179,7 +179,7 @@ func (b *bundle) newInstance(t *testing.T, name, url string) *instance {
 	follow, err := app.NewFollowCompletions(b.countFeed(store), store, cfg.Auth.MaxWaits, log)
 	require.NoError(t, err)
 	h, err := NewHandler(Deps{Config: cfg, Auth: authn, Policies: policies, PolicyStore: policyStore, Create: create, Queries: store,
-		Completions: follow, Actions: actions, ActionLog: store, Nonces: map[uint64]txm.NonceSource{testChain: reader}, Metrics: m, Log: log})
+		Completions: follow, Actions: actions, ActionLog: store, Operator: store, Nonces: map[uint64]txm.NonceSource{testChain: reader}, Metrics: m, Log: log})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)

@@ -245,3 +245,9 @@ func (f *FollowCompletions) refresh(ctx context.Context, gen int) error {
 	f.changed = make(chan struct{})
 	return nil
 }
+
+// Latest is the newest seq of the feed (0 when empty): where a caller that
+// wants only what happens from now on starts (after=latest).
+func (f *FollowCompletions) Latest(ctx context.Context) (int64, error) {
+	return f.feed.LatestCompletion(ctx)
+}

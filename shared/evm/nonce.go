@@ -3,6 +3,7 @@ package evm
 import (
 	"context"
 	"fmt"
+	"math/big"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
@@ -45,4 +46,12 @@ func (c *Client) nonce(ctx context.Context, addr common.Address, tag any) (uint6
 		return rc.CallContext(ctx, &n, "eth_getTransactionCount", addr, tag)
 	})
 	return uint64(n), err
+}
+
+// Balances is eth_getBalance at "latest" for each address, in one batch.
+func (c *Client) Balances(ctx context.Context, addrs []common.Address) ([]*big.Int, error) {
+	return batchCall(ctx, c, "get balances", "eth_getBalance", addrs,
+		func(a common.Address) []any { return []any{a, "latest"} },
+		func(_ common.Address, raw *hexutil.Big) (*big.Int, error) { return raw.ToInt(), nil },
+		func(a common.Address) string { return a.Hex() })
 }

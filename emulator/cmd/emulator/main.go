@@ -1,5 +1,5 @@
 // Command emulator runs the whole txfence stack on this machine, as
-// deployed: `make dev`. It prints the API URL, the RPC URL,
+// deployed: `make dev`. It prints the console and API URLs, the RPC URL,
 // PUBSUB_EMULATOR_HOST, the development signers and a ready-to-paste curl,
 // and shuts everything down (removing temporary data) on Ctrl-C.
 //
@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -57,11 +58,9 @@ func main() {
 	}
 	defer s.Close()
 	simulated := *rpcURL == ""
-	adminLine := "" // the reorg endpoint exists only on the simulated chain
-	if simulated {
+	if simulated { // the reorg endpoint exists only on the simulated chain
 		admin := serveAdmin(s, *adminPort, log)
 		defer admin.Close()
-		adminLine = fmt.Sprintf("  admin                 http://127.0.0.1:%d/reorg?depth=2   (POST; &drop=1 drops the transactions)\n", *adminPort)
 	}
 	key, err := s.DevAPIKey(ctx, "local-admin", txm.RoleSender, txm.RoleReader, txm.RoleAdmin)
 	if err != nil {
@@ -69,47 +68,12 @@ func main() {
 		os.Exit(1)
 	}
 
-	body, _ := json.Marshal(map[string]string{"from": txm.CanonicalAddress(s.Signers[0]),
-		"to": "0x000000000000000000000000000000000000dEaD", "value": "1000000000000000"})
-	funded := "(funded; DEVELOPMENT ONLY keys)"
-	if !simulated {
-		funded = "(fund these on that chain before sending; DEVELOPMENT ONLY keys)"
-	}
-	fmt.Printf(`
-txfence is running (ready in %s). Ctrl-C stops everything and removes its data.
-
-  API                   %s
-  RPC (chain %d)      %s
-  PUBSUB_EMULATOR_HOST  %s
-  database              %s
-%s  development signers   %s
-`, time.Since(start).Round(100*time.Millisecond), s.APIURL, 1337, s.RPCURL, s.PubSubHost, s.DatabaseURL, adminLine, funded)
+	b := banner{Ready: time.Since(start), APIURL: s.APIURL, ChainID: 1337, RPCURL: s.RPCURL, PubSubHost: s.PubSubHost,
+		DatabaseURL: s.DatabaseURL, Simulated: simulated, AdminPort: *adminPort, Key: key}
 	for _, a := range s.Signers {
-		fmt.Printf("                        %s\n", txm.CanonicalAddress(a))
+		b.Signers = append(b.Signers, txm.CanonicalAddress(a))
 	}
-	fmt.Printf(`
-DEVELOPMENT MODE (TXFENCE_AUTH=dev,apikey): a call without a credential acts
-as the all-powerful principal "dev". Deployed services refuse this mode.
-Callers authenticate with a bearer token; this API key (principal
-local-admin: sender, reader, admin on every signer) is shown only now:
-
-  export TXFENCE_KEY=%s
-
-Send a transaction:
-
-  curl -s -X POST %s/v1/transactions -H "Authorization: Bearer $TXFENCE_KEY" \
-    -H 'Content-Type: application/json' -d '%s'
-
-then follow it:
-
-  curl -s -H "Authorization: Bearer $TXFENCE_KEY" %s/v1/transactions/<id>
-  curl -s -H "Authorization: Bearer $TXFENCE_KEY" '%s/v1/completions?after=0&wait=30s'
-
-More keys and policies: TXFENCE_DATABASE_URL='%s' go run ./functions/admin.
-On Google Cloud a service sends its ID token instead:
-  -H "Authorization: Bearer $(gcloud auth print-identity-token --audiences=<TXFENCE_OIDC_AUDIENCE>)"
-
-`, key, s.APIURL, body, s.APIURL, s.APIURL, s.DatabaseURL)
+	printBanner(os.Stdout, b)
 	fmt.Println("ready")
 	<-ctx.Done()
 	fmt.Println("\nshutting down ...")
@@ -139,4 +103,75 @@ func serveAdmin(s *stack.Stack, port int, log *slog.Logger) *http.Server {
 		}
 	}()
 	return srv
+}
+
+// banner is what the emulator tells once everything is up.
+type banner struct {
+	Ready       time.Duration
+	APIURL      string // e.g. http://127.0.0.1:8080/Api
+	ChainID     uint64
+	RPCURL      string
+	PubSubHost  string
+	DatabaseURL string
+	// Simulated is the emulator's own chain: its signers are funded at
+	// genesis and it has the reorg endpoint. With -rpc neither holds.
+	Simulated bool
+	AdminPort int
+	Signers   []string
+	Key       string // the local-admin API key, shown once
+}
+
+// printBanner writes the URLs, the signers, the console and a curl to try.
+func printBanner(w io.Writer, b banner) {
+	adminLine := ""
+	funded := "(funded at genesis; DEVELOPMENT ONLY keys)"
+	if b.Simulated {
+		adminLine = fmt.Sprintf("  admin                 http://127.0.0.1:%d/reorg?depth=2   (POST; &drop=1 drops the transactions)\n", b.AdminPort)
+	} else {
+		funded = "(NOT funded: send each of these gas money on that chain before using it; DEVELOPMENT ONLY keys)"
+	}
+	from := ""
+	if len(b.Signers) > 0 {
+		from = b.Signers[0]
+	}
+	body, _ := json.Marshal(map[string]string{"from": from, "to": "0x000000000000000000000000000000000000dEaD", "value": "1000000000000000"})
+	fmt.Fprintf(w, `
+txfence is running (ready in %s). Ctrl-C stops everything and removes its data.
+
+  console               %s/console/
+  API                   %s
+  RPC (chain %d)      %s
+  PUBSUB_EMULATOR_HOST  %s
+  database              %s
+%s  development signers   %s
+`, b.Ready.Round(100*time.Millisecond), b.APIURL, b.APIURL, b.ChainID, b.RPCURL, b.PubSubHost, b.DatabaseURL, adminLine, funded)
+	for _, a := range b.Signers {
+		fmt.Fprintf(w, "                        %s\n", a)
+	}
+	fmt.Fprintf(w, `
+DEVELOPMENT MODE (TXFENCE_AUTH=dev,apikey): a call without a credential acts
+as the all-powerful principal "dev". Deployed services refuse this mode.
+Callers authenticate with a bearer token; this API key (principal
+local-admin: sender, reader, admin on every signer) is shown only now:
+
+  export TXFENCE_KEY=%s
+
+The console above works without it here (as "dev"); paste the key into its
+"Bearer token" field to act as local-admin, as a deployed console requires.
+
+Send a transaction:
+
+  curl -s -X POST %s/v1/transactions -H "Authorization: Bearer $TXFENCE_KEY" \
+    -H 'Content-Type: application/json' -d '%s'
+
+then follow it:
+
+  curl -s -H "Authorization: Bearer $TXFENCE_KEY" %s/v1/transactions/<id>
+  curl -s -H "Authorization: Bearer $TXFENCE_KEY" '%s/v1/completions?after=0&wait=30s'
+
+More keys and policies: TXFENCE_DATABASE_URL='%s' go run ./functions/admin.
+On Google Cloud a service sends its ID token instead:
+  -H "Authorization: Bearer $(gcloud auth print-identity-token --audiences=<TXFENCE_OIDC_AUDIENCE>)"
+
+`, b.Key, b.APIURL, body, b.APIURL, b.APIURL, b.DatabaseURL)
 }

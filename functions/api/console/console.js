@@ -1,0 +1,506 @@
+// txfence operator console. A static page: every piece of data comes from
+// the txfence JSON API, called with the operator's own bearer token (kept in
+// sessionStorage, so it is gone when the tab closes). Readers see; admins
+// also get action buttons, and the server checks the role on every call.
+'use strict';
+(() => {
+  const TOKEN_KEY = 'txfence.token';
+  // The API is wherever this page is served from, minus /console/
+  // ("" for the API's own host, "/Api" under the local function server).
+  const base = (() => {
+    const p = location.pathname;
+    const i = p.lastIndexOf('/console');
+    return i >= 0 ? p.slice(0, i) : '';
+  })();
+  const $ = (id) => document.getElementById(id);
+  const ACTIONABLE = { resubmit: ['ALLOCATED', 'TRACKING', 'STUCK'], cancel: ['ALLOCATED', 'TRACKING', 'STUCK'], replace: ['TRACKING', 'STUCK'] };
+  const ACTION_LABEL = { replace: 'Bump fee', cancel: 'Cancel', resubmit: 'Resubmit' };
+
+  let me = null; // the caller: {principal, roles, admin}
+  let current = null; // the view on screen: {refresh()}
+  let feedGen = 0;
+
+  // ---- helpers -----------------------------------------------------------
+
+  const esc = (s) => String(s ?? '').replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c]));
+  const short = (a) => (a && a.length > 14 ? a.slice(0, 8) + '…' + a.slice(-6) : a || '');
+  const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+  function age(secs) {
+    if (secs == null) return '—';
+    const s = Math.max(0, Math.floor(secs));
+    if (s < 60) return s + 's';
+    if (s < 3600) return Math.floor(s / 60) + 'm ' + (s % 60) + 's';
+    if (s < 86400) return Math.floor(s / 3600) + 'h ' + Math.floor((s % 3600) / 60) + 'm';
+    return Math.floor(s / 86400) + 'd ' + Math.floor((s % 86400) / 3600) + 'h';
+  }
+
+  // eth formats a wei amount (decimal string) as ether with 4 decimals.
+  function eth(wei, withUnit = true) {
+    if (wei == null) return '—';
+    const w = BigInt(wei);
+    const unit = 10n ** 18n;
+    const whole = w / unit;
+    const frac = ((w % unit) * 10000n) / unit;
+    const s = whole.toLocaleString('en-US') + '.' + frac.toString().padStart(4, '0');
+    return withUnit ? s + " ETH" : s;
+  }
+
+  function gwei(wei) {
+    if (wei == null) return '—';
+    const w = BigInt(wei);
+    if (w > 0n && w < 1000n) return w.toString() + ' wei';
+    return (Number(w) / 1e9).toLocaleString('en-US', { maximumSignificantDigits: 4 }) + ' gwei';
+  }
+
+  const when = (iso) => (iso ? new Date(iso).toLocaleString() : '—');
+
+  function randomId() {
+    const b = new Uint8Array(12);
+    crypto.getRandomValues(b);
+    return Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
+  }
+
+  async function api(path, opts = {}) {
+    const headers = { Accept: 'application/json' };
+    const tok = sessionStorage.getItem(TOKEN_KEY);
+    if (tok) headers.Authorization = 'Bearer ' + tok;
+    let body;
+    if (opts.body !== undefined) {
+      headers['Content-Type'] = 'application/json';
+      body = JSON.stringify(opts.body);
+    }
+    const resp = await fetch(base + path, { method: opts.method || 'GET', headers, body, cache: 'no-store' });
+    let data = null;
+    try {
+      data = await resp.json();
+    } catch (_) {
+      /* not JSON */
+    }
+    if (!resp.ok) {
+      const err = new Error((data && (data.detail || data.title)) || 'HTTP ' + resp.status);
+      err.status = resp.status;
+      err.problem = data;
+      throw err;
+    }
+    return data;
+  }
+
+  // redraw replaces el's content, keeping keyboard focus on the same link
+  // or button (by href or data-action) when it is drawn again.
+  function redraw(el, html) {
+    const a = document.activeElement;
+    const key = a && el.contains(a) ? a.getAttribute('href') || a.dataset.action : null;
+    el.innerHTML = html;
+    if (key) {
+      const again = el.querySelector(`[href="${CSS.escape(key)}"], [data-action="${CSS.escape(key)}"]`);
+      if (again) again.focus();
+    }
+  }
+
+  function notice(msg) {
+    const n = $('notice');
+    n.textContent = msg || '';
+    n.hidden = !msg;
+  }
+
+  function failed(err) {
+    if (err.status === 401) {
+      notice('This API needs a credential: paste an API key (txfk_…) or a Google ID token above and press "Use token".');
+    } else if (err.status === 403) {
+      notice('Your credential does not allow this: ' + err.message);
+    } else {
+      notice(err.message);
+    }
+  }
+
+  function setLive(text) {
+    $('live').textContent = text;
+  }
+
+  // ---- identity ----------------------------------------------------------
+
+  async function whoami() {
+    try {
+      me = await api('/v1/me');
+      $('who').textContent = me.principal + ' · ' + (me.roles.length ? me.roles.join(', ') : 'no role');
+      notice('');
+    } catch (err) {
+      me = null;
+      $('who').textContent = 'not signed in';
+      failed(err);
+    }
+  }
+
+  // ---- signers view ------------------------------------------------------
+
+  function laneHTML(s) {
+    const parts = [];
+    const summary = [`final below nonce ${s.finalBelow}`];
+    parts.push(`<span class="final" title="every nonce below ${s.finalBelow} is final">…${s.finalBelow > 0 ? s.finalBelow - 1 : '–'}</span>`);
+    for (const t of s.lane) {
+      const label = `nonce ${t.nonce} ${t.state}${t.subState ? ' (' + t.subState + ')' : ''}`;
+      summary.push(label);
+      parts.push(`<a class="cell s-${esc(t.state)}" href="#/tx/${esc(t.id)}" title="${esc(label)}" aria-label="${esc(label)}" data-nonce="${t.nonce}" data-state="${esc(t.state)}"></a>`);
+    }
+    const open = s.counts.allocated + s.counts.tracking + s.counts.mined + s.counts.stuck;
+    if (open > s.lane.length) parts.push(`<span class="more">+${open - s.lane.length}</span>`);
+    return `<div class="lane" title="${esc(summary.slice(0, 6).join('; '))}">${parts.join('')}</div>`;
+  }
+
+  function needHTML(s) {
+    const short = s.balance != null && BigInt(s.balance) < BigInt(s.inFlightNeed);
+    const bal = s.balance == null ? '<span class="muted" title="the chain did not answer in time">unknown</span>' : esc(eth(s.balance, false));
+    return `<span class="${short ? 'need short' : 'need'}" title="balance / what the open unmined transactions may spend">${bal} / ${esc(eth(s.inFlightNeed))}${short ? ' <span class="badge stuck">SHORT</span>' : ''}</span>`;
+  }
+
+  function leaseHTML(l) {
+    if (!l) return '<span class="muted">none</span>';
+    return `<span class="mono lease" title="chain lease holder ${esc(l.owner)}">${esc(l.owner)}</span> <span class="mono">#${l.token}</span>${l.live ? '' : ' <span class="muted">(expired)</span>'}`;
+  }
+
+  function signerRow(s) {
+    const stuck = s.counts.stuck > 0;
+    const href = `#/signer/${s.chainId}/${s.address}`;
+    return `<tr class="${stuck ? 'stuck' : ''}" data-chain="${s.chainId}" data-signer="${esc(s.address)}" data-stuck="${stuck ? 1 : 0}">
+<th scope="row"><a class="mono" href="${href}" title="${esc(s.address)}">${esc(short(s.address))}</a> <span class="muted" title="chain id">· ${s.chainId}</span>${stuck ? ' <span class="badge stuck">STUCK</span>' : ''}${s.configured ? '' : ' <span class="badge" title="in the database, not in this deployment\'s configuration">unconfigured</span>'}</th>
+<td>${laneHTML(s)}</td>
+<td class="num" data-count="final">${s.finalBelow}</td>
+<td class="num" data-count="mined">${s.counts.mined}</td>
+<td class="num" data-count="tracking">${s.counts.tracking}</td>
+<td class="num" data-count="allocated">${s.counts.allocated}</td>
+<td class="num" data-count="stuck">${s.counts.stuck}</td>
+<td class="num">${age(s.oldestPendingAgeSeconds)}</td>
+<td class="num">${needHTML(s)}</td>
+<td>${leaseHTML(s.leaseHolder)}</td>
+<td><div class="lasterr" title="${esc(s.lastError)}">${esc(s.lastError) || '<span class="muted">—</span>'}</div></td>
+</tr>`;
+  }
+
+  function signersView(params) {
+    const chainId = params.get('chainId') || '';
+    const prefix = params.get('prefix') || '';
+    const limit = params.get('limit') || '100';
+    const cursors = [''];
+    let page = 0;
+    let nextCursor = '';
+    $('view').innerHTML = `<h2>Signers</h2>
+<form class="filters" id="filters" role="search">
+  <label>Chain id<input id="f-chain" name="chainId" inputmode="numeric" pattern="[0-9]*" size="8" value="${esc(chainId)}"></label>
+  <label>Address starts with<input id="f-prefix" name="prefix" size="24" spellcheck="false" value="${esc(prefix)}" placeholder="0x…"></label>
+  <label>Per page<select id="f-limit" name="limit">${['50', '100', '200', '500'].map((n) => `<option${n === limit ? ' selected' : ''}>${n}</option>`).join('')}</select></label>
+  <button type="submit">Filter</button>
+</form>
+<div class="pager"><button type="button" id="prev">← Previous</button><button type="button" id="next">Next →</button><span id="range" aria-live="polite"></span></div>
+<div class="scroll"><table id="signers">
+<caption class="muted">One row per chain and signer. Lane: final nonces, then each open nonce in order (mined, in flight, allocated, stuck). Stuck rows are marked.</caption>
+<thead><tr><th scope="col">Signer</th><th scope="col">Nonce lane</th><th scope="col" class="num">Final below</th><th scope="col" class="num">Mined</th><th scope="col" class="num">In flight</th><th scope="col" class="num">Allocated</th><th scope="col" class="num">Stuck</th><th scope="col" class="num">Oldest pending</th><th scope="col" class="num">Balance / need</th><th scope="col">Lease (token)</th><th scope="col">Last error</th></tr></thead>
+<tbody id="signer-rows"><tr><td colspan="11" class="muted">Loading…</td></tr></tbody>
+</table></div>`;
+    $('filters').addEventListener('submit', (e) => {
+      e.preventDefault();
+      const q = new URLSearchParams();
+      if ($('f-chain').value.trim()) q.set('chainId', $('f-chain').value.trim());
+      if ($('f-prefix').value.trim()) q.set('prefix', $('f-prefix').value.trim());
+      q.set('limit', $('f-limit').value);
+      location.hash = '#/signers?' + q.toString();
+    });
+    $('prev').addEventListener('click', () => {
+      if (page > 0) {
+        page--;
+        refresh();
+      }
+    });
+    $('next').addEventListener('click', () => {
+      if (nextCursor) {
+        cursors[page + 1] = nextCursor;
+        page++;
+        refresh();
+      }
+    });
+    async function refresh() {
+      const q = new URLSearchParams({ limit });
+      if (chainId) q.set('chainId', chainId);
+      if (prefix) q.set('prefix', prefix);
+      if (cursors[page]) q.set('cursor', cursors[page]);
+      let data;
+      try {
+        data = await api('/v1/signers?' + q.toString());
+      } catch (err) {
+        if (current !== view) return;
+        failed(err);
+        $('signer-rows').innerHTML = `<tr><td colspan="11" class="error">${esc(err.message)}</td></tr>`;
+        return;
+      }
+      if (current !== view) return; // the operator moved on while this was read
+      notice('');
+      redraw($('signer-rows'), data.items.length ? data.items.map(signerRow).join('') : '<tr><td colspan="11" class="muted">No signers match.</td></tr>');
+      nextCursor = data.nextCursor || '';
+      const from = page * Number(limit);
+      $('range').textContent = data.items.length ? `${from + 1}–${from + data.items.length} of ${data.total}` : `0 of ${data.total}`;
+      $('prev').disabled = page === 0;
+      $('next').disabled = !nextCursor;
+      if (!document.body.dataset.firstRender) {
+        // For the render-time measurement: ms from navigation start.
+        document.body.dataset.firstRender = String(Math.round(performance.now()));
+      }
+      document.body.dataset.rendered = String(Number(document.body.dataset.rendered || 0) + 1);
+    }
+    const view = { refresh };
+    return view;
+  }
+
+  // ---- one signer --------------------------------------------------------
+
+  function signerView(chainId, address) {
+    $('view').innerHTML = `<p><a href="#/signers">← All signers</a></p><h2>Signer <span class="mono">${esc(address)}</span> <span class="muted">chain ${esc(chainId)}</span></h2><div id="signer-body" class="muted">Loading…</div>`;
+    async function refresh() {
+      let data;
+      try {
+        data = await api(`/v1/signers?chainId=${encodeURIComponent(chainId)}&prefix=${encodeURIComponent(address)}&limit=1`);
+      } catch (err) {
+        if (current === view) failed(err);
+        return;
+      }
+      if (current !== view) return;
+      const s = data.items[0];
+      if (!s) {
+        $('signer-body').textContent = 'No such signer (or not one you may read).';
+        return;
+      }
+      const rows = s.lane
+        .map((t) => `<tr class="${t.state === 'STUCK' ? 'stuck' : ''}"><td class="num">${t.nonce}</td><td><span class="badge s-${esc(t.state)}">${esc(t.state)}</span> ${esc(t.subState)}</td><td><a class="mono" href="#/tx/${esc(t.id)}">${esc(t.id)}</a></td></tr>`)
+        .join('');
+      $('signer-body').className = '';
+      redraw($('signer-body'), `<table><thead><tr><th>Signer</th><th>Nonce lane</th><th class="num">Final below</th><th class="num">Mined</th><th class="num">In flight</th><th class="num">Allocated</th><th class="num">Stuck</th><th class="num">Oldest pending</th><th class="num">Balance / need</th><th>Lease (token)</th><th>Last error</th></tr></thead><tbody>${signerRow(s)}</tbody></table>
+<dl class="kv"><dt>Next nonce</dt><dd>${s.nextNonce ?? '—'}</dd><dt>Last error at</dt><dd>${when(s.lastErrorAt)}</dd><dt>Last error</dt><dd class="mono">${esc(s.lastError) || '—'}</dd></dl>
+<h3>Open transactions (first ${s.lane.length})</h3>
+${rows ? `<table><thead><tr><th class="num">Nonce</th><th>State</th><th>Transaction</th></tr></thead><tbody>${rows}</tbody></table>` : '<p class="muted">Nothing open: every allocated nonce is final.</p>'}`);
+    }
+    const view = { refresh };
+    return view;
+  }
+
+  // ---- one transaction ---------------------------------------------------
+
+  function txView(id) {
+    $('view').innerHTML = `<p><a href="#/signers">← All signers</a></p><div id="tx-body" class="muted">Loading…</div>
+<div class="actions" id="tx-actions"></div><div id="outcome" class="outcome" role="status" aria-live="polite"></div><div id="tx-more"></div>`;
+    let tx = null;
+
+    function actionButtons() {
+      const box = $('tx-actions');
+      if (!me || !me.admin || !tx) {
+        box.innerHTML = '';
+        return;
+      }
+      const kinds = ['replace', 'cancel', 'resubmit'].filter((k) => ACTIONABLE[k].includes(tx.state));
+      const want = kinds.join(',');
+      if (box.dataset.kinds === want) return; // keep focus and state when nothing changed
+      box.dataset.kinds = want;
+      box.innerHTML = kinds.length
+        ? `<span class="muted">Admin:</span>` +
+          kinds.map((k) => `<button type="button" data-action="${k}" class="${k === 'cancel' ? 'danger' : ''}">${ACTION_LABEL[k]}</button>`).join('')
+        : '';
+      for (const b of box.querySelectorAll('button[data-action]')) b.addEventListener('click', () => openAction(b.dataset.action));
+    }
+
+    function openAction(kind) {
+      const d = $('act');
+      $('act-title').textContent = ACTION_LABEL[kind] + ' transaction';
+      $('act-what').textContent = `${ACTION_LABEL[kind]} nonce ${tx.nonce} of ${tx.from} (${tx.state}${tx.subState ? ', ' + tx.subState : ''}).` +
+        (kind === 'cancel' ? ' A 0-value self-transfer takes the nonce; the transaction ends FAILED_FINAL cancelled.' : '');
+      $('act-fees').hidden = kind !== 'replace';
+      $('act-reason').value = '';
+      $('act-maxfee').value = '';
+      $('act-tip').value = '';
+      $('act-error').textContent = '';
+      $('act-submit').disabled = false;
+      d.dataset.kind = kind;
+      d.showModal();
+      $('act-reason').focus();
+    }
+
+    async function send(kind, reason, fees) {
+      const body = { actionId: 'console-' + randomId(), reason };
+      Object.assign(body, fees);
+      const a = await api(`/v1/transactions/${id}/${kind}`, { method: 'POST', body });
+      const out = $('outcome');
+      out.textContent = `${ACTION_LABEL[kind]} recorded by ${a.actor} (${a.status}); the function holding the signer's lease carries it out…`;
+      for (let i = 0; i < 180 && current && current.txId === id; i++) {
+        await sleep(1000);
+        let list;
+        try {
+          list = await api(`/v1/transactions/${id}/actions`);
+        } catch (_) {
+          continue;
+        }
+        const mine = list.items.find((x) => x.actionId === a.actionId);
+        if (mine && mine.status !== 'pending') {
+          out.textContent = `${ACTION_LABEL[kind]} ${mine.status}${mine.result ? ': ' + mine.result : ''}${mine.token ? ' (token ' + mine.token + ')' : ''}.`;
+          refresh();
+          return;
+        }
+      }
+    }
+    const view = {
+      txId: id,
+      refresh,
+      submitAction: async (kind, reason, fees) => {
+        try {
+          await send(kind, reason, fees);
+        } catch (err) {
+          $('outcome').textContent = `${ACTION_LABEL[kind]} refused: ${err.message}`;
+        }
+      },
+    };
+
+    async function refresh() {
+      let t, acts;
+      try {
+        [t, acts] = await Promise.all([api(`/v1/transactions/${id}?include=attempts,history`), api(`/v1/transactions/${id}/actions`)]);
+      } catch (err) {
+        if (current !== view) return;
+        failed(err);
+        $('tx-body').textContent = err.message;
+        return;
+      }
+      if (current !== view) return;
+      notice('');
+      tx = t;
+      const r = t.receipt;
+      $('tx-body').className = '';
+      redraw($('tx-body'), `<h2>Transaction <span class="mono">${esc(t.id)}</span> <span class="badge s-${esc(t.state)}" id="tx-state" data-state="${esc(t.state)}">${esc(t.state)}</span> <span id="tx-substate" class="mono">${esc(t.subState)}</span></h2>
+<dl class="kv">
+<dt>Signer</dt><dd><a class="mono" href="#/signer/${t.chainId}/${esc(t.from)}">${esc(t.from)}</a> on chain ${t.chainId}</dd>
+<dt>Nonce</dt><dd>${t.nonce}</dd>
+<dt>To</dt><dd class="mono">${esc(t.to) || '(contract creation)'}</dd>
+<dt>Value</dt><dd>${esc(eth(t.value))} <span class="muted">(${esc(t.value)} wei)</span></dd>
+<dt>Gas limit</dt><dd>${t.gasLimit ?? '—'}</dd>
+<dt>Request id</dt><dd class="mono">${esc(t.requestId) || '—'}</dd>
+<dt>Hash</dt><dd class="mono">${esc(t.hash) || '—'}</dd>
+<dt>Receipt</dt><dd>${r ? `block ${r.blockNumber} <span class="mono">${esc(short(r.blockHash))}</span>, status ${r.status}, gas used ${r.gasUsed}` : '—'}</dd>
+<dt>Confirmations</dt><dd>${t.confirmations != null ? t.confirmations + (t.confirmationsRequired ? ' of ' + t.confirmationsRequired : '') : '—'}</dd>
+<dt>Reorgs</dt><dd>${t.reorgCount}</dd>
+<dt>Created / updated</dt><dd>${when(t.createdAt)} / ${when(t.updatedAt)}</dd>
+<dt>Last error</dt><dd class="mono">${esc(t.lastError) || '—'}</dd>
+</dl>`);
+      actionButtons();
+      const attempts = (t.attemptList || [])
+        .map((a) => `<tr><td class="num">${a.no}</td><td>${esc(a.kind)}</td><td class="mono" title="${esc(a.hash)}">${esc(short(a.hash))}</td><td class="num">${a.maxFeePerGas ? gwei(a.maxFeePerGas) + ' / ' + gwei(a.maxPriorityFeePerGas) : gwei(a.gasPrice)}</td><td class="num">${a.gasLimit}</td><td>${when(a.broadcastAt)}</td><td class="num">${a.broadcastCount}</td><td>${esc(a.outcome) || '—'}</td><td class="num">${a.token}</td><td><div class="lasterr" title="${esc(a.lastError)}">${esc(a.lastError)}</div></td></tr>`)
+        .join('');
+      const history = (t.history || [])
+        .map((h) => `<tr><td>${when(h.createdAt)}</td><td>${esc(h.from) || '—'} → <span class="badge s-${esc(h.to)}">${esc(h.to)}</span></td><td class="mono">${esc(h.subState)}</td><td>${esc(h.reason)}</td><td class="mono">${esc(h.owner)}</td><td class="num">${h.token}</td><td>${esc(h.action)}${h.actor ? ' by ' + esc(h.actor) : ''}</td></tr>`)
+        .join('');
+      const actions = acts.items
+        .map((a) => `<tr><td>${when(a.createdAt)}</td><td>${esc(a.action)}</td><td>${esc(a.status)}</td><td>${esc(a.result)}</td><td>${esc(a.reason)}</td><td>${esc(a.actor)}</td><td class="num">${a.token || '—'}</td></tr>`)
+        .join('');
+      $('tx-more').innerHTML = `<h3>Attempts</h3>${attempts ? `<table><thead><tr><th class="num">#</th><th>Kind</th><th>Hash</th><th class="num">Max fee / tip (or gas price)</th><th class="num">Gas</th><th>First broadcast</th><th class="num">Sends</th><th>Outcome</th><th class="num">Token</th><th>Last error</th></tr></thead><tbody>${attempts}</tbody></table>` : '<p class="muted">Not signed yet.</p>'}
+<h3>History</h3>${history ? `<table><thead><tr><th>When</th><th>Change</th><th>Sub-state</th><th>Reason</th><th>Owner</th><th class="num">Token</th><th>Action</th></tr></thead><tbody>${history}</tbody></table>` : '<p class="muted">No changes recorded.</p>'}
+<h3>Admin actions</h3>${actions ? `<table><thead><tr><th>When</th><th>Action</th><th>Status</th><th>Result</th><th>Reason</th><th>Actor</th><th class="num">Token</th></tr></thead><tbody>${actions}</tbody></table>` : '<p class="muted">None.</p>'}`;
+      document.body.dataset.rendered = String(Number(document.body.dataset.rendered || 0) + 1);
+    }
+    return view;
+  }
+
+  // The action dialog is shared; it asks the view on screen to send.
+  function wireDialog() {
+    const d = $('act');
+    $('act-close').addEventListener('click', () => d.close());
+    $('act-form').addEventListener('submit', (e) => {
+      e.preventDefault();
+      const reason = $('act-reason').value.trim();
+      if (!reason) {
+        $('act-error').textContent = 'Give a reason: it is recorded with the action.';
+        $('act-reason').focus();
+        return;
+      }
+      const fees = {};
+      for (const [id, key] of [['act-maxfee', 'maxFeePerGas'], ['act-tip', 'maxPriorityFeePerGas']]) {
+        const v = $(id).value.trim();
+        if (v && !/^[0-9]+$/.test(v)) {
+          $('act-error').textContent = 'Fees are whole numbers of wei.';
+          $(id).focus();
+          return;
+        }
+        if (v && d.dataset.kind === 'replace') fees[key] = v;
+      }
+      d.close();
+      if (current && current.submitAction) current.submitAction(d.dataset.kind, reason, fees);
+    });
+  }
+
+  // ---- routing, live refresh ---------------------------------------------
+
+  function route() {
+    const h = location.hash.replace(/^#/, '') || '/signers';
+    const [path, query] = h.split('?');
+    const parts = path.split('/').filter(Boolean);
+    notice('');
+    if (parts[0] === 'tx' && parts[1]) current = txView(parts[1]);
+    else if (parts[0] === 'signer' && parts[2]) current = signerView(parts[1], parts[2]);
+    else current = signersView(new URLSearchParams(query || ''));
+    Promise.resolve(current.refresh()).then(() => setLive('live · updated ' + new Date().toLocaleTimeString()));
+    $('main').focus({ preventScroll: true });
+  }
+
+  let refreshing = false;
+  async function refreshNow() {
+    if (refreshing || !current || $('act').open) return;
+    refreshing = true;
+    try {
+      await current.refresh();
+      setLive('live · updated ' + new Date().toLocaleTimeString());
+    } finally {
+      refreshing = false;
+    }
+  }
+
+  // follow long-polls the completions feed from now on: each outcome
+  // (confirmed, failed, stuck) refreshes the view at once; a timer catches
+  // the changes the feed does not carry (allocations, broadcasts).
+  async function follow() {
+    const gen = ++feedGen;
+    let after = 'latest';
+    while (gen === feedGen) {
+      try {
+        const page = await api(`/v1/completions?after=${after}&wait=25s&limit=100`);
+        if (gen !== feedGen) return;
+        after = String(page.next);
+        if (page.items.length) refreshNow();
+      } catch (err) {
+        setLive('live feed paused: ' + err.message);
+        await sleep(5000);
+      }
+    }
+  }
+
+  // start reads who the caller is while the first view loads (the signers
+  // view does not need to know); a transaction view is drawn again once the
+  // role is known, since its buttons depend on it.
+  async function start() {
+    const who = whoami();
+    route();
+    follow();
+    await who;
+    if (current && current.txId) current.refresh();
+  }
+
+  $('auth').addEventListener('submit', (e) => {
+    e.preventDefault();
+    const v = $('token').value.trim();
+    if (v) sessionStorage.setItem(TOKEN_KEY, v);
+    $('token').value = '';
+    start();
+  });
+  $('forget').addEventListener('click', () => {
+    sessionStorage.removeItem(TOKEN_KEY);
+    start();
+  });
+  window.addEventListener('hashchange', route);
+  setInterval(() => {
+    if (document.visibilityState === 'visible') refreshNow();
+  }, 5000);
+  wireDialog();
+  start();
+})();
