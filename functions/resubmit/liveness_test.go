@@ -868,3 +868,25 @@ func TestIssue10_AdminActions(t *testing.T) {
 	status, p = post(t, base+"/replace", map[string]any{"actionId": "r3", "reason": "late"})
 	assert.Equal(t, http.StatusConflict, status, "a MINED transaction: %v", p)
 }
+
+// TestIssue10_AdminCancelPastBumpBudget: once automation has spent the
+// replacement budget (here none at all), an admin's cancel is still the
+// way out: it is bounded by the fee caps, not by the count.
+func TestIssue10_AdminCancelPastBumpBudget(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 2, lively, func(c *config.Config) { c.MaxBumps = 0 })
+	a := w.Node(t, "a")
+	signer := poorSigner(t, w)
+	stuck := create(t, a, transfer(signer, big.NewInt(2*params.Ether)))
+	later := create(t, a, transfer(signer, big.NewInt(1)))
+	stop := w.Run(t, []*stacktest.Node{a}, stacktest.RunOptions{})
+	defer stop()
+	waitState(t, w, stuck.ID, txm.StateStuck, 10*time.Second)
+
+	status, body := post(t, a.APIURL+"/v1/transactions/"+stuck.ID+"/cancel", map[string]any{"actionId": "cancel-past-budget", "reason": "the budget is spent"})
+	require.Equal(t, http.StatusAccepted, status, "%v", body)
+	waitState(t, w, stuck.ID, txm.StateFailedFinal, 30*time.Second)
+	waitState(t, w, later.ID, txm.StateConfirmed, 30*time.Second)
+	_, sub := txState(t, w, stuck.ID)
+	assert.Equal(t, txm.SubStateCancelled, sub)
+}

@@ -238,8 +238,13 @@ func (w *attempter) nextFees(ctx context.Context, chain txm.Chain, t txm.Tracked
 		return txm.Fees{MaxFeePerGas: fresh.MaxFeePerGas, MaxPriorityFeePerGas: fresh.MaxPriorityFeePerGas, GasPrice: fresh.GasPrice}, nil
 	}
 	caps := w.fees.caps(chain.ChainID())
-	if err := caps.AllowBump(len(t.Attempts) - 1); err != nil {
-		return txm.Fees{}, err
+	// The replacement budget stops automation from bumping for ever; an
+	// admin's action is the way out once it is spent, bounded by the fee
+	// caps alone.
+	if r.audit.ActionID == "" {
+		if err := caps.AllowBump(len(t.Attempts) - 1); err != nil {
+			return txm.Fees{}, err
+		}
 	}
 	return txm.BumpFees(txm.FeesOf(*prev), fresh, w.fees.bumpPercent, caps)
 }
