@@ -21,7 +21,7 @@ var lazy = deps.Lazy[*Handler]{Build: func(ctx context.Context, p *deps.Process)
 	if err != nil {
 		return nil, err
 	}
-	return NewHandler(drain, p.Log)
+	return NewHandler(drain, p.Config.ResubmitInterval, p.Log)
 }}
 
 // handle is the deployed entry point; an error makes Pub/Sub redeliver.
