@@ -91,7 +91,7 @@ vet:
 ## OpenTofu; both OpenTofu and the provider are built from the Go module
 ## proxy (terraform/tools/{tofu,provider-google}, pinned) and cached in
 ## .tools/terraform. Measured on this 2-core machine: cold, the provider
-## takes ~750 CPU-seconds (6-7 min idle, 13 min under the load of other
+## takes ~750-800 CPU-seconds (6-7 min idle, 13-16 min under the load of other
 ## builds) and OpenTofu, only when terraform is not on PATH, as much again;
 ## with the Go build cache warm each only links (~30s); with the binaries
 ## cached, validating the module and both environments takes ~25s.
