@@ -2,7 +2,8 @@
 # Application Load Balancer): serverless NEG -> backend service (Cloud Armor)
 # -> URL map -> HTTPS proxy with a Google-managed certificate -> forwarding
 # rule on a reserved global IP. Plain HTTP on the same IP only redirects to
-# HTTPS.
+# HTTPS. The HTTPS proxy accepts TLS 1.2 and later only, with the MODERN (or
+# RESTRICTED, var.api_ssl_profile) cipher profile.
 #
 # Created only when var.api_domain is set (a managed certificate needs a
 # domain). What it lets through, in order:
@@ -184,12 +185,24 @@ resource "google_compute_managed_ssl_certificate" "api" {
   }
 }
 
+# TLS 1.2 at least (the default policy still accepts TLS 1.0), with a
+# profile that drops the legacy ciphers.
+resource "google_compute_ssl_policy" "api" {
+  count = local.lb_enabled ? 1 : 0
+
+  name            = "txfence-api"
+  description     = "txfence API: TLS 1.2 and later, ${var.api_ssl_profile} ciphers."
+  min_tls_version = "TLS_1_2"
+  profile         = var.api_ssl_profile
+}
+
 resource "google_compute_target_https_proxy" "api" {
   count = local.lb_enabled ? 1 : 0
 
   name             = "txfence-api"
   url_map          = google_compute_url_map.api[0].id
   ssl_certificates = [google_compute_managed_ssl_certificate.api[0].id]
+  ssl_policy       = google_compute_ssl_policy.api[0].id
 }
 
 resource "google_compute_global_forwarding_rule" "api_https" {

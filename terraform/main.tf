@@ -17,9 +17,11 @@ resource "google_project_service" "apis" {
     "compute.googleapis.com",
     "iam.googleapis.com",
     "iamcredentials.googleapis.com",
+    "monitoring.googleapis.com",
     "pubsub.googleapis.com",
     "run.googleapis.com",
     "secretmanager.googleapis.com",
+    "servicenetworking.googleapis.com",
     "sqladmin.googleapis.com",
   ])
   project            = var.project
@@ -52,9 +54,12 @@ locals {
   #   timeout      request timeout, seconds
   #   concurrency  requests per instance
   #   min, max     default instance bounds (var.min_instances / max_instances override)
-  #   db_conns     TXFENCE_DB_MAX_CONNS: pool size per instance. Sum over
-  #                functions of max x db_conns = 10x10 + 20x5 + 20x5 + 2x4 + 2x2
-  #                = 312, under the 400 connections of the default tier.
+  #   db_conns     TXFENCE_DB_MAX_CONNS: default pool size per instance
+  #                (var.db_pool_sizes overrides). Sum over functions of
+  #                max x db_conns = api 10x10 + submit 20x5 + receipt 20x5
+  #                + finality 2x4 + outbox 2x2 + resubmit 2x4 = 320; with 10
+  #                reserved for the migrate job and operators, 330 of
+  #                db_max_connections (400), checked in sql.tf.
   #   publishes    topics (keys of local.topics) it writes outbox rows for and
   #                publishes to: api creates (submit prompt); submit marks
   #                TRACKING (receipt) or STUCK (completion); receipt marks
@@ -167,6 +172,7 @@ locals {
   # Instance bounds after the per-function overrides.
   min_instances = { for k, f in local.functions : k => lookup(var.min_instances, k, f.min) }
   max_instances = { for k, f in local.functions : k => lookup(var.max_instances, k, f.max) }
+  db_pool_sizes = { for k, f in local.functions : k => lookup(var.db_pool_sizes, k, f.db_conns) }
 
   # TXFENCE_CHAINS: "ID=URL|URL,ID=URL". Sensitive (RPC URLs carry provider
   # keys): it only ever goes into the txfence-chains secret (secrets.tf).
@@ -179,17 +185,20 @@ locals {
 
   # Database connection. The functions and the migrate job dial Cloud SQL with
   # the Go connector (cloud.google.com/go/cloudsqlconn) when
-  # TXFENCE_CLOUDSQL_INSTANCE is set, with automatic IAM database
-  # authentication: the login is the runtime service account's IAM database
-  # user, no password exists anywhere. The connector encrypts the connection
-  # itself, hence sslmode=disable; the DSN host is ignored.
+  # TXFENCE_CLOUDSQL_INSTANCE is set, at the instance's private IP
+  # (TXFENCE_CLOUDSQL_PRIVATE_IP, through Direct VPC egress: network.tf), with
+  # automatic IAM database authentication: the login is the runtime service
+  # account's IAM database user, no password exists anywhere. The connector
+  # encrypts the connection itself, hence sslmode=disable; the DSN host is
+  # ignored.
   db_name = "txfence"
 
   # Environment shared by every function and the migrate job.
   common_env = {
-    TXFENCE_CLOUDSQL_INSTANCE = google_sql_database_instance.main.connection_name
-    TXFENCE_CLOUDSQL_IAM_AUTH = "true"
-    TXFENCE_LOG_LEVEL         = var.log_level
+    TXFENCE_CLOUDSQL_INSTANCE   = google_sql_database_instance.main.connection_name
+    TXFENCE_CLOUDSQL_IAM_AUTH   = "true"
+    TXFENCE_CLOUDSQL_PRIVATE_IP = "true"
+    TXFENCE_LOG_LEVEL           = var.log_level
   }
 
   # The API's URL as its callers name it: the audience of the Google ID
@@ -247,7 +256,7 @@ locals {
         {
           FUNCTION_TARGET          = f.target
           TXFENCE_DATABASE_URL     = "user=${local.db_users[k]} dbname=${local.db_name} sslmode=disable"
-          TXFENCE_DB_MAX_CONNS     = tostring(f.db_conns)
+          TXFENCE_DB_MAX_CONNS     = tostring(local.db_pool_sizes[k])
           TXFENCE_PROJECT          = var.project
           TXFENCE_TOPIC_SUBMIT     = local.topics.submit
           TXFENCE_TOPIC_RECEIPT    = local.topics.receipt

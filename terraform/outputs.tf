@@ -80,3 +80,36 @@ output "signers_configured" {
   description = "TXFENCE_SIGNERS as given to the functions other than Submit (addresses only)."
   value       = local.signers_addresses_env
 }
+
+output "network" {
+  description = "The VPC and subnet of the services' Direct VPC egress, and Cloud SQL's private IP."
+  value = {
+    network        = google_compute_network.txfence.name
+    subnetwork     = google_compute_subnetwork.run.name
+    sql_private_ip = google_sql_database_instance.main.private_ip_address
+  }
+}
+
+output "db_connection_budget" {
+  description = "Connections the functions may open at their maximum instance counts, plus 10 for the migrate job and operators; at most db_max_connections."
+  value       = local.db_connection_budget
+}
+
+output "dashboard" {
+  description = "The Cloud Monitoring dashboard's id (projects/NUMBER/dashboards/ID); open it at https://console.cloud.google.com/monitoring/dashboards/builder/ID."
+  value       = google_monitoring_dashboard.txfence.id
+}
+
+output "alert_policies" {
+  description = "Alert policy names by alert, each linking to its docs/runbook.md section."
+  value = {
+    fenced_writes   = google_monitoring_alert_policy.fenced_writes.name
+    pending_age     = google_monitoring_alert_policy.pending_age.name
+    stuck           = google_monitoring_alert_policy.stuck.name
+    dead_letters    = google_monitoring_alert_policy.dead_letters.name
+    api_5xx         = google_monitoring_alert_policy.api_5xx.name
+    sql_cpu         = google_monitoring_alert_policy.sql_cpu.name
+    sql_connections = google_monitoring_alert_policy.sql_connections.name
+    lease_takeovers = google_monitoring_alert_policy.lease_takeovers.name
+  }
+}

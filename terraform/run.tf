@@ -17,7 +17,8 @@
 #            accepted.
 #
 # Secrets (secrets.tf) arrive as secret environment variables; the plain
-# environment is local.function_env (main.tf).
+# environment is local.function_env (main.tf). Every service and the job
+# reach Cloud SQL's private IP through Direct VPC egress (network.tf).
 #
 # Image rollouts after the first apply are done by Cloud Build
 # (cloudbuild.yaml: gcloud run services update --image), so terraform ignores
@@ -56,6 +57,15 @@ resource "google_cloud_run_v2_service" "fn" {
 
     # Second generation: full Linux compatibility and faster networking.
     execution_environment = "EXECUTION_ENVIRONMENT_GEN2"
+
+    # Direct VPC egress to Cloud SQL's private IP (network.tf).
+    vpc_access {
+      egress = local.vpc_egress.egress
+      network_interfaces {
+        network    = local.vpc_egress.network
+        subnetwork = local.vpc_egress.subnetwork
+      }
+    }
 
     scaling {
       min_instance_count = local.min_instances[each.key]
@@ -174,6 +184,14 @@ resource "google_cloud_run_v2_job" "migrate" {
       service_account = google_service_account.runtime["migrate"].email
       timeout         = "900s" # the command gives itself 10 minutes
       max_retries     = 0      # a failed migration wants a human, not a retry
+
+      vpc_access {
+        egress = local.vpc_egress.egress
+        network_interfaces {
+          network    = local.vpc_egress.network
+          subnetwork = local.vpc_egress.subnetwork
+        }
+      }
 
       containers {
         image   = var.image

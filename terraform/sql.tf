@@ -1,14 +1,17 @@
 # Cloud SQL for PostgreSQL 15: txfence's only authority (DESIGN.md: leases,
 # fencing tokens, nonce cursors, attempts and the outbox all live here).
 #
-# Connectivity: public IP with no authorized networks. Nothing can connect
-# over plain TCP; the functions and the migrate job use the Cloud SQL Go
-# connector, which authorizes through the Cloud SQL Admin API
-# (roles/cloudsql.client) and opens an mTLS tunnel, and they log in with
-# automatic IAM database authentication (roles/cloudsql.instanceUser + an
-# IAM database user per service account). No VPC connector is needed. To go
-# private-IP only, add a private network here and set
-# TXFENCE_CLOUDSQL_PRIVATE_IP=true with Direct VPC egress on the services.
+# Connectivity: private IP only (network.tf), no public IP at all. The
+# functions and the migrate job reach it through Direct VPC egress and the
+# Cloud SQL Go connector, which authorizes each connection through the Cloud
+# SQL Admin API (roles/cloudsql.client, conditioned on this instance) and
+# opens an mTLS tunnel; they log in with automatic IAM database
+# authentication (roles/cloudsql.instanceUser + an IAM database user per
+# service account): no password exists anywhere.
+#
+# Connections: max_connections is set explicitly (var.db_max_connections) so
+# that the pool budget below is checked against a known number rather than
+# the tier's default.
 
 resource "google_sql_database_instance" "main" {
   name             = var.db_instance_name
@@ -35,24 +38,31 @@ resource "google_sql_database_instance" "main" {
       value = "on"
     }
 
-    # Daily backups plus write-ahead-log retention for point-in-time
-    # recovery: a bad migration or an operator mistake can be undone to the
-    # second.
+    database_flags {
+      name  = "max_connections"
+      value = tostring(var.db_max_connections)
+    }
+
+    # Daily backups plus, unless turned off (dev), write-ahead-log
+    # retention for point-in-time recovery: a bad migration or an operator
+    # mistake can be undone to the second (docs/runbook.md, "Restore the
+    # database").
     backup_configuration {
       enabled                        = true
-      point_in_time_recovery_enabled = true
+      point_in_time_recovery_enabled = var.db_point_in_time_recovery
       start_time                     = "02:00" # UTC
-      transaction_log_retention_days = 7
+      transaction_log_retention_days = var.db_point_in_time_recovery ? 7 : null
 
       backup_retention_settings {
-        retained_backups = 14
+        retained_backups = var.db_backups_retained
         retention_unit   = "COUNT"
       }
     }
 
     ip_configuration {
-      ipv4_enabled = true
-      # No authorized_networks: only connector (mTLS) connections get in.
+      ipv4_enabled    = false
+      private_network = google_compute_network.txfence.id
+      # Only encrypted connections (the connector's mTLS) are accepted.
       ssl_mode = "ENCRYPTED_ONLY"
     }
 
@@ -67,7 +77,24 @@ resource "google_sql_database_instance" "main" {
     }
   }
 
-  depends_on = [google_project_service.apis]
+  lifecycle {
+    precondition {
+      condition     = local.db_connection_budget <= var.db_max_connections
+      error_message = "The functions may open ${local.db_connection_budget} connections (max_instances x pool size summed, plus ${local.db_connections_reserved} for the migrate job and operators), more than db_max_connections (${var.db_max_connections}): lower max_instances or db_pool_sizes, or raise db_max_connections (and db_tier)."
+    }
+  }
+
+  depends_on = [google_project_service.apis, google_service_networking_connection.sql]
+}
+
+# The connection budget: every function at its maximum instance count with a
+# full pool, plus the migrate job and operators' sessions (cloud-sql-proxy,
+# functions/admin). Checked against db_max_connections at plan time.
+locals {
+  db_connections_reserved = 10
+  db_connection_budget = sum([
+    for k, f in local.functions : local.max_instances[k] * local.db_pool_sizes[k]
+  ]) + local.db_connections_reserved
 }
 
 resource "google_sql_database" "txfence" {

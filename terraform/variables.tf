@@ -154,9 +154,14 @@ variable "log_level" {
 }
 
 variable "extra_env" {
-  description = "Extra environment for every function and the migrate job (e.g. TXFENCE_LEASE_DURATION). Overrides what this module sets; use with care."
+  description = "Extra environment for every function and the migrate job (e.g. TXFENCE_LEASE_DURATION). Overrides what this module sets; use with care. Never a secret: those live in Secret Manager (secrets.tf)."
   type        = map(string)
   default     = {}
+
+  validation {
+    condition     = alltrue([for name, value in var.extra_env : !contains(["TXFENCE_CHAINS", "TXFENCE_STUCK_WEBHOOK_SECRET"], name) && !can(regex("(?i)password", value))])
+    error_message = "extra_env must not carry secrets: TXFENCE_CHAINS and TXFENCE_STUCK_WEBHOOK_SECRET come from Secret Manager (chains, stuck_webhook_secret), and no value may hold a password (the database uses IAM authentication)."
+  }
 }
 
 variable "function_env" {
@@ -167,6 +172,10 @@ variable "function_env" {
   validation {
     condition     = alltrue([for k in keys(var.function_env) : contains(["api", "submit", "receipt", "finality", "outbox", "resubmit"], k)])
     error_message = "function_env keys must be among api, submit, receipt, finality, outbox, resubmit."
+  }
+  validation {
+    condition     = alltrue(flatten([for env in values(var.function_env) : [for name, value in env : !contains(["TXFENCE_CHAINS", "TXFENCE_STUCK_WEBHOOK_SECRET"], name) && !can(regex("(?i)password", value))]]))
+    error_message = "function_env must not carry secrets: TXFENCE_CHAINS and TXFENCE_STUCK_WEBHOOK_SECRET come from Secret Manager, and no value may hold a password (the database uses IAM authentication)."
   }
 }
 
@@ -184,8 +193,14 @@ variable "max_instances" {
   default     = {}
 }
 
+variable "db_pool_sizes" {
+  description = "TXFENCE_DB_MAX_CONNS per function (keys api, submit, receipt, finality, outbox, resubmit); missing keys keep the defaults of main.tf (api 10, submit 5, receipt 5, finality 4, outbox 2, resubmit 4). max_instances x pool size, summed, plus 10 must stay within db_max_connections (checked at plan)."
+  type        = map(number)
+  default     = {}
+}
+
 variable "max_delivery_attempts" {
-  description = "Pub/Sub deliveries per message before it goes to txfence-deadletter (5-100), for the submit and receipt push subscriptions. Receipt prompts are retried while transactions are unmined, so they get more; the finality sweep also picks up anything left behind."
+  description = "Pub/Sub deliveries per message before it goes to txfence-deadletter (5-100), for the submit and receipt push subscriptions. A prompt that only waits (receipt not mined yet, signer busy) is acked once a sweep owns its work (60s: about 7 deliveries with the subscriptions' backoff), so these bound how long a failing prompt (RPC or database down) is retried before an operator is told. Keep them above 10."
   type = object({
     submit  = number
     receipt = number
@@ -196,8 +211,8 @@ variable "max_delivery_attempts" {
   }
 
   validation {
-    condition     = alltrue([for n in values(var.max_delivery_attempts) : n >= 5 && n <= 100])
-    error_message = "max_delivery_attempts values must be between 5 and 100 (a Pub/Sub limit)."
+    condition     = alltrue([for n in values(var.max_delivery_attempts) : n >= 10 && n <= 100])
+    error_message = "max_delivery_attempts values must be between 10 (above the deliveries a waiting prompt gets before a sweep takes over) and 100 (a Pub/Sub limit)."
   }
 }
 
@@ -210,9 +225,37 @@ variable "db_instance_name" {
 }
 
 variable "db_tier" {
-  description = "Cloud SQL machine tier (Enterprise edition), e.g. db-custom-2-7680 (2 vCPU, 7.5 GB: max_connections 400 by default)."
+  description = "Cloud SQL machine tier (Enterprise edition), e.g. db-custom-2-7680 (2 vCPU, 7.5 GB) or, for development, db-f1-micro (shared core, 0.6 GB, no SLA)."
   type        = string
   default     = "db-custom-2-7680"
+}
+
+variable "db_max_connections" {
+  description = "PostgreSQL max_connections, set as a database flag (changing it restarts the instance). Must cover the functions' pools at their maximum instance counts plus 10 (checked at plan) and suit the tier's memory: 400 for db-custom-2-7680, 50 for db-f1-micro."
+  type        = number
+  default     = 400
+
+  validation {
+    condition     = var.db_max_connections >= 20 && var.db_max_connections <= 10000
+    error_message = "db_max_connections must be between 20 and 10000."
+  }
+}
+
+variable "db_point_in_time_recovery" {
+  description = "Keep 7 days of write-ahead logs for point-in-time recovery (restores to any second). Off only for throwaway environments."
+  type        = bool
+  default     = true
+}
+
+variable "db_backups_retained" {
+  description = "Daily automated backups kept."
+  type        = number
+  default     = 14
+
+  validation {
+    condition     = var.db_backups_retained >= 1 && var.db_backups_retained <= 365
+    error_message = "db_backups_retained must be between 1 and 365."
+  }
 }
 
 variable "db_availability_type" {
@@ -296,6 +339,17 @@ variable "api_rate_limit" {
   }
 }
 
+variable "api_ssl_profile" {
+  description = "SSL policy profile of the load balancer's HTTPS proxy (always TLS 1.2 or later): MODERN (the broad set of modern ciphers) or RESTRICTED (only the ciphers PCI DSS and similar standards accept)."
+  type        = string
+  default     = "MODERN"
+
+  validation {
+    condition     = contains(["MODERN", "RESTRICTED"], var.api_ssl_profile)
+    error_message = "api_ssl_profile must be MODERN or RESTRICTED."
+  }
+}
+
 variable "api_direct_ingress" {
   description = "Let the Api service's run.app URL accept traffic from the internet (Cloud Run ingress \"all\"). Off by default: the Api accepts only internal traffic and the load balancer's. Callers that come directly still need roles/run.invoker (api_invoker_members; never allUsers without the load balancer). Only for deployments without api_domain: with a load balancer it is ignored, so that nothing bypasses Cloud Armor."
   type        = bool
@@ -331,6 +385,79 @@ variable "stuck_webhook_secret" {
     condition     = length(var.stuck_webhook_secret == null ? "0123456789abcdef" : var.stuck_webhook_secret) >= 16
     error_message = "stuck_webhook_secret must be at least 16 characters."
   }
+}
+
+# --- Network -------------------------------------------------------------------
+
+variable "network_name" {
+  description = "Name of the VPC created for txfence (Direct VPC egress of the services, private services access for Cloud SQL); the subnet and the peering range are named after it."
+  type        = string
+  default     = "txfence"
+}
+
+variable "run_subnet_cidr" {
+  description = "Range of the subnet the Cloud Run instances take their addresses from (Direct VPC egress: one per instance, twice that during a rollout). /24 covers the default maxima (56 instances)."
+  type        = string
+  default     = "10.8.0.0/24"
+
+  validation {
+    condition     = can(cidrhost(var.run_subnet_cidr, 0)) && tonumber(split("/", var.run_subnet_cidr)[1]) <= 26
+    error_message = "run_subnet_cidr must be an IPv4 CIDR of /26 or larger (Direct VPC egress needs at least /26)."
+  }
+}
+
+variable "sql_psa_prefix_length" {
+  description = "Prefix length of the private services access range Cloud SQL's private IP comes from (16-24; Google recommends /20 or larger for room to grow)."
+  type        = number
+  default     = 20
+
+  validation {
+    condition     = var.sql_psa_prefix_length >= 16 && var.sql_psa_prefix_length <= 24
+    error_message = "sql_psa_prefix_length must be between 16 and 24."
+  }
+}
+
+# --- Monitoring ----------------------------------------------------------------
+
+variable "notification_channels" {
+  description = "Ids of existing Cloud Monitoring notification channels (projects/P/notificationChannels/N: e-mail, PagerDuty, Slack, ...) that every txfence alert notifies. Empty: the alerts open incidents in the console only."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for c in var.notification_channels : can(regex("^projects/[^/]+/notificationChannels/[0-9]+$", c))])
+    error_message = "Each notification channel must be a full id projects/PROJECT/notificationChannels/NUMBER."
+  }
+}
+
+variable "runbook_url" {
+  description = "URL of docs/runbook.md as operators read it (the repository's web view); every alert links to its section (#anchor)."
+  type        = string
+  default     = "https://github.com/txfence/txfence/blob/main/docs/runbook.md"
+}
+
+variable "alert_thresholds" {
+  description = <<-EOT
+    Bounds of the alert policies (monitoring.tf). Fields, all optional:
+      fenced_writes          fenced writes in 10 minutes, all instances (5)
+      pending_age_seconds    oldest pending transaction of a signer (900: half of
+                             TXFENCE_STUCK_AFTER, a warning before STUCK)
+      stuck                  transactions entering STUCK in 30 minutes (1)
+      api_5xx_ratio          share of API answers that are 5xx over 5 minutes (0.05)
+      sql_cpu                Cloud SQL CPU utilization, 0-1, over 10 minutes (0.8)
+      sql_connections_ratio  connections in use / db_max_connections (0.8)
+      lease_takeovers        lease take-overs in 10 minutes, all signers (10)
+  EOT
+  type = object({
+    fenced_writes         = optional(number, 5)
+    pending_age_seconds   = optional(number, 900)
+    stuck                 = optional(number, 1)
+    api_5xx_ratio         = optional(number, 0.05)
+    sql_cpu               = optional(number, 0.8)
+    sql_connections_ratio = optional(number, 0.8)
+    lease_takeovers       = optional(number, 10)
+  })
+  default = {}
 }
 
 # --- Misc ----------------------------------------------------------------------

@@ -1,9 +1,11 @@
-# Terraform and provider requirements, and where state lives.
+# Provider requirements of the txfence module. The module configures no
+# provider and no backend: each root under environments/ does (its own
+# provider "google" block, project, region and default labels, and its own
+# GCS backend).
 #
-# The GCS backend is deliberately left empty: the bucket and prefix are
-# given at init time, so the same module can serve several environments:
-#
-#   terraform init -backend-config="bucket=my-tf-state" -backend-config="prefix=txfence/prod"
+# The google provider's major version is the one make tf-validate builds and
+# validates against (terraform/tools/provider-google pins a commit of the
+# 8.0.0 release; README, "Validation"). Raise both together.
 
 terraform {
   required_version = ">= 1.5"
@@ -11,18 +13,7 @@ terraform {
   required_providers {
     google = {
       source  = "hashicorp/google"
-      version = "~> 6.0"
+      version = "~> 8.0"
     }
-  }
-
-  backend "gcs" {}
-}
-
-provider "google" {
-  project = var.project
-  region  = var.region
-
-  default_labels = {
-    app = "txfence"
   }
 }

@@ -1,7 +1,11 @@
 // Package receipt is the Receipt function: triggered by a Pub/Sub message on
 // the `receipt` topic, it checks the signer's broadcast transactions for
 // receipts and writes them fenced (MINED). While some have none it returns
-// an error, so the subscription's retry policy backs off; nothing spins.
+// an error, so the subscription's retry policy backs off and nothing spins,
+// until the prompt is as old as the stale-receipt timeout: from then on the
+// finality sweep checks those transactions itself and the prompt is acked,
+// so a transaction that takes long to be mined never sends its prompt to
+// the dead-letter topic (see fnevent.HandlePrompt).
 package receipt
 
 import (
@@ -9,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -27,21 +32,25 @@ type Checker interface {
 
 // Handler handles receipt prompts.
 type Handler struct {
-	check Checker
-	log   *slog.Logger
+	check   Checker
+	handOff time.Duration
+	log     *slog.Logger
 }
 
-// NewHandler returns the handler.
-func NewHandler(check Checker, log *slog.Logger) (*Handler, error) {
+// NewHandler returns the handler. handOff is the prompt age from which a
+// receipt not mined yet is left to the finality sweep (the configured
+// StaleReceiptTimeout: the sweep checks TRACKING transactions untouched
+// that long).
+func NewHandler(check Checker, handOff time.Duration, log *slog.Logger) (*Handler, error) {
 	if check == nil || check == Checker((*app.CheckReceipts)(nil)) || log == nil {
 		return nil, errors.New("new receipt handler: check and logger are required")
 	}
-	return &Handler{check: check, log: log}, nil
+	return &Handler{check: check, handOff: handOff, log: log}, nil
 }
 
 // Handle processes one CloudEvent.
 func (h *Handler) Handle(ctx context.Context, e event.Event) error {
-	return fnevent.HandlePrompt(ctx, e, h.log, "receipt", func(ctx context.Context, chainID uint64, signer common.Address) (string, error) {
+	return fnevent.HandlePrompt(ctx, e, h.log, "receipt", h.handOff, func(ctx context.Context, chainID uint64, signer common.Address) (string, error) {
 		n, err := h.check.Execute(ctx, chainID, signer)
 		return fmt.Sprintf("mined %d", n), err
 	})
@@ -61,13 +70,13 @@ func Build(_ context.Context, p *deps.Process) (*Handler, error) {
 		return nil, err
 	}
 	if !p.Config.Sharded() {
-		return NewHandler(by[""], p.Log)
+		return NewHandler(by[""], p.Config.StaleReceiptTimeout, p.Log)
 	}
 	check, err := app.NewShardedReceipts(p.Router, by)
 	if err != nil {
 		return nil, err
 	}
-	return NewHandler(check, p.Log)
+	return NewHandler(check, p.Config.StaleReceiptTimeout, p.Log)
 }
 
 func handle(ctx context.Context, e event.Event) error {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/ethereum/go-ethereum/common"
@@ -54,9 +55,24 @@ func (e *Malformed) Error() string { return "malformed message: " + e.Reason }
 
 // HandlePrompt decodes e and runs work for its signer. It acks (returns nil)
 // malformed prompts and those for signers this deployment does not serve,
-// logging them; any other error from work is returned so that Pub/Sub
-// redelivers with backoff.
-func HandlePrompt(ctx context.Context, e event.Event, log *slog.Logger, name string,
+// logging them. Any other error from work is returned so that Pub/Sub
+// redelivers with backoff, with one exception that decides what a dead
+// letter means.
+//
+// A dead letter is a prompt an operator must look at: its work failed on
+// every delivery (the database, the chain's RPC endpoints or the function
+// itself broken for as long as the subscription retries). Waiting is not
+// failing: a receipt not mined yet (app.ErrNotMined) or a signer whose
+// chain lease another invocation holds (app.ErrNoLease) is normal under
+// load. Such a prompt is retried while it is younger than handOff, the age
+// from which a sweep finds the same work by itself (stale TRACKING
+// transactions for the finality sweep, stranded ALLOCATED ones for the
+// resubmit sweep), and acked from then on, so waiting never exhausts the
+// subscription's deliveries. The age is the CloudEvent's time, which the
+// Functions Framework and Eventarc set to the message's publish time and
+// which stays the same on every redelivery; a prompt without one is
+// retried as before.
+func HandlePrompt(ctx context.Context, e event.Event, log *slog.Logger, name string, handOff time.Duration,
 	work func(ctx context.Context, chainID uint64, signer common.Address) (string, error)) error {
 	chainID, signer, err := Prompt(e)
 	var bad *Malformed
@@ -70,10 +86,21 @@ func HandlePrompt(ctx context.Context, e event.Event, log *slog.Logger, name str
 	case errors.Is(err, app.ErrNotServed):
 		log.ErrorContext(ctx, "dropping "+name+" prompt", append(attrs, slog.Any("error", err))...)
 		return nil
+	case Waiting(err) && !e.Time().IsZero() && time.Since(e.Time()) >= handOff:
+		log.InfoContext(ctx, name+" left to the sweeps", append(attrs, slog.Any("error", err),
+			slog.Duration("age", time.Since(e.Time())))...)
+		return nil
 	case err != nil:
 		log.WarnContext(ctx, name+" will be retried", append(attrs, slog.Any("error", err))...)
 		return err
 	}
 	log.InfoContext(ctx, name+" done", attrs...)
 	return nil
+}
+
+// Waiting reports whether err only says the work is not done yet (nothing
+// failed): a receipt not mined yet, or the signer's chain lease held by
+// another invocation.
+func Waiting(err error) bool {
+	return errors.Is(err, app.ErrNotMined) || errors.Is(err, app.ErrNoLease)
 }

@@ -1,0 +1,158 @@
+package receipt
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/txfence/txfence/emulator/bridge"
+	"github.com/txfence/txfence/functions/internal/stacktest"
+	"github.com/txfence/txfence/shared/config"
+	"github.com/txfence/txfence/shared/evm/rpcproxy"
+	"github.com/txfence/txfence/shared/logging"
+	"github.com/txfence/txfence/shared/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// The production receipt subscription (terraform/pubsub.tf: 20 deliveries,
+// backoff 1s to 60s, StaleReceiptTimeout 60s: about 7 deliveries before
+// the hand-off) scaled down, with a shorter longest backoff so that a
+// prompt is answered "not mined yet" more often before it is handed off.
+const (
+	handOff     = 1500 * time.Millisecond
+	minBackoff  = 10 * time.Millisecond
+	maxBackoff  = 300 * time.Millisecond
+	maxAttempts = 20
+	deadTopic   = "txfence-deadletter"
+	deadSub     = "txfence-deadletter-pull"
+)
+
+// setup is one test's world (Pub/Sub on, one signer), its node, the
+// Receipt function served over HTTP as the Functions Framework serves it,
+// and a push bridge with a dead-letter topic delivering the receipt topic
+// to it. answers counts the function's non-2xx answers.
+type setup struct {
+	w       *stacktest.World
+	n       *stacktest.Node
+	b       *bridge.Bridge
+	answers *atomic.Int32
+}
+
+func newSetup(t *testing.T, attempts int) *setup {
+	t.Helper()
+	w := stacktest.NewWorld(t, 1, func(c *config.Config) { c.StaleReceiptTimeout = handOff }).WithPubSub(t)
+	n := w.Node(t, "A")
+	ctx := context.Background()
+	require.NoError(t, w.PubSub.CreateTopic(ctx, deadTopic))
+	require.NoError(t, w.PubSub.CreateSubscription(ctx, deadSub, deadTopic, false))
+
+	h, err := NewHandler(n.Receipts, w.Cfg.StaleReceiptTimeout, logging.Discard())
+	require.NoError(t, err)
+	var answers atomic.Int32
+	p, err := cloudevents.NewHTTP()
+	require.NoError(t, err)
+	ceh, err := cloudevents.NewHTTPReceiveHandler(ctx, p, func(ctx context.Context, e event.Event) error {
+		err := h.Handle(ctx, e)
+		if err != nil {
+			answers.Add(1)
+		}
+		return err
+	})
+	require.NoError(t, err)
+	srv := httptest.NewServer(http.StripPrefix("/Receipt", ceh))
+	t.Cleanup(srv.Close)
+
+	b, err := bridge.New(w.PubSub.Client, w.Cfg.Project,
+		[]bridge.Route{{Subscription: w.Cfg.TopicReceipt + "-sub", Endpoints: []string{srv.URL + "/Receipt"}}},
+		bridge.Options{MaxAttempts: attempts, MinBackoff: minBackoff, MaxBackoff: maxBackoff, DeadLetterTopic: deadTopic},
+		logging.Discard())
+	require.NoError(t, err)
+	runCtx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := b.Run(runCtx); err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("bridge: %v", err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return &setup{w: w, n: n, b: b, answers: &answers}
+}
+
+// broadcast creates one transfer and drains it: TRACKING, and its receipt
+// prompt published to the receipt topic, while the chain mines nothing.
+func (s *setup) broadcast(t *testing.T) {
+	t.Helper()
+	signer := s.w.Keys[0].Address
+	s.n.Allocate(t, signer, 1)
+	res, err := s.n.Drain.Execute(context.Background(), stacktest.ChainID().Uint64(), signer)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Broadcast)
+}
+
+// deadLetters pulls what reached the dead-letter topic.
+func (s *setup) deadLetters(t *testing.T, wait time.Duration) int {
+	t.Helper()
+	got, err := s.w.PubSub.Pull(context.Background(), deadSub, 10, wait)
+	require.NoError(t, err)
+	return len(got)
+}
+
+// TestIssue13_NotMinedIsNotDeadLettered: a receipt prompt answered "not
+// mined yet" over and over, as under normal load when blocks are slow, is
+// retried while it is young and acked once the finality sweep owns the
+// transaction (StaleReceiptTimeout); it never reaches the dead-letter
+// topic, and the transaction later confirms through the sweep.
+func TestIssue13_NotMinedIsNotDeadLettered(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t, maxAttempts)
+	s.broadcast(t)
+
+	stacktest.WaitFor(t, "the receipt prompt to be acked", func() bool { return s.b.Stats().Delivered == 1 })
+	st := s.b.Stats()
+	assert.GreaterOrEqual(t, int(s.answers.Load()), 5, "answered not mined yet on several deliveries first")
+	assert.Less(t, int(s.answers.Load()), maxAttempts, "acked before the deliveries ran out")
+	assert.Zero(t, st.DeadLettered)
+	assert.Equal(t, map[string]int{"TRACKING": 1}, s.w.States(t), "nothing mined yet")
+
+	// The chain moves on; the finality sweep finds the receipt of the
+	// stale TRACKING transaction and confirms it at depth.
+	ctx := context.Background()
+	stacktest.WaitFor(t, "the transaction to confirm", func() bool {
+		s.w.Mine(1)
+		_, _ = s.n.Finality.Pass(ctx)
+		return s.w.States(t)["CONFIRMED"] == 1
+	})
+	assert.Zero(t, s.deadLetters(t, 300*time.Millisecond), "nothing dead-lettered")
+	assert.Zero(t, s.b.Stats().DeadLettered)
+}
+
+// TestIssue13_FailingReceiptIsDeadLettered: the other side of the rule. A
+// prompt whose work fails on every delivery (the chain's RPC endpoints
+// down) is retried past the hand-off age and ends in the dead-letter topic,
+// where an operator must look.
+func TestIssue13_FailingReceiptIsDeadLettered(t *testing.T) {
+	t.Parallel()
+	const attempts = 12 // the last deliveries come after the hand-off age
+	s := newSetup(t, attempts)
+	s.broadcast(t)
+	// A delivery that came first may have been answered "not mined yet";
+	// from here on every receipt check fails.
+	s.w.Proxy.FailAll(rpcproxy.Fault{HTTPStatus: http.StatusBadGateway})
+
+	assert.Equal(t, 1, s.deadLetters(t, 30*time.Second), "the failing prompt is dead-lettered")
+	assert.EqualValues(t, attempts, s.answers.Load(), "every delivery failed")
+	assert.EqualValues(t, 1, s.b.Stats().DeadLettered)
+}

@@ -1,0 +1,566 @@
+# Alert policies and a dashboard in Cloud Monitoring. Every alert notifies
+# var.notification_channels and links to its section of docs/runbook.md
+# (var.runbook_url); thresholds are var.alert_thresholds.
+#
+# Where the numbers come from:
+#
+#   txfence's own metrics (shared/metrics; DESIGN.md section 9) are exported
+#   by the OpenTelemetry Google Cloud exporter
+#   (GoogleCloudPlatform/opentelemetry-operations-go exporter/metric) with
+#   its default prefix, so lease_fenced_total arrives as the metric type
+#   workload.googleapis.com/lease_fenced_total, against one monitored
+#   resource type (generic_task on Cloud Run, where the resource detector
+#   sets faas.name: resource label job = the service). Counters are
+#   CUMULATIVE, histograms DISTRIBUTION, gauges GAUGE. Conditions on them
+#   are PromQL (a metric type maps to workload_googleapis_com:NAME, a
+#   distribution to NAME_bucket/_count/_sum), with metric validation off:
+#   Cloud Monitoring only knows a workload metric once it was first written,
+#   and an alert policy on an unknown metric would otherwise fail to create
+#   on a fresh project.
+#
+#   Google's own metrics (Cloud Run request counts, Cloud SQL, Pub/Sub) always
+#   exist; their conditions are plain metric filters.
+
+locals {
+  # One label set for everything this file creates.
+  monitoring_labels = { app = "txfence" }
+
+  # Each alert's section of docs/runbook.md (GitHub's heading anchors).
+  # terraform/terraform_test.go checks that every one is a heading there.
+  runbook = {
+    fenced_writes   = "${var.runbook_url}#fenced-writes-spiking"
+    pending_age     = "${var.runbook_url}#pending-transactions-too-old"
+    stuck           = "${var.runbook_url}#stuck-transactions-rising"
+    dead_letters    = "${var.runbook_url}#dead-letters-waiting"
+    api_5xx         = "${var.runbook_url}#api-5xx-rate"
+    sql_cpu         = "${var.runbook_url}#cloud-sql-cpu-high"
+    sql_connections = "${var.runbook_url}#cloud-sql-connections-near-the-limit"
+    lease_takeovers = "${var.runbook_url}#lease-take-overs-churning"
+  }
+
+  sql_database_id = "${var.project}:${var.db_instance_name}"
+}
+
+resource "google_monitoring_alert_policy" "fenced_writes" {
+  display_name          = "txfence: fenced writes spiking"
+  combiner              = "OR"
+  severity              = "WARNING"
+  notification_channels = var.notification_channels
+  user_labels           = local.monitoring_labels
+
+  documentation {
+    subject   = "txfence: more than ${var.alert_thresholds.fenced_writes} fenced writes in 10 minutes"
+    mime_type = "text/markdown"
+    content   = <<-EOT
+      Writes were refused because their writer's lease (fencing token) was no
+      longer current (`lease_fenced_total`). Each one is harmless by design (a
+      fenced write changes nothing), but many mean instances keep losing
+      their signers' leases mid-work: stalls longer than the lease
+      (TXFENCE_LEASE_DURATION), CPU starvation, or a slow database.
+
+      Runbook: ${local.runbook.fenced_writes}
+    EOT
+    links {
+      display_name = "Runbook: fenced writes spiking"
+      url          = local.runbook.fenced_writes
+    }
+  }
+
+  conditions {
+    display_name = "lease_fenced_total increase over 10m > ${var.alert_thresholds.fenced_writes}"
+    condition_prometheus_query_language {
+      query                     = "sum(increase(workload_googleapis_com:lease_fenced_total[10m])) > ${var.alert_thresholds.fenced_writes}"
+      duration                  = "0s"
+      evaluation_interval       = "60s"
+      disable_metric_validation = true
+    }
+  }
+
+  alert_strategy {
+    auto_close = "1800s"
+  }
+
+  depends_on = [google_project_service.apis]
+}
+
+resource "google_monitoring_alert_policy" "pending_age" {
+  display_name          = "txfence: pending transactions too old"
+  combiner              = "OR"
+  severity              = "ERROR"
+  notification_channels = var.notification_channels
+  user_labels           = local.monitoring_labels
+
+  documentation {
+    subject   = "txfence: a signer's oldest pending transaction is older than ${var.alert_thresholds.pending_age_seconds}s"
+    mime_type = "text/markdown"
+    content   = <<-EOT
+      The oldest transaction of a signer that is not final yet
+      (`pending_oldest_age_seconds`, by chain and signer) has waited longer
+      than ${var.alert_thresholds.pending_age_seconds}s. Usually fees below
+      the market, an unfunded signer, an RPC provider that drops
+      broadcasts, or a nonce gap; left alone it becomes STUCK
+      (TXFENCE_STUCK_AFTER).
+
+      Runbook: ${local.runbook.pending_age}
+    EOT
+    links {
+      display_name = "Runbook: pending transactions too old"
+      url          = local.runbook.pending_age
+    }
+  }
+
+  conditions {
+    display_name = "pending_oldest_age_seconds by signer > ${var.alert_thresholds.pending_age_seconds}"
+    condition_prometheus_query_language {
+      query                     = "max by (chain_id, signer) (workload_googleapis_com:pending_oldest_age_seconds) > ${var.alert_thresholds.pending_age_seconds}"
+      duration                  = "300s"
+      evaluation_interval       = "60s"
+      disable_metric_validation = true
+    }
+  }
+
+  alert_strategy {
+    auto_close = "1800s"
+  }
+
+  depends_on = [google_project_service.apis]
+}
+
+resource "google_monitoring_alert_policy" "stuck" {
+  display_name          = "txfence: STUCK transactions rising"
+  combiner              = "OR"
+  severity              = "ERROR"
+  notification_channels = var.notification_channels
+  user_labels           = local.monitoring_labels
+
+  documentation {
+    subject   = "txfence: ${var.alert_thresholds.stuck} or more transactions entered STUCK in 30 minutes"
+    mime_type = "text/markdown"
+    content   = <<-EOT
+      Transactions entered STUCK (`stuck_total`, by reason): rebroadcast too
+      often, refused for good by the node, at the fee cap, or pending longer
+      than TXFENCE_STUCK_AFTER. STUCK is not terminal, but the stuck
+      resolution policy (TXFENCE_STUCK_POLICY, default noop) or an operator
+      must act, and later nonces of the signer wait behind it.
+
+      Runbook: ${local.runbook.stuck}
+    EOT
+    links {
+      display_name = "Runbook: STUCK transactions rising"
+      url          = local.runbook.stuck
+    }
+  }
+
+  conditions {
+    display_name = "stuck_total increase over 30m >= ${var.alert_thresholds.stuck}"
+    condition_prometheus_query_language {
+      query                     = "sum(increase(workload_googleapis_com:stuck_total[30m])) >= ${var.alert_thresholds.stuck}"
+      duration                  = "0s"
+      evaluation_interval       = "60s"
+      disable_metric_validation = true
+    }
+  }
+
+  alert_strategy {
+    auto_close = "3600s"
+  }
+
+  depends_on = [google_project_service.apis]
+}
+
+resource "google_monitoring_alert_policy" "dead_letters" {
+  display_name          = "txfence: dead letters waiting"
+  combiner              = "OR"
+  severity              = "ERROR"
+  notification_channels = var.notification_channels
+  user_labels           = local.monitoring_labels
+
+  documentation {
+    subject   = "txfence: prompts in the dead-letter topic"
+    mime_type = "text/markdown"
+    content   = <<-EOT
+      A submit or receipt prompt failed on every one of its deliveries
+      (max_delivery_attempts) and was moved to txfence-deadletter: its work
+      kept failing (RPC endpoints down, database unavailable, the function
+      crashing), not merely waiting. Prompts that only wait (receipt not
+      mined yet, signer busy) are acked once a sweep owns their work and
+      never land here. The work itself is in PostgreSQL and the sweeps pick
+      it up again; the dead letter says something is broken.
+
+      It stays open until the dead letters are read and acknowledged from
+      txfence-deadletter-pull.
+
+      Runbook: ${local.runbook.dead_letters}
+    EOT
+    links {
+      display_name = "Runbook: dead letters waiting"
+      url          = local.runbook.dead_letters
+    }
+  }
+
+  # Something is waiting in the operators' subscription.
+  conditions {
+    display_name = "txfence-deadletter-pull not empty"
+    condition_threshold {
+      filter          = "resource.type = \"pubsub_subscription\" AND resource.label.subscription_id = \"${google_pubsub_subscription.deadletter_pull.name}\" AND metric.type = \"pubsub.googleapis.com/subscription/num_undelivered_messages\""
+      comparison      = "COMPARISON_GT"
+      threshold_value = 0
+      duration        = "60s"
+
+      aggregations {
+        alignment_period   = "60s"
+        per_series_aligner = "ALIGN_MAX"
+      }
+    }
+  }
+
+  # Which push subscription gave up on a prompt (submit or receipt).
+  conditions {
+    display_name = "prompts dead-lettered by a push subscription"
+    condition_threshold {
+      filter          = "resource.type = \"pubsub_subscription\" AND (resource.label.subscription_id = \"${local.push_subscriptions.submit.name}\" OR resource.label.subscription_id = \"${local.push_subscriptions.receipt.name}\") AND metric.type = \"pubsub.googleapis.com/subscription/dead_letter_message_count\""
+      comparison      = "COMPARISON_GT"
+      threshold_value = 0
+      duration        = "0s"
+
+      aggregations {
+        alignment_period     = "300s"
+        per_series_aligner   = "ALIGN_DELTA"
+        cross_series_reducer = "REDUCE_SUM"
+        group_by_fields      = ["resource.label.subscription_id"]
+      }
+    }
+  }
+
+  alert_strategy {
+    auto_close = "1800s"
+  }
+
+  depends_on = [google_project_service.apis]
+}
+
+resource "google_monitoring_alert_policy" "api_5xx" {
+  display_name          = "txfence: API 5xx rate"
+  combiner              = "OR"
+  severity              = "ERROR"
+  notification_channels = var.notification_channels
+  user_labels           = local.monitoring_labels
+
+  documentation {
+    subject   = "txfence: more than ${var.alert_thresholds.api_5xx_ratio * 100}% of API answers are 5xx"
+    mime_type = "text/markdown"
+    content   = <<-EOT
+      The share of txfence-api answers with a 5xx status over 5 minutes is
+      above ${var.alert_thresholds.api_5xx_ratio}. 503 with Retry-After is
+      the database (or a chain, for gas estimates) unavailable; 500 is a bug;
+      504 and 502 come from Cloud Run (request timeout, instance crash).
+
+      Runbook: ${local.runbook.api_5xx}
+    EOT
+    links {
+      display_name = "Runbook: API 5xx rate"
+      url          = local.runbook.api_5xx
+    }
+  }
+
+  conditions {
+    display_name = "5xx / all requests of txfence-api > ${var.alert_thresholds.api_5xx_ratio}"
+    condition_threshold {
+      filter             = "resource.type = \"cloud_run_revision\" AND resource.label.service_name = \"${local.functions.api.service}\" AND metric.type = \"run.googleapis.com/request_count\" AND metric.label.response_code_class = \"5xx\""
+      denominator_filter = "resource.type = \"cloud_run_revision\" AND resource.label.service_name = \"${local.functions.api.service}\" AND metric.type = \"run.googleapis.com/request_count\""
+      comparison         = "COMPARISON_GT"
+      threshold_value    = var.alert_thresholds.api_5xx_ratio
+      duration           = "0s"
+
+      aggregations {
+        alignment_period     = "300s"
+        per_series_aligner   = "ALIGN_RATE"
+        cross_series_reducer = "REDUCE_SUM"
+      }
+      denominator_aggregations {
+        alignment_period     = "300s"
+        per_series_aligner   = "ALIGN_RATE"
+        cross_series_reducer = "REDUCE_SUM"
+      }
+    }
+  }
+
+  alert_strategy {
+    auto_close = "1800s"
+  }
+
+  depends_on = [google_project_service.apis]
+}
+
+resource "google_monitoring_alert_policy" "sql_cpu" {
+  display_name          = "txfence: Cloud SQL CPU high"
+  combiner              = "OR"
+  severity              = "WARNING"
+  notification_channels = var.notification_channels
+  user_labels           = local.monitoring_labels
+
+  documentation {
+    subject   = "txfence: Cloud SQL CPU above ${var.alert_thresholds.sql_cpu * 100}% for 10 minutes"
+    mime_type = "text/markdown"
+    content   = <<-EOT
+      The CPU of Cloud SQL instance ${var.db_instance_name}, txfence's only
+      authority, has been above ${var.alert_thresholds.sql_cpu} for 10
+      minutes. Every lease, allocation and receipt write goes through it:
+      latencies and lease losses (fenced writes) follow.
+
+      Runbook: ${local.runbook.sql_cpu}
+    EOT
+    links {
+      display_name = "Runbook: Cloud SQL CPU high"
+      url          = local.runbook.sql_cpu
+    }
+  }
+
+  conditions {
+    display_name = "cpu/utilization > ${var.alert_thresholds.sql_cpu}"
+    condition_threshold {
+      filter          = "resource.type = \"cloudsql_database\" AND resource.label.database_id = \"${local.sql_database_id}\" AND metric.type = \"cloudsql.googleapis.com/database/cpu/utilization\""
+      comparison      = "COMPARISON_GT"
+      threshold_value = var.alert_thresholds.sql_cpu
+      duration        = "600s"
+
+      aggregations {
+        alignment_period   = "60s"
+        per_series_aligner = "ALIGN_MEAN"
+      }
+    }
+  }
+
+  alert_strategy {
+    auto_close = "1800s"
+  }
+
+  depends_on = [google_project_service.apis]
+}
+
+resource "google_monitoring_alert_policy" "sql_connections" {
+  display_name          = "txfence: Cloud SQL connections near the limit"
+  combiner              = "OR"
+  severity              = "WARNING"
+  notification_channels = var.notification_channels
+  user_labels           = local.monitoring_labels
+
+  documentation {
+    subject   = "txfence: Cloud SQL connections above ${var.alert_thresholds.sql_connections_ratio * 100}% of max_connections"
+    mime_type = "text/markdown"
+    content   = <<-EOT
+      Connections to ${var.db_instance_name} (all databases) are above
+      ${var.alert_thresholds.sql_connections_ratio} of max_connections
+      (${var.db_max_connections}). At the limit new connections are refused
+      and the functions answer 503 / retry. The pools are sized so that every
+      function at its maximum instance count fits (${local.db_connection_budget}
+      of ${var.db_max_connections}); more means a pool or instance limit was
+      raised, or something else connects.
+
+      Runbook: ${local.runbook.sql_connections}
+    EOT
+    links {
+      display_name = "Runbook: Cloud SQL connections near the limit"
+      url          = local.runbook.sql_connections
+    }
+  }
+
+  conditions {
+    display_name = "postgresql/num_backends > ${var.alert_thresholds.sql_connections_ratio} x ${var.db_max_connections}"
+    condition_threshold {
+      filter          = "resource.type = \"cloudsql_database\" AND resource.label.database_id = \"${local.sql_database_id}\" AND metric.type = \"cloudsql.googleapis.com/database/postgresql/num_backends\""
+      comparison      = "COMPARISON_GT"
+      threshold_value = floor(var.alert_thresholds.sql_connections_ratio * var.db_max_connections)
+      duration        = "300s"
+
+      aggregations {
+        alignment_period     = "60s"
+        per_series_aligner   = "ALIGN_MEAN"
+        cross_series_reducer = "REDUCE_SUM"
+      }
+    }
+  }
+
+  alert_strategy {
+    auto_close = "1800s"
+  }
+
+  depends_on = [google_project_service.apis]
+}
+
+resource "google_monitoring_alert_policy" "lease_takeovers" {
+  display_name          = "txfence: lease take-overs churning"
+  combiner              = "OR"
+  severity              = "WARNING"
+  notification_channels = var.notification_channels
+  user_labels           = local.monitoring_labels
+
+  documentation {
+    subject   = "txfence: more than ${var.alert_thresholds.lease_takeovers} lease take-overs in 10 minutes"
+    mime_type = "text/markdown"
+    content   = <<-EOT
+      Leases were taken over after their holder let them expire
+      (`lease_acquire_total{result="taken_over"}`). One now and then is an
+      instance that was stopped mid-work; many mean instances die or stall
+      past TXFENCE_LEASE_DURATION regularly (request timeouts, CPU
+      starvation, crashes), and each take-over costs a fenced writer its work.
+
+      Runbook: ${local.runbook.lease_takeovers}
+    EOT
+    links {
+      display_name = "Runbook: lease take-overs churning"
+      url          = local.runbook.lease_takeovers
+    }
+  }
+
+  conditions {
+    display_name = "lease_acquire_total{result=taken_over} increase over 10m > ${var.alert_thresholds.lease_takeovers}"
+    condition_prometheus_query_language {
+      query                     = "sum(increase(workload_googleapis_com:lease_acquire_total{result=\"taken_over\"}[10m])) > ${var.alert_thresholds.lease_takeovers}"
+      duration                  = "0s"
+      evaluation_interval       = "60s"
+      disable_metric_validation = true
+    }
+  }
+
+  alert_strategy {
+    auto_close = "1800s"
+  }
+
+  depends_on = [google_project_service.apis]
+}
+
+# The operators' dashboard: the signers' pipeline, latencies, what is stuck
+# or fenced, and the database.
+locals {
+  # A line chart tile of the mosaic layout; queries are PromQL (txfence's
+  # metrics and Google's alike), so one shape serves every chart.
+  dashboard_tiles = [
+    {
+      title = "Pipeline: created, broadcast, mined, final (per minute)"
+      queries = {
+        created   = "sum(rate(workload_googleapis_com:tx_create_total{result=\"created\"}[5m])) * 60"
+        broadcast = "sum(rate(workload_googleapis_com:tx_submit_total{result=\"accepted\"}[5m])) * 60"
+        mined     = "sum(rate(workload_googleapis_com:receipt_check_total{result=\"mined\"}[5m])) * 60"
+        final     = "sum(rate(workload_googleapis_com:confirmation_lag_seconds_count[5m])) * 60"
+      }
+    },
+    {
+      title = "Create refusals and failures (per minute)"
+      queries = {
+        by_result = "sum by (result) (rate(workload_googleapis_com:tx_create_total{result!=\"created\",result!=\"replayed\"}[5m])) * 60"
+        refused   = "sum by (outcome) (rate(workload_googleapis_com:api_refused_total[5m])) * 60"
+      }
+    },
+    {
+      title = "Allocation latency (s): p50, p95, p99"
+      queries = {
+        p50 = "histogram_quantile(0.5, sum by (le) (rate(workload_googleapis_com:allocation_latency_seconds_bucket[5m])))"
+        p95 = "histogram_quantile(0.95, sum by (le) (rate(workload_googleapis_com:allocation_latency_seconds_bucket[5m])))"
+        p99 = "histogram_quantile(0.99, sum by (le) (rate(workload_googleapis_com:allocation_latency_seconds_bucket[5m])))"
+      }
+    },
+    {
+      title = "Broadcast latency (s): p50, p95, p99"
+      queries = {
+        p50 = "histogram_quantile(0.5, sum by (le) (rate(workload_googleapis_com:broadcast_latency_seconds_bucket[5m])))"
+        p95 = "histogram_quantile(0.95, sum by (le) (rate(workload_googleapis_com:broadcast_latency_seconds_bucket[5m])))"
+        p99 = "histogram_quantile(0.99, sum by (le) (rate(workload_googleapis_com:broadcast_latency_seconds_bucket[5m])))"
+      }
+    },
+    {
+      title = "Time to a final outcome (s): p50, p95, p99"
+      queries = {
+        p50 = "histogram_quantile(0.5, sum by (le) (rate(workload_googleapis_com:confirmation_lag_seconds_bucket[15m])))"
+        p95 = "histogram_quantile(0.95, sum by (le) (rate(workload_googleapis_com:confirmation_lag_seconds_bucket[15m])))"
+        p99 = "histogram_quantile(0.99, sum by (le) (rate(workload_googleapis_com:confirmation_lag_seconds_bucket[15m])))"
+      }
+    },
+    {
+      title = "API requests by status class (per second)"
+      queries = {
+        by_class = "sum by (response_code_class) (rate(run_googleapis_com:request_count{monitored_resource=\"cloud_run_revision\",service_name=\"${local.functions.api.service}\"}[5m]))"
+      }
+    },
+    {
+      title = "Oldest pending transaction by signer (s)"
+      queries = {
+        by_signer = "max by (chain_id, signer) (workload_googleapis_com:pending_oldest_age_seconds)"
+      }
+    },
+    {
+      title = "Entered STUCK, by reason (per 30 minutes)"
+      queries = {
+        by_reason = "sum by (reason) (increase(workload_googleapis_com:stuck_total[30m]))"
+      }
+    },
+    {
+      title = "Fenced writes by operation, lease take-overs (per 10 minutes)"
+      queries = {
+        fenced     = "sum by (op) (increase(workload_googleapis_com:lease_fenced_total[10m]))"
+        taken_over = "sum(increase(workload_googleapis_com:lease_acquire_total{result=\"taken_over\"}[10m]))"
+      }
+    },
+    {
+      title = "Reorgs, rebroadcasts, writer queue depth"
+      queries = {
+        reorgs       = "sum(increase(workload_googleapis_com:reorg_total[10m]))"
+        rebroadcasts = "sum(increase(workload_googleapis_com:resubmit_total{result=\"rebroadcast\"}[10m]))"
+        queue_depth  = "sum(workload_googleapis_com:writer_queue_depth)"
+      }
+    },
+    {
+      title = "Cloud SQL: CPU and memory utilization"
+      queries = {
+        cpu    = "max(cloudsql_googleapis_com:database_cpu_utilization{database_id=\"${local.sql_database_id}\"})"
+        memory = "max(cloudsql_googleapis_com:database_memory_utilization{database_id=\"${local.sql_database_id}\"})"
+      }
+    },
+    {
+      title = "Cloud SQL: connections (max_connections ${var.db_max_connections})"
+      queries = {
+        connections = "sum(cloudsql_googleapis_com:database_postgresql_num_backends{database_id=\"${local.sql_database_id}\"})"
+      }
+    },
+    {
+      title = "Pub/Sub: undelivered prompts and dead letters"
+      queries = {
+        undelivered = "sum by (subscription_id) (pubsub_googleapis_com:subscription_num_undelivered_messages{subscription_id=~\"txfence-.*\"})"
+      }
+    },
+  ]
+}
+
+resource "google_monitoring_dashboard" "txfence" {
+  dashboard_json = jsonencode({
+    displayName = "txfence"
+    labels      = { txfence = "" }
+    mosaicLayout = {
+      columns = 48
+      tiles = [
+        for i, tile in local.dashboard_tiles : {
+          xPos   = (i % 2) * 24
+          yPos   = floor(i / 2) * 16
+          width  = 24
+          height = 16
+          widget = {
+            title = tile.title
+            xyChart = {
+              chartOptions = { mode = "COLOR" }
+              dataSets = [
+                for name, q in tile.queries : {
+                  plotType        = "LINE"
+                  targetAxis      = "Y1"
+                  legendTemplate  = name
+                  timeSeriesQuery = { prometheusQuery = q }
+                }
+              ]
+            }
+          }
+        }
+      ]
+    }
+  })
+
+  depends_on = [google_project_service.apis]
+}

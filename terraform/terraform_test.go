@@ -1,0 +1,352 @@
+package terraform
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
+)
+
+// validateScript is make tf-validate's script, relative to this package.
+const validateScript = "tools/tf-validate.sh"
+
+// toolsReady skips the test when tf-validate's binaries are not built (make
+// tf-tools builds them; make test and CI do so first).
+func toolsReady(t *testing.T) {
+	t.Helper()
+	if err := exec.Command("bash", validateScript, "--tools-ready").Run(); err != nil {
+		t.Skip("terraform validation tools not built (OpenTofu and the google provider, cached in .tools/terraform): run make tf-tools")
+	}
+}
+
+// copyModule copies the module's .tf files into a fresh directory.
+func copyModule(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	files, err := filepath.Glob("*.tf")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, f), b, 0o644))
+	}
+	return dir
+}
+
+// validate runs the script on dir and returns its combined output.
+func validate(t *testing.T, dir string) (string, error) {
+	t.Helper()
+	cmd := exec.Command("bash", validateScript, dir)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+// TestIssue13_TfValidateCatchesBrokenAttribute: make tf-validate's script
+// checks against the provider's real schema. The module, copied as it is,
+// validates; the same copy with one resource attribute misspelt (Cloud SQL's
+// tier) fails, naming the attribute.
+func TestIssue13_TfValidateCatchesBrokenAttribute(t *testing.T) {
+	toolsReady(t)
+	dir := copyModule(t)
+
+	out, err := validate(t, dir)
+	require.NoError(t, err, "the module as it is validates:\n%s", out)
+
+	sql := filepath.Join(dir, "sql.tf")
+	b, err := os.ReadFile(sql)
+	require.NoError(t, err)
+	broken := strings.Replace(string(b), "    tier              = var.db_tier", "    tierr             = var.db_tier", 1)
+	require.NotEqual(t, string(b), broken, "the attribute to break is in sql.tf")
+	require.NoError(t, os.WriteFile(sql, []byte(broken), 0o644))
+
+	out, err = validate(t, dir)
+	require.Error(t, err, "a misspelt attribute must fail validation:\n%s", out)
+	assert.Contains(t, out, "tierr", "the error names the attribute")
+	assert.Contains(t, out, "Unsupported argument")
+}
+
+// TestIssue13_Environments: the dev and prod roots use the shared module,
+// keep their state in GCS (configured at init), and are sized as their
+// purpose says.
+func TestIssue13_Environments(t *testing.T) {
+	read := func(path string) string {
+		b, err := os.ReadFile(path)
+		require.NoError(t, err)
+		return string(b)
+	}
+	setting := func(t *testing.T, src, name, want string) {
+		t.Helper()
+		re := regexp.MustCompile(`(?m)^\s*` + regexp.QuoteMeta(name) + `\s*=\s*(.+?)\s*$`)
+		m := re.FindStringSubmatch(src)
+		if assert.NotNil(t, m, "%s is set", name) {
+			assert.Equal(t, want, m[1], name)
+		}
+	}
+	for _, env := range []string{"dev", "prod"} {
+		t.Run(env, func(t *testing.T) {
+			dir := filepath.Join("environments", env)
+			main := read(filepath.Join(dir, "main.tf"))
+			assert.Contains(t, main, `source = "../.."`, "uses the shared module")
+			assert.Regexp(t, `backend "gcs" \{\}`, main, "a GCS backend, bucket and prefix given at init")
+			assert.FileExists(t, filepath.Join(dir, "variables.tf"))
+			assert.FileExists(t, filepath.Join(dir, "terraform.tfvars.example"))
+			assert.FileExists(t, filepath.Join(dir, "backend.hcl.example"))
+		})
+	}
+	dev := read("environments/dev/main.tf")
+	setting(t, dev, "db_tier", `"db-f1-micro"`)
+	setting(t, dev, "db_availability_type", `"ZONAL"`)
+	setting(t, dev, "min_instances", `{ api = 0 }`)
+
+	prod := read("environments/prod/main.tf")
+	setting(t, prod, "db_availability_type", `"REGIONAL"`)
+	setting(t, prod, "db_point_in_time_recovery", "true")
+	setting(t, prod, "db_deletion_protection", "true")
+	setting(t, prod, "min_instances", "{ api = var.api_min_instances }")
+	vars := read("environments/prod/variables.tf")
+	invokers := regexp.MustCompile(`(?s)variable "api_invoker_members" \{(.*?)\n\}`).FindStringSubmatch(vars)
+	require.NotNil(t, invokers)
+	assert.NotRegexp(t, `(?m)^\s*default\s*=`, invokers[1], "prod leaves the API's invokers to the operator")
+	minAPI := regexp.MustCompile(`(?s)variable "api_min_instances" \{.*?default\s*=\s*([0-9]+)`).FindStringSubmatch(vars)
+	require.NotNil(t, minAPI)
+	assert.NotEqual(t, "0", minAPI[1], "prod keeps API instances warm")
+}
+
+// slug is GitHub's anchor for a Markdown heading.
+func slug(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(strings.TrimSpace(heading)) {
+		switch {
+		case r == ' ':
+			b.WriteRune('-')
+		case r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9':
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// TestIssue13_RunbookLinks: every alert policy carries documentation that
+// links to a section of docs/runbook.md, and every such link points at a
+// heading that exists there (so does every in-page link of the runbook).
+func TestIssue13_RunbookLinks(t *testing.T) {
+	runbook, err := os.ReadFile("../docs/runbook.md")
+	require.NoError(t, err)
+	anchors := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^#{1,6} (.+)$`).FindAllStringSubmatch(string(runbook), -1) {
+		anchors[slug(m[1])] = true
+	}
+
+	src, err := os.ReadFile("monitoring.tf")
+	require.NoError(t, err)
+	mon := string(src)
+
+	// local.runbook: alert key => "${var.runbook_url}#anchor".
+	block := regexp.MustCompile(`(?s)\n  runbook = \{\n(.*?)\n  \}`).FindStringSubmatch(mon)
+	require.NotNil(t, block, "monitoring.tf defines local.runbook")
+	links := map[string]string{}
+	for _, m := range regexp.MustCompile(`(?m)^\s*(\w+)\s*=\s*"\$\{var\.runbook_url\}#([a-z0-9-]+)"\s*$`).FindAllStringSubmatch(block[1], -1) {
+		links[m[1]] = m[2]
+	}
+	require.NotEmpty(t, links)
+
+	// Each alert policy resource, up to the next top-level block.
+	policies := regexp.MustCompile(`(?ms)^resource "google_monitoring_alert_policy" "(\w+)" \{\n(.*?)^\}`).FindAllStringSubmatch(mon, -1)
+	require.GreaterOrEqual(t, len(policies), 8, "fenced writes, pending age, stuck, dead letters, API 5xx, SQL CPU, SQL connections, lease take-overs")
+	used := map[string]bool{}
+	for _, p := range policies {
+		name, body := p[1], p[2]
+		t.Run(name, func(t *testing.T) {
+			assert.Contains(t, body, "documentation {", "has documentation")
+			assert.Contains(t, body, "notification_channels = var.notification_channels")
+			refs := regexp.MustCompile(`local\.runbook\.(\w+)`).FindAllStringSubmatch(body, -1)
+			require.NotEmpty(t, refs, "links to the runbook")
+			keys := map[string]bool{}
+			for _, r := range refs {
+				keys[r[1]] = true
+			}
+			assert.Len(t, keys, 1, "one runbook section per alert")
+			for k := range keys {
+				used[k] = true
+				anchor, ok := links[k]
+				if assert.True(t, ok, "local.runbook.%s is defined", k) {
+					assert.True(t, anchors[anchor], "docs/runbook.md has a heading for #%s", anchor)
+				}
+			}
+			assert.Regexp(t, `url\s*=\s*local\.runbook\.\w+`, body, "a documentation link, not only text")
+		})
+	}
+	for k := range links {
+		assert.True(t, used[k], "local.runbook.%s belongs to an alert", k)
+	}
+
+	for _, m := range regexp.MustCompile(`\]\(#([a-z0-9-]+)\)`).FindAllStringSubmatch(string(runbook), -1) {
+		assert.True(t, anchors[m[1]], "runbook link #%s has a heading", m[1])
+	}
+}
+
+// cloudBuild is the part of a Cloud Build configuration the test reads.
+type cloudBuild struct {
+	Substitutions map[string]string `yaml:"substitutions"`
+	Steps         []struct {
+		ID         string   `yaml:"id"`
+		Name       string   `yaml:"name"`
+		Entrypoint string   `yaml:"entrypoint"`
+		Args       []string `yaml:"args"`
+		Env        []string `yaml:"env"`
+		Dir        string   `yaml:"dir"`
+		WaitFor    []string `yaml:"waitFor"`
+	} `yaml:"steps"`
+	Images  []string       `yaml:"images"`
+	Timeout string         `yaml:"timeout"`
+	Options map[string]any `yaml:"options"`
+}
+
+// builtinSubstitutions are the ones Cloud Build sets itself.
+var builtinSubstitutions = map[string]bool{
+	"PROJECT_ID": true, "PROJECT_NUMBER": true, "BUILD_ID": true, "LOCATION": true, "TRIGGER_NAME": true,
+	"COMMIT_SHA": true, "SHORT_SHA": true, "REVISION_ID": true, "REPO_NAME": true, "REPO_FULL_NAME": true,
+	"BRANCH_NAME": true, "TAG_NAME": true, "REF_NAME": true, "TRIGGER_BUILD_CONFIG_PATH": true,
+	"SERVICE_ACCOUNT_EMAIL": true, "SERVICE_ACCOUNT": true,
+}
+
+// TestIssue13_CloudBuild: cloudbuild.yaml runs the make targets CI runs, every
+// step names a pinned image, every substitution it uses is declared (or one
+// Cloud Build sets), and the deploy step waits for the migration.
+func TestIssue13_CloudBuild(t *testing.T) {
+	raw, err := os.ReadFile("../cloudbuild.yaml")
+	require.NoError(t, err)
+	var cb cloudBuild
+	require.NoError(t, yaml.Unmarshal(raw, &cb))
+	require.NotEmpty(t, cb.Steps)
+
+	// Images: every step names one of the declared builders: Google's
+	// builders (gcr.io/cloud-builders/*, the Cloud SDK image) or the Go
+	// image of go.mod's Go version; never an explicit :latest.
+	goMod, err := os.ReadFile("../go.mod")
+	require.NoError(t, err)
+	goVersion := regexp.MustCompile(`(?m)^go (\d+\.\d+)`).FindSubmatch(goMod)
+	require.NotNil(t, goVersion)
+	ids := map[string]int{}
+	for i, s := range cb.Steps {
+		require.NotEmpty(t, s.ID, "step %d has an id", i)
+		_, dup := ids[s.ID]
+		require.False(t, dup, "step id %s is unique", s.ID)
+		ids[s.ID] = i
+		assert.NotEmpty(t, s.Name, "step %s names its image", s.ID)
+		name, tag, _ := strings.Cut(s.Name, ":")
+		assert.NotEqual(t, "latest", tag, "step %s: image %s", s.ID, s.Name)
+		switch {
+		case name == "golang":
+			assert.True(t, strings.HasPrefix(tag, string(goVersion[1])), "step %s: golang:%s matches go.mod's go %s", s.ID, tag, goVersion[1])
+		case strings.HasPrefix(name, "gcr.io/cloud-builders/"), strings.HasPrefix(name, "gcr.io/google.com/cloudsdktool/"):
+		default:
+			t.Errorf("step %s: image %s is not a declared builder (golang, gcr.io/cloud-builders/*, gcr.io/google.com/cloudsdktool/*)", s.ID, s.Name)
+		}
+	}
+
+	// Substitutions: ${_X} and $_X must be declared; built-ins are known.
+	// $$ is an escaped $ for the shell.
+	use := regexp.MustCompile(`\$(\$|\{([A-Z_][A-Z0-9_]*)\}|([A-Z_][A-Z0-9_]*))`)
+	seen := map[string]bool{}
+	for _, m := range use.FindAllStringSubmatch(string(raw), -1) {
+		if m[1] == "$" {
+			continue
+		}
+		v := m[2] + m[3]
+		seen[v] = true
+		if strings.HasPrefix(v, "_") {
+			_, ok := cb.Substitutions[v]
+			assert.True(t, ok, "substitution %s is declared", v)
+		} else {
+			assert.True(t, builtinSubstitutions[v], "%s is a Cloud Build substitution", v)
+		}
+	}
+	for k := range cb.Substitutions {
+		assert.True(t, strings.HasPrefix(k, "_"), "user substitution %s starts with _", k)
+		assert.True(t, seen[k], "declared substitution %s is used", k)
+	}
+
+	// Ordering: a step without waitFor waits for every step before it; "-"
+	// means it starts at once.
+	deps := func(i int) []string {
+		s := cb.Steps[i]
+		if s.WaitFor == nil {
+			var prev []string
+			for _, p := range cb.Steps[:i] {
+				prev = append(prev, p.ID)
+			}
+			return prev
+		}
+		var out []string
+		for _, w := range s.WaitFor {
+			if w != "-" {
+				_, ok := ids[w]
+				assert.True(t, ok, "step %s waits for a step that exists: %s", s.ID, w)
+				out = append(out, w)
+			}
+		}
+		return out
+	}
+	var after func(id string, seen map[string]bool) map[string]bool
+	after = func(id string, seen map[string]bool) map[string]bool {
+		for _, d := range deps(ids[id]) {
+			if !seen[d] {
+				seen[d] = true
+				after(d, seen)
+			}
+		}
+		return seen
+	}
+	for _, need := range []string{"deploy", "migrate", "push"} {
+		require.Contains(t, ids, need, "a %s step", need)
+	}
+	deployAfter := after("deploy", map[string]bool{})
+	assert.True(t, deployAfter["migrate"], "deploy waits for migrate")
+	assert.True(t, after("migrate", map[string]bool{})["push"], "migrate runs the pushed image")
+
+	// The same make targets as CI, every one of them before the image is
+	// pushed (so nothing is migrated or deployed from a tree that fails).
+	ci, err := os.ReadFile("../.ci/run")
+	require.NoError(t, err)
+	var targets []string
+	for _, m := range regexp.MustCompile(`(?m)^\s*make\s+([a-z][a-z0-9 -]*?)\s*$`).FindAllStringSubmatch(string(ci), -1) {
+		targets = append(targets, strings.Fields(m[1])...)
+	}
+	require.NotEmpty(t, targets, ".ci/run runs make targets")
+	pushAfter := after("push", map[string]bool{})
+	made := map[string]bool{}
+	for id, i := range ids {
+		for _, a := range cb.Steps[i].Args {
+			for _, m := range regexp.MustCompile(`(?m)\bmake\s+([a-z][a-z0-9 -]*)`).FindAllStringSubmatch(a, -1) {
+				for _, target := range strings.Fields(m[1]) {
+					made[target] = true
+					assert.True(t, pushAfter[id], "make %s (step %s) runs before the image is pushed", target, id)
+				}
+			}
+		}
+	}
+	sort.Strings(targets)
+	for _, target := range targets {
+		assert.True(t, made[target], "cloudbuild.yaml runs make %s, as CI does", target)
+	}
+	assert.True(t, made["tf-validate"], "cloudbuild.yaml validates the terraform")
+
+	// The image it builds is the one it pushes, migrates with and deploys.
+	require.Len(t, cb.Images, 1)
+	image := cb.Images[0]
+	for _, id := range []string{"push", "migrate", "deploy"} {
+		assert.Contains(t, strings.Join(cb.Steps[ids[id]].Args, " "), image, "step %s uses the built image", id)
+	}
+}
