@@ -49,6 +49,13 @@ type CreateTx struct {
 	metrics  *metrics.Metrics
 	log      *slog.Logger
 	slots    []*slot
+
+	// synced remembers, per signer, until when (this process's monotonic
+	// clock) the shared cursor's chain sync is known to be fresh, so that a
+	// batch does not read the cursor outside its transaction just to learn
+	// that the chain need not be asked.
+	syncedMu sync.Mutex
+	synced   map[signerKey]time.Time
 }
 
 // NewCreateTx returns the use case. Every configured chain needs a reader.
@@ -64,7 +71,7 @@ func NewCreateTx(store CreateStore, chains map[uint64]ChainReader, relay *Relay,
 		}
 	}
 	c := &CreateTx{store: store, relay: relay, chains: chains, policies: policies, cfg: cfg, metrics: m, log: log,
-		slots: make([]*slot, cfg.Workers)}
+		slots: make([]*slot, cfg.Workers), synced: map[signerKey]time.Time{}}
 	for i := range c.slots {
 		c.slots[i] = &slot{owner: fmt.Sprintf("%s/w%d", cfg.InstanceID, i)}
 	}
@@ -419,6 +426,7 @@ func (c *CreateTx) runBatch(ctx context.Context, owner string, batch []*waiter) 
 	}
 	var members [][]*waiter
 	var pending []*uint64
+	started := time.Now() // before the chain is asked: a sync's freshness counts from here
 	for _, key := range keys {
 		ws := groups[key]
 		p, err := c.chainPending(ctx, key)
@@ -464,6 +472,9 @@ func (c *CreateTx) runBatch(ctx context.Context, owner string, batch []*waiter) 
 		return
 	}
 	for g, ws := range members {
+		if pending[g] != nil { // this batch folded the chain's nonce in
+			c.markSynced(ws[0].key, started.Add(c.cfg.NonceStateTimeout))
+		}
 		for i, res := range results[g] {
 			deliver(ws[i], result{created: res}) // the store logs each allocation with its token
 		}
@@ -542,11 +553,16 @@ const recoverTimeout = 3 * time.Second
 // chainPending asks the chain for the signer's pending nonce when the
 // shared cursor's sync is stale (or absent); nil when the cursor is trusted.
 func (c *CreateTx) chainPending(ctx context.Context, key signerKey) (*uint64, error) {
+	now := time.Now()
+	if c.freshUntil(key).After(now) {
+		return nil, nil
+	}
 	cur, err := c.store.CursorState(ctx, key.chainID, key.signer)
 	if err != nil {
 		return nil, err
 	}
 	if !cur.NeedsChainSync(c.cfg.NonceStateTimeout) {
+		c.markSynced(key, now.Add(c.cfg.NonceStateTimeout-cur.SyncAge))
 		return nil, nil
 	}
 	n, err := c.chains[key.chainID].PendingNonce(ctx, key.signer)
@@ -554,4 +570,20 @@ func (c *CreateTx) chainPending(ctx context.Context, key signerKey) (*uint64, er
 		return nil, fmt.Errorf("%w: pending nonce: %w", ErrChainUnavailable, err)
 	}
 	return &n, nil
+}
+
+func (c *CreateTx) freshUntil(key signerKey) time.Time {
+	c.syncedMu.Lock()
+	defer c.syncedMu.Unlock()
+	return c.synced[key]
+}
+
+// markSynced records that key's cursor sync is fresh until until (later
+// knowledge only ever extends it).
+func (c *CreateTx) markSynced(key signerKey, until time.Time) {
+	c.syncedMu.Lock()
+	defer c.syncedMu.Unlock()
+	if until.After(c.synced[key]) {
+		c.synced[key] = until
+	}
 }
