@@ -514,8 +514,10 @@ func TestIssue11_LeaseQueueOutlastsLockTimeout(t *testing.T) {
 	tag, err := other.Exec(ctx, `SELECT 1 FROM signer_lease WHERE signer = $1 AND scope = 'nonce' FOR UPDATE`, txm.CanonicalAddress(signer))
 	require.NoError(t, err)
 	require.EqualValues(t, 1, tag.RowsAffected())
-	release := time.AfterFunc(time.Second, func() { _ = other.Rollback(ctx) })
-	defer func() { release.Stop(); _ = other.Rollback(ctx) }() // also when the create did not wait
+	var once sync.Once
+	rollback := func() { once.Do(func() { _ = other.Rollback(ctx) }) }
+	release := time.AfterFunc(time.Second, rollback)
+	defer func() { release.Stop(); rollback() }() // also when the create did not wait
 	start := time.Now()
 	r := b.create(t, b.insts[0], transfer(signer, 2, ""))
 	t.Logf("create queued behind the lease answered %d after %s (lock_timeout 300ms)", r.status, time.Since(start).Round(time.Millisecond))
