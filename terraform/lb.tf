@@ -8,11 +8,13 @@
 # Created only when var.api_domain is set (a managed certificate needs a
 # domain). What it lets through, in order:
 #
-#   1. the URL map routes only /v1/* to the Api; any other path (/metrics,
+#   1. the URL map routes only /v1/* and the operator console (/console,
+#      /console/*: static files; its data calls are /v1/) to the Api; any
+#      other path (/metrics,
 #      /healthz, /Api/..., percent-encoded tricks such as /%6Detrics) is
 #      redirected to /v1/openapi.json and never reaches the service;
-#   2. Cloud Armor (txfence-api) refuses again, with 404, any path that does
-#      not start with /v1/, should the URL map ever change;
+#   2. Cloud Armor (txfence-api) refuses again, with 404, any path that is
+#      neither /v1/ nor the console's, should the URL map ever change;
 #   3. Cloud Armor allows the sources of var.api_allowed_cidrs (all when
 #      empty), each client IP at most var.api_rate_limit requests per
 #      interval (429 beyond); anything else 403;
@@ -53,10 +55,10 @@ resource "google_compute_security_policy" "api" {
   rule {
     action      = "deny(404)"
     priority    = 100
-    description = "Only /v1/ paths reach the API"
+    description = "Only /v1/ and console paths reach the API"
     match {
       expr {
-        expression = "!request.path.startsWith('/v1/')"
+        expression = "!(request.path.startsWith('/v1/') || request.path.startsWith('/console/') || request.path == '/console')"
       }
     }
   }
@@ -125,7 +127,7 @@ resource "google_compute_backend_service" "api" {
   }
 }
 
-# Only /v1/* goes to the Api. Everything else, for every host, is sent to the
+# Only /v1/* and the console go to the Api. Everything else, for every host, is sent to the
 # API's description instead: nothing outside /v1/ (the Api's /metrics and
 # /healthz among it) is ever forwarded.
 resource "google_compute_url_map" "api" {
@@ -154,7 +156,7 @@ resource "google_compute_url_map" "api" {
     }
 
     path_rule {
-      paths   = ["/v1/*"]
+      paths   = ["/v1/*", "/console", "/console/*"]
       service = google_compute_backend_service.api[0].id
     }
   }
