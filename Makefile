@@ -125,6 +125,15 @@ fmt:
 bench-api: deps
 	$(GO) run ./emulator/cmd/benchapi $(ARGS)
 
+## bench-pipeline: the local stack (2 function servers, durable PostgreSQL,
+## the simulated chain, a block a second) under a sustained create load on a
+## hot signer and 100 others: the rate of each stage, the finality lag, and
+## the hot signer's broadcast rate against the node's own ingestion rate.
+## Last line: bench-pipeline: created= confirmed= broadcast_ratio= lag_p50ms= lag_p99ms=
+.PHONY: bench-pipeline
+bench-pipeline: deps
+	$(GO) run ./emulator/cmd/benchpipe $(ARGS)
+
 ## bench-coldstart: exec → first served create of a fresh API process,
 ## several runs; last line bench-coldstart: first_request_ms=<median>.
 .PHONY: bench-coldstart

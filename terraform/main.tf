@@ -43,7 +43,11 @@ locals {
   # TXFENCE_FINALITY_BUDGET; both are the shared/config defaults). Request
   # timeouts, ack deadlines and Scheduler deadlines are derived from them.
   submit_budget_seconds   = 30
-  finality_budget_seconds = 50
+  # The finality budget is a little longer than the Scheduler period (a
+  # minute), so that the next invocation starts before this one ends and
+  # confirmations are never left waiting in a gap between them; while both
+  # run, each signer's chain lease lets only one sweep it at a time.
+  finality_budget_seconds = 65
 
   # One entry per deployed function (FUNCTION_TARGET picks it in the shared
   # image). Fields:
@@ -122,9 +126,9 @@ locals {
     finality = {
       service     = "txfence-finality-sweep"
       target      = "FinalitySweep"
-      description = "txfence FinalitySweep: Cloud Scheduler every minute; sweeps confirmations, reorgs and outcomes for most of the minute."
+      description = "txfence FinalitySweep: Cloud Scheduler every minute; sweeps confirmations, reorgs and outcomes until the next minute's run has begun."
       trigger     = "schedule"
-      timeout     = 120 # > the ~50s sweep plus start-up and the last pass
+      timeout     = 120 # > the ~65s sweep plus start-up and the last pass
       concurrency = 1   # one sweep per instance: it is a long, CPU-light loop
       min         = 0
       max         = 2

@@ -2,9 +2,10 @@
 # token of the pusher service account (audience = the service URL), which
 # Cloud Run checks against roles/run.invoker.
 #
-# FinalitySweep runs every minute and keeps sweeping for ~50s inside the
+# FinalitySweep runs every minute and keeps sweeping for ~65s inside the
 # invocation (TXFENCE_FINALITY_BUDGET), so the chain is looked at every few
-# seconds with one invocation a minute. OutboxSweep runs every minute too:
+# seconds with one invocation a minute, and the next minute's run starts
+# before this one ends (no gap; per-signer chain leases keep them apart). OutboxSweep runs every minute too:
 # it is the safety net for outbox rows whose writer crashed between commit
 # and publish, and it exits at once when there is nothing to send.
 #

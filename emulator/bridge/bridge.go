@@ -160,6 +160,7 @@ type route struct {
 	endpoints []string
 	source    string        // CloudEvent source; set by Run before receiving
 	next      atomic.Uint64 // first endpoint of the next message, round-robin
+	paused    atomic.Bool   // Pause: pull nothing until Resume
 
 	delivered, retried, deadLettered atomic.Uint64
 }
@@ -301,6 +302,9 @@ func (b *Bridge) receive(ctx context.Context, r *route, dlq *pubsub.Publisher) e
 		case slots <- struct{}{}:
 		case <-ctx.Done():
 			return nil
+		}
+		for r.paused.Load() && ctx.Err() == nil {
+			sleep(ctx, idlePoll)
 		}
 		n := 1
 	more:
@@ -512,6 +516,24 @@ func truncate(s string, n int) string {
 		n--
 	}
 	return s[:n]
+}
+
+// Pause stops pulling from subscription sub: its messages wait in Pub/Sub,
+// as when a push endpoint is down, until Resume. Deliveries in flight
+// finish. The benchmarks use it to build a backlog.
+func (b *Bridge) Pause(sub string) error { return b.setPaused(sub, true) }
+
+// Resume pulls from sub again.
+func (b *Bridge) Resume(sub string) error { return b.setPaused(sub, false) }
+
+func (b *Bridge) setPaused(sub string, paused bool) error {
+	for _, r := range b.routes {
+		if r.sub == sub {
+			r.paused.Store(paused)
+			return nil
+		}
+	}
+	return fmt.Errorf("bridge: no route for subscription %q", sub)
 }
 
 // Stats returns the counters so far. It is safe to call while Run runs.

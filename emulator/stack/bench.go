@@ -53,3 +53,21 @@ func BenchDatabase(ctx context.Context, durable bool) (string, *pgxpool.Pool, fu
 	}
 	return url, pool, func() { pool.Close(); pg.Stop() }, nil
 }
+
+// CheckContiguous fails when any signer's nonces in the database have a
+// gap or a duplicate: the benchmarks run it after every scenario.
+func CheckContiguous(ctx context.Context, pool *pgxpool.Pool) error {
+	var bad int
+	err := pool.QueryRow(ctx, `
+SELECT count(*) FROM (
+    SELECT signer, count(*) AS n, min(nonce) AS lo, max(nonce) AS hi, count(DISTINCT nonce) AS d
+    FROM managed_tx GROUP BY chain_id, signer
+) s WHERE hi - lo + 1 <> n OR d <> n`).Scan(&bad)
+	if err != nil {
+		return err
+	}
+	if bad > 0 {
+		return fmt.Errorf("%d signers have gaps or duplicate nonces", bad)
+	}
+	return nil
+}

@@ -58,9 +58,10 @@ const (
 	// SubCompletion is a pull subscription on the completion topic for local
 	// consumers.
 	SubCompletion = "txfence-completion-pull"
-	subSubmit     = "txfence-submit-push"
-	subReceipt    = "txfence-receipt-push"
-	subDead       = "txfence-deadletter-pull"
+	// SubSubmit is the submit topic's push subscription (Bridge.Pause).
+	SubSubmit  = "txfence-submit-push"
+	subReceipt = "txfence-receipt-push"
+	subDead    = "txfence-deadletter-pull"
 )
 
 // Options shape the stack. Zero values take the defaults noted.
@@ -72,6 +73,7 @@ type Options struct {
 	Confirmations uint64        // confirmations required (3)
 	FirstPort     int           // port of the first server (0: any free port)
 	DatabaseURL   string        // use this PostgreSQL instead of an ephemeral one
+	Durable       bool          // the ephemeral PostgreSQL keeps fsync and synchronous commit on
 	PubSubHost    string        // use this Pub/Sub emulator instead of pstest
 	RPCURL        string        // use this chain instead of the simulated one
 	ScheduleEvery time.Duration // Cloud Scheduler stand-in period (5s)
@@ -212,7 +214,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		receipt = append(receipt, u+"/Receipt")
 	}
 	s.Bridge, err = bridge.New(client, Project, []bridge.Route{
-		{Subscription: subSubmit, Endpoints: submit},
+		{Subscription: SubSubmit, Endpoints: submit},
 		{Subscription: subReceipt, Endpoints: receipt},
 	}, bridge.Options{MaxAttempts: 10, MinBackoff: 200 * time.Millisecond, MaxBackoff: 5 * time.Second, DeadLetterTopic: TopicDeadLetter}, opts.Log)
 	if err != nil {
@@ -234,7 +236,7 @@ func (s *Stack) startDatabase(ctx context.Context) error {
 	if s.opts.DatabaseURL != "" {
 		s.DatabaseURL = s.opts.DatabaseURL
 	} else {
-		srv, err := pgtest.Start(ctx, pgtest.Options{})
+		srv, err := pgtest.Start(ctx, pgtest.Options{Durable: s.opts.Durable})
 		if err != nil {
 			return err
 		}
@@ -327,7 +329,7 @@ func (s *Stack) startPubSub(ctx context.Context) (*gpubsub.Client, error) {
 	for _, sub := range []struct {
 		id, topic string
 		ordered   bool
-	}{{subSubmit, TopicSubmit, false}, {subReceipt, TopicReceipt, false}, {SubCompletion, TopicCompletion, true}, {subDead, TopicDeadLetter, false}} {
+	}{{SubSubmit, TopicSubmit, false}, {subReceipt, TopicReceipt, false}, {SubCompletion, TopicCompletion, true}, {subDead, TopicDeadLetter, false}} {
 		if err := srv.CreateSubscription(ctx, sub.id, sub.topic, sub.ordered); err != nil && !strings.Contains(err.Error(), "AlreadyExists") {
 			return nil, fmt.Errorf("create subscription %s: %w", sub.id, err)
 		}
@@ -347,7 +349,8 @@ func (s *Stack) serverEnv() []string {
 		"TXFENCE_TOPIC_RECEIPT=" + TopicReceipt,
 		"TXFENCE_TOPIC_COMPLETION=" + TopicCompletion,
 		fmt.Sprintf("TXFENCE_CONFIRMATIONS=%d", s.opts.Confirmations),
-		"TXFENCE_FINALITY_BUDGET=" + (s.opts.ScheduleEvery - s.opts.ScheduleEvery/5).String(),
+		// Overlapping invocations, as deployed: no gap between sweeps.
+		"TXFENCE_FINALITY_BUDGET=" + (s.opts.ScheduleEvery + s.opts.ScheduleEvery/5).String(),
 		"TXFENCE_FINALITY_INTERVAL=500ms",
 		"TXFENCE_STALE_RECEIPT_TIMEOUT=5s",
 		"TXFENCE_RESUBMIT_INTERVAL=10s",

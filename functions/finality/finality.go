@@ -1,6 +1,7 @@
 // Package finality is the FinalitySweep function: triggered by Cloud
-// Scheduler every minute, it keeps sweeping for most of the minute
-// (TXFENCE_FINALITY_BUDGET, passes TXFENCE_FINALITY_INTERVAL apart):
+// Scheduler every minute, it keeps sweeping a little past the minute
+// (TXFENCE_FINALITY_BUDGET, passes TXFENCE_FINALITY_INTERVAL apart), so that
+// the next minute's invocation has begun before it stops:
 // confirmations, reorgs, final outcomes, and receipts the Receipt function
 // missed.
 package finality

@@ -2,28 +2,43 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
 // runPasses runs pass, then again every interval, for as long as another
 // pass fits in budget and ctx lasts: a scheduled sweep keeps working for
-// most of the scheduler's period. It stops at the first error; add folds
-// each pass's stats into the total.
+// most of the scheduler's period. add folds each pass's stats into the
+// total. A failed pass does not end the sweep: a pass that failed for one
+// signer or one chain has still swept the others, and the next pass may
+// succeed, so one signer's fault never stops finality for the rest until the
+// next invocation. The last failure is returned, with how many passes
+// failed.
 func runPasses[S any](ctx context.Context, budget, interval time.Duration, pass func(context.Context) (S, error), add func(S)) error {
 	start := time.Now()
+	var last error
+	passes, failed := 0, 0
 	for {
 		st, err := pass(ctx)
 		add(st)
+		passes++
 		if err != nil {
-			return err
+			last = err
+			failed++
 		}
-		if time.Since(start)+interval >= budget {
-			return nil
+		if time.Since(start)+interval >= budget || ctx.Err() != nil {
+			break
 		}
 		select {
 		case <-ctx.Done():
-			return nil
 		case <-time.After(interval):
 		}
+		if ctx.Err() != nil {
+			break
+		}
 	}
+	if last != nil {
+		return fmt.Errorf("%d of %d passes failed, the last: %w", failed, passes, last)
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -77,15 +78,19 @@ func (s *SweepFinality) Run(ctx context.Context, budget, interval time.Duration)
 
 // chainView caches one pass's look at a chain, so that one pass sees one
 // chain: the head and finalized block are read once, and each block height
-// at most once.
+// at most once. The pass's workers share it.
 type chainView struct {
 	chain     txm.Chain
 	head      txm.Header
 	finalized *txm.Header
-	headers   map[uint64]*txm.Header
+
+	mu      sync.Mutex // guards headers; held while missing ones are fetched
+	headers map[uint64]*txm.Header
 }
 
 func (v *chainView) load(ctx context.Context, numbers []uint64) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
 	var missing []uint64
 	for _, n := range numbers {
 		if _, ok := v.headers[n]; !ok {
@@ -105,9 +110,37 @@ func (v *chainView) load(ctx context.Context, numbers []uint64) error {
 	return nil
 }
 
-// Pass sweeps every signer with work once. Signers whose lease is held
-// elsewhere are skipped this pass; an RPC failure for one chain skips that
-// chain and is returned after the others were swept.
+// header is the canonical header at n that load fetched (nil: the node has
+// no block there yet).
+func (v *chainView) header(n uint64) *txm.Header {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.headers[n]
+}
+
+// view reads a chain's head (and finalized block) once for a pass.
+func (s *SweepFinality) view(ctx context.Context, chain txm.Chain) (*chainView, error) {
+	v := &chainView{chain: chain, headers: map[uint64]*txm.Header{}}
+	var err error
+	if v.head, err = chain.Head(ctx); err != nil {
+		return nil, fmt.Errorf("head: %w", err)
+	}
+	if s.cfg.FinalityMode == config.FinalityFinalized {
+		f, err := chain.Finalized(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("finalized: %w", err)
+		}
+		v.finalized = &f
+	}
+	return v, nil
+}
+
+// Pass sweeps every signer with work once, TXFENCE_RECEIPT_WORKERS signers
+// at a time: each signer's work is a few round trips to the database and
+// the node, so one after another a pass over a hundred signers took longer
+// than a block. Signers whose lease is held elsewhere are skipped this pass;
+// an RPC failure for one chain skips that chain and is returned after the
+// others were swept.
 func (s *SweepFinality) Pass(ctx context.Context) (PassStats, error) {
 	var st PassStats
 	refs, err := s.store.SignersWithWork(ctx, s.cfg.StaleReceiptTimeout, s.watch())
@@ -116,46 +149,53 @@ func (s *SweepFinality) Pass(ctx context.Context) (PassStats, error) {
 	}
 	views := map[uint64]*chainView{}
 	var errs []error
+	work := make([]txm.SignerRef, 0, len(refs))
 	for _, ref := range refs {
 		chain, ok := s.chains[ref.ChainID]
 		if !ok {
 			continue
 		}
-		view, ok := views[ref.ChainID]
-		if !ok {
-			view = &chainView{chain: chain, headers: map[uint64]*txm.Header{}}
-			if view.head, err = chain.Head(ctx); err != nil {
+		view, seen := views[ref.ChainID]
+		if !seen {
+			if view, err = s.view(ctx, chain); err != nil {
 				s.metrics.ReceiptCheck(ctx, "rpc_error")
-				errs = append(errs, fmt.Errorf("chain %d head: %w", ref.ChainID, err))
-				views[ref.ChainID] = nil
-				continue
+				errs = append(errs, fmt.Errorf("chain %d %w", ref.ChainID, err))
 			}
-			if s.cfg.FinalityMode == config.FinalityFinalized {
-				f, err := chain.Finalized(ctx)
-				if err != nil {
-					s.metrics.ReceiptCheck(ctx, "rpc_error")
-					errs = append(errs, fmt.Errorf("chain %d finalized: %w", ref.ChainID, err))
-					views[ref.ChainID] = nil
-					continue
-				}
-				view.finalized = &f
-			}
-			views[ref.ChainID] = view
+			views[ref.ChainID] = view // nil after a failure: the chain is skipped this pass
 		}
-		if view == nil {
-			continue // this chain failed earlier in the pass
-		}
-		one, err := s.sweepSigner(ctx, view, ref)
-		st.add(one)
-		if errors.Is(err, ErrNoLease) {
-			st.Skipped++
-			continue
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("signer %s: %w", txm.CanonicalAddress(ref.Signer), err))
+		if view != nil {
+			work = append(work, ref)
 		}
 	}
+	var mu sync.Mutex
+	inParallel(s.cfg.ReceiptWorkers, work, func(ref txm.SignerRef) {
+		one, err := s.sweepSigner(ctx, views[ref.ChainID], ref)
+		mu.Lock()
+		defer mu.Unlock()
+		st.add(one)
+		switch {
+		case errors.Is(err, ErrNoLease):
+			st.Skipped++
+		case err != nil:
+			errs = append(errs, fmt.Errorf("signer %s: %w", txm.CanonicalAddress(ref.Signer), err))
+		}
+	})
 	return st, errors.Join(errs...)
+}
+
+// inParallel calls fn for every item, at most workers at once, and returns
+// when all calls have.
+func inParallel[T any](workers int, items []T, fn func(T)) {
+	slots := make(chan struct{}, max(workers, 1))
+	var wg sync.WaitGroup
+	for _, it := range items {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			fn(it)
+		})
+	}
+	wg.Wait()
 }
 
 func (s *SweepFinality) sweepSigner(ctx context.Context, view *chainView, ref txm.SignerRef) (PassStats, error) {
@@ -211,7 +251,7 @@ func (s *SweepFinality) sweepSigner(ctx context.Context, view *chainView, ref tx
 		var final []string
 		for _, m := range mined {
 			r := m.Tx.Receipt
-			h := view.headers[r.BlockNumber]
+			h := view.header(r.BlockNumber)
 			if h == nil {
 				// The node is behind (a lagging or load-balanced node): only a
 				// different hash at the same height is a reorg.
@@ -278,7 +318,7 @@ func (s *SweepFinality) checkReported(ctx context.Context, l txm.Lease, view *ch
 		return err
 	}
 	for _, b := range blocks {
-		h := view.headers[b.Number]
+		h := view.header(b.Number)
 		if h == nil || h.Hash == b.Hash {
 			continue // the same block, or a node behind: not a reorg
 		}

@@ -176,6 +176,7 @@ type Config struct {
 	ChainFees map[uint64]FeeOverride
 
 	MaxInFlight         int           // broadcast-but-unmined transactions per signer, STUCK included
+	RPCMaxBatch         int           // most calls in one JSON-RPC batch to a node
 	SubmitBudget        time.Duration // how long one Submit invocation drains
 	ResubmitInterval    time.Duration // rebroadcast an attempt unseen for this long
 	ResubmitBudget      time.Duration // how long one ResubmitSweep invocation keeps sweeping
@@ -186,12 +187,12 @@ type Config struct {
 	RetryBackoffMax     time.Duration // longest wait between rounds (doubling from the first)
 	StuckPolicy         []StuckRule   // stuck-resolution rules; default noop
 	StuckWebhook        StuckWebhook
-	ReceiptWorkers      int
+	ReceiptWorkers      int           // signers a finality pass sweeps at once
 	StaleReceiptTimeout time.Duration // the finality sweep checks TRACKING untouched this long
 
 	FinalityMode     FinalityMode
 	Confirmations    uint64
-	FinalityBudget   time.Duration // how long one FinalitySweep invocation keeps sweeping
+	FinalityBudget   time.Duration // how long one FinalitySweep invocation keeps sweeping: a little past the scheduler period, so that invocations overlap rather than leave a gap
 	FinalityInterval time.Duration // pause between sweep passes
 	// ReorgWatch is how long after reporting an outcome the finality sweep
 	// keeps checking its block (confirmations mode): a reorg deeper than the
@@ -237,6 +238,7 @@ func Defaults() Config {
 		BumpAfter:           30 * time.Second,
 		BumpPercent:         20,
 		MaxInFlight:         64,
+		RPCMaxBatch:         100,
 		SubmitBudget:        30 * time.Second,
 		ResubmitInterval:    60 * time.Second,
 		ResubmitBudget:      50 * time.Second,
@@ -250,7 +252,7 @@ func Defaults() Config {
 		StaleReceiptTimeout: 60 * time.Second,
 		FinalityMode:        FinalityConfirmations,
 		Confirmations:       20,
-		FinalityBudget:      50 * time.Second,
+		FinalityBudget:      65 * time.Second,
 		FinalityInterval:    2 * time.Second,
 		ReorgWatch:          10 * time.Minute,
 		TopicSubmit:         "txfence-submit",
@@ -305,6 +307,7 @@ const (
 	EnvStuckWebhookSecret  = "TXFENCE_STUCK_WEBHOOK_SECRET"
 	EnvStuckWebhookTimeout = "TXFENCE_STUCK_WEBHOOK_TIMEOUT"
 	EnvMaxInFlight         = "TXFENCE_MAX_IN_FLIGHT"
+	EnvRPCMaxBatch         = "TXFENCE_RPC_MAX_BATCH"
 	EnvSubmitBudget        = "TXFENCE_SUBMIT_BUDGET"
 	EnvResubmitInterval    = "TXFENCE_RESUBMIT_INTERVAL"
 	EnvMaxRebroadcasts     = "TXFENCE_MAX_REBROADCASTS"
@@ -370,6 +373,7 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 	p.integer(EnvBumpPercent, &c.BumpPercent)
 	p.chainFees(EnvChainFees, &c.ChainFees)
 	p.integer(EnvMaxInFlight, &c.MaxInFlight)
+	p.integer(EnvRPCMaxBatch, &c.RPCMaxBatch)
 	p.duration(EnvSubmitBudget, &c.SubmitBudget)
 	p.duration(EnvResubmitInterval, &c.ResubmitInterval)
 	p.duration(EnvResubmitBudget, &c.ResubmitBudget)
@@ -526,6 +530,9 @@ func (c Config) validate() []Problem {
 	}
 	if c.MaxInFlight < 1 {
 		bad(EnvMaxInFlight, "must be at least 1, got %d", c.MaxInFlight)
+	}
+	if c.RPCMaxBatch < 1 {
+		bad(EnvRPCMaxBatch, "must be at least 1, got %d", c.RPCMaxBatch)
 	}
 	if c.ResubmitBudget <= 0 {
 		bad(EnvResubmitBudget, "must be positive, got %s", c.ResubmitBudget)

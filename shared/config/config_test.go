@@ -93,6 +93,8 @@ func TestIssue2_Config(t *testing.T) {
 		{EnvBatchWait, "2s", "between 0 and 1s"},
 		{EnvWorkers, "0", "between 1 and 4096"},
 		{EnvMaxInFlight, "0", "at least 1"},
+		{EnvRPCMaxBatch, "0", "at least 1"},
+		{EnvRPCMaxBatch, "ten", "integer"},
 		{EnvMaxRebroadcasts, "0", "at least 1"},
 		{EnvNonceStateTimeout, "0s", "positive"},
 		{EnvFinalityMode, "vibes", `"confirmations" or "finalized"`},

@@ -8,27 +8,29 @@ import (
 	"github.com/ethereum/go-ethereum/rpc"
 )
 
-// batchCall sends method once per key in one JSON-RPC batch (retried as a
-// whole on failover) and converts each non-null result; a null result
-// yields the zero value at its index. Any element's error fails the whole
-// call, each named by name(key).
+// batchCall sends method once per key in JSON-RPC batches of at most
+// MaxBatch calls (each retried as a whole on failover) and converts each
+// non-null result; a null result yields the zero value at its index. Any
+// element's error fails the whole call, each named by name(key).
 func batchCall[K any, R any, T any](ctx context.Context, c *Client, what, method string, keys []K,
 	args func(K) []any, convert func(K, *R) (T, error), name func(K) string) ([]T, error) {
 	if len(keys) == 0 {
 		return nil, nil
 	}
 	results := make([]*R, len(keys))
-	var elems []rpc.BatchElem
-	err := c.do(ctx, func(ctx context.Context, rc *rpc.Client) error {
-		elems = make([]rpc.BatchElem, len(keys))
-		for i, k := range keys {
-			results[i] = nil
-			elems[i] = rpc.BatchElem{Method: method, Args: args(k), Result: &results[i]}
+	elems := make([]rpc.BatchElem, len(keys))
+	for lo := 0; lo < len(keys); lo += c.opts.MaxBatch {
+		hi := min(lo+c.opts.MaxBatch, len(keys))
+		err := c.do(ctx, func(ctx context.Context, rc *rpc.Client) error {
+			for i := lo; i < hi; i++ {
+				results[i] = nil
+				elems[i] = rpc.BatchElem{Method: method, Args: args(keys[i]), Result: &results[i]}
+			}
+			return rc.BatchCallContext(ctx, elems[lo:hi])
+		})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
 		}
-		return rc.BatchCallContext(ctx, elems)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	var errs []error
 	out := make([]T, len(keys))

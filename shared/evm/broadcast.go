@@ -18,28 +18,30 @@ func (c *Client) SendRawTransaction(ctx context.Context, raw []byte) error {
 	return ClassifyBroadcast(err)
 }
 
-// SendRawTransactions sends raws, in order, in one JSON-RPC batch (nodes
-// process a batch's calls in order). It returns one error per transaction,
-// nil for accepted ones, each classified like SendRawTransaction's; a
-// transport failure is every element's error.
+// SendRawTransactions sends raws, in order, in JSON-RPC batches of at most
+// MaxBatch calls, one after another (nodes process a batch's calls in
+// order). It returns one error per transaction, nil for accepted ones, each
+// classified like SendRawTransaction's; a transport failure is the error of
+// every element of its batch and of those after it, which are not sent.
 func (c *Client) SendRawTransactions(ctx context.Context, raws [][]byte) []error {
 	errs := make([]error, len(raws))
-	if len(raws) == 0 {
-		return errs
-	}
-	var elems []rpc.BatchElem
+	elems := make([]rpc.BatchElem, len(raws))
 	hashes := make([]common.Hash, len(raws))
-	err := c.do(ctx, func(ctx context.Context, rc *rpc.Client) error {
-		elems = make([]rpc.BatchElem, len(raws))
-		for i, raw := range raws {
-			elems[i] = rpc.BatchElem{Method: "eth_sendRawTransaction", Args: []any{hexutil.Bytes(raw)}, Result: &hashes[i]}
-		}
-		return rc.BatchCallContext(ctx, elems)
-	})
-	for i := range raws {
+	for lo := 0; lo < len(raws); lo += c.opts.MaxBatch {
+		hi := min(lo+c.opts.MaxBatch, len(raws))
+		err := c.do(ctx, func(ctx context.Context, rc *rpc.Client) error {
+			for i := lo; i < hi; i++ {
+				elems[i] = rpc.BatchElem{Method: "eth_sendRawTransaction", Args: []any{hexutil.Bytes(raws[i])}, Result: &hashes[i]}
+			}
+			return rc.BatchCallContext(ctx, elems[lo:hi])
+		})
 		if err != nil {
-			errs[i] = ClassifyBroadcast(err)
-		} else {
+			for i := lo; i < len(raws); i++ {
+				errs[i] = ClassifyBroadcast(err)
+			}
+			return errs
+		}
+		for i := lo; i < hi; i++ {
 			errs[i] = ClassifyBroadcast(elems[i].Error)
 		}
 	}

@@ -28,6 +28,10 @@ type Options struct {
 	// says (0, or a fee history of empty blocks). Nil: no floor. At most
 	// MaxPriorityFeeCap and MaxFeeCap. Not applied to legacy gas prices.
 	MinPriorityFee *big.Int
+	// MaxBatch is the most calls sent in one JSON-RPC batch; longer lists
+	// go out as several batches. Nodes and providers refuse batches past a
+	// limit of their own (geth: 1,000; many hosted providers: 100 or fewer).
+	MaxBatch int
 	// Legacy forces legacy (gasPrice) fees. Legacy mode is also used when the
 	// latest header has no base fee.
 	Legacy bool
@@ -40,12 +44,19 @@ func DefaultOptions() Options {
 		CallTimeout:       5 * time.Second,
 		GasMarginPercent:  20,
 		BaseFeeMultiplier: 2,
+		MaxBatch:          DefaultMaxBatch,
 	}
 }
+
+// DefaultMaxBatch is what most hosted providers accept in one batch.
+const DefaultMaxBatch = 100
 
 func (o Options) validate() error {
 	if o.CallTimeout <= 0 {
 		return errors.New("call timeout must be positive")
+	}
+	if o.MaxBatch < 1 {
+		return errors.New("max batch must be at least 1")
 	}
 	if o.BaseFeeMultiplier < 1 {
 		return errors.New("base fee multiplier must be at least 1")

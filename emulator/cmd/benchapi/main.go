@@ -132,7 +132,7 @@ func run(ctx context.Context, n, naiveN, conc int, rate float64, profile string)
 			ratio = fmt.Sprintf("  ×%.1f vs naive", o.res.PerSecond()/b)
 		}
 		fmt.Printf("%s %s%s  rss %.0f MB  %.1f creates/commit\n", sc.name(), o.res, ratio, o.rssMB, o.perCommit)
-		if err := checkContiguous(ctx, pool); err != nil {
+		if err := stack.CheckContiguous(ctx, pool); err != nil {
 			return fmt.Errorf("%s: %w", sc.name(), err)
 		}
 		if o.res.Errors > 0 {
@@ -282,20 +282,4 @@ func peakRSS(pid int) float64 {
 		}
 	}
 	return 0
-}
-
-func checkContiguous(ctx context.Context, pool *pgxpool.Pool) error {
-	var bad int
-	err := pool.QueryRow(ctx, `
-SELECT count(*) FROM (
-    SELECT signer, count(*) AS n, min(nonce) AS lo, max(nonce) AS hi, count(DISTINCT nonce) AS d
-    FROM managed_tx GROUP BY signer
-) s WHERE hi - lo + 1 <> n OR d <> n`).Scan(&bad)
-	if err != nil {
-		return err
-	}
-	if bad > 0 {
-		return fmt.Errorf("%d signers have gaps or duplicate nonces", bad)
-	}
-	return nil
 }

@@ -121,7 +121,9 @@ func Build(ctx context.Context, cfg config.Config) (*Process, error) {
 		}
 	}
 	for _, ch := range cfg.Chains {
-		c, err := evm.Dial(ctx, ch.ID, ch.RPCURLs, ChainOptions(evm.DefaultOptions(), cfg.FeesFor(ch.ID)))
+		opts := evm.DefaultOptions()
+		opts.MaxBatch = cfg.RPCMaxBatch
+		c, err := evm.Dial(ctx, ch.ID, ch.RPCURLs, ChainOptions(opts, cfg.FeesFor(ch.ID)))
 		if err != nil {
 			p.Close()
 			return nil, fmt.Errorf("chain %d: %w", ch.ID, err)

@@ -46,6 +46,7 @@ type Chain struct {
 	closeErr  error
 	mining    sync.Mutex // guards stops
 	stops     []func()
+	sealed    map[common.Hash]time.Time // guarded by mu: when each block became readable
 }
 
 type config struct {
@@ -172,7 +173,21 @@ func (c *Chain) Commit() common.Hash {
 func (c *Chain) commitLocked() common.Hash {
 	h := c.Backend.Commit()
 	c.waitIndexed()
+	if c.sealed == nil {
+		c.sealed = map[common.Hash]time.Time{}
+	}
+	c.sealed[h] = time.Now()
 	return h
+}
+
+// SealedAt is when the block with hash h was committed and readable over
+// RPC (false for a block this Chain did not commit). The pipeline benchmark
+// measures finality lag from it.
+func (c *Chain) SealedAt(h common.Hash) (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.sealed[h]
+	return t, ok
 }
 
 // waitIndexed waits, for up to a few seconds, until the transaction indexer

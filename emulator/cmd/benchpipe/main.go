@@ -1,0 +1,444 @@
+// Command benchpipe measures the whole pipeline after the create, on the
+// local stack (emulator/stack: function-server processes, pstest and the push
+// bridge, the simulated chain mining a block every second, a durable
+// PostgreSQL, the scheduler stand-ins), all sharing this machine:
+//
+//  1. Sustained load: closed-loop clients create transfers on a hot signer
+//     and, at the same time, on 100 other signers, for a while; then every
+//     transaction is followed to CONFIRMED. It reports the rate of each stage
+//     (created, TRACKING, MINED, CONFIRMED) and the finality lag: from the
+//     moment the block that completes the required depth was sealed to the
+//     moment CONFIRMED was written.
+//  2. Broadcast: with the submit subscription paused, a backlog of creates
+//     on the hot signer; then the subscription is resumed and the time until
+//     all are TRACKING is compared with the node's own ingestion rate
+//     (sequential eth_sendRawTransaction of pre-signed transfers from another
+//     key, same transport), measured right after in the same process.
+//
+// It fails loudly if any signer's nonces are not contiguous or any
+// transaction does not end CONFIRMED. Run it with `make bench-pipeline`; the
+// last line is
+//
+//	bench-pipeline: created=<tx/s> confirmed=<tx/s> broadcast_ratio=<r> lag_p50ms=<> lag_p99ms=<>
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/big"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/rpc"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/txfence/txfence/emulator/loadgen"
+	"github.com/txfence/txfence/emulator/stack"
+	"github.com/txfence/txfence/shared/evm/evmtest"
+	"github.com/txfence/txfence/shared/txm"
+)
+
+type options struct {
+	duration      time.Duration
+	hotClients    int
+	spreadClients int
+	signers       int
+	servers       int
+	confirmations uint64
+	blockTime     time.Duration
+	burst         int
+	serverLog     string
+}
+
+func main() {
+	var o options
+	flag.DurationVar(&o.duration, "duration", 20*time.Second, "how long the sustained load runs")
+	flag.IntVar(&o.hotClients, "hot-c", 16, "closed-loop clients on the hot signer")
+	flag.IntVar(&o.spreadClients, "spread-c", 16, "closed-loop clients spread over the other signers")
+	flag.IntVar(&o.signers, "signers", 100, "signers besides the hot one")
+	flag.IntVar(&o.servers, "servers", 2, "function-server processes")
+	flag.Uint64Var(&o.confirmations, "confirmations", 3, "confirmations required")
+	flag.DurationVar(&o.blockTime, "block-time", time.Second, "simulated block interval")
+	flag.IntVar(&o.burst, "burst", 2000, "creates in the broadcast backlog")
+	flag.StringVar(&o.serverLog, "server-log", "", "append the function servers' logs to this file")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "benchpipe:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options) error {
+	tmp, err := os.MkdirTemp("", "txfence-benchpipe-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	server := filepath.Join(tmp, "server")
+	fmt.Println("building the function server ...")
+	if err := stack.BuildServer(ctx, server); err != nil {
+		return err
+	}
+	opts := stack.Options{
+		ServerBinary: server, Servers: o.servers, Signers: 1 + o.signers, Durable: true,
+		BlockTime: o.blockTime, Confirmations: o.confirmations,
+		Env: []string{
+			"TXFENCE_LOG_LEVEL=warn",
+			// A hot signer's broadcast rate is bounded by how many transactions
+			// may be in flight (default 64, for public nodes' per-account pool
+			// limits): the simulated node holds 5,120 pending.
+			"TXFENCE_MAX_IN_FLIGHT=4096",
+			// The bench measures the pipeline, not the per-instance rate limits.
+			"TXFENCE_RATE_PER_SECOND=1000000", "TXFENCE_RATE_BURST=1000000", "TXFENCE_SIGNER_RATE_PER_SECOND=1000000",
+		},
+	}
+	if o.serverLog != "" {
+		f, err := os.OpenFile(o.serverLog, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		opts.ServerOutput = f
+	}
+	fmt.Printf("starting the stack: %d function servers, %d signers, durable PostgreSQL, a block every %s, %d confirmations ...\n",
+		o.servers, 1+o.signers, o.blockTime, o.confirmations)
+	s, err := stack.Start(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	pool, err := pgxpool.New(ctx, s.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	var urls []string
+	for _, u := range s.ServerURLs {
+		urls = append(urls, u+"/Api")
+	}
+	hot := s.Signers[0].Hex()
+	var spread []string
+	for _, a := range s.Signers[1:] {
+		spread = append(spread, a.Hex())
+	}
+	all := append([]string{hot}, spread...)
+	// Warm up: every process syncs each signer's nonce once.
+	if _, err := loadgen.Run(ctx, loadgen.Config{URLs: urls, ChainID: evmtest.ChainID, Signers: all,
+		Concurrency: 32, Requests: len(urls) * len(all)}); err != nil {
+		return err
+	}
+	if err := waitFinal(ctx, pool, 3*time.Minute); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+
+	fmt.Printf("\nsustained load for %s: %d clients on the hot signer, %d over %d signers\n", o.duration, o.hotClients, o.spreadClients, o.signers)
+	start := time.Now()
+	results := make(chan loadgen.Result, 2)
+	errs := make(chan error, 2)
+	for _, l := range []struct {
+		signers []string
+		c       int
+	}{{[]string{hot}, o.hotClients}, {spread, o.spreadClients}} {
+		go func() {
+			r, err := loadgen.Run(ctx, loadgen.Config{URLs: urls, ChainID: evmtest.ChainID, Signers: l.signers, Concurrency: l.c, Duration: o.duration})
+			results <- r
+			errs <- err
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			return err
+		}
+		if r := <-results; r.Errors > 0 {
+			return fmt.Errorf("%d creates failed: %v", r.Errors, r.Statuses)
+		}
+	}
+	if err := waitFinal(ctx, pool, 5*time.Minute); err != nil {
+		return err
+	}
+	st, err := stages(ctx, pool, start, s.Signers[0])
+	if err != nil {
+		return err
+	}
+	lags, err := finalityLags(ctx, s, st, o.confirmations)
+	if err != nil {
+		return err
+	}
+	created, confirmed := st.print(lags)
+
+	fmt.Printf("\nbroadcast: %d creates on the hot signer while the submit subscription is paused, then resumed\n", o.burst)
+	drainRate, err := drain(ctx, s, pool, urls, hot, o.burst)
+	if err != nil {
+		return err
+	}
+	ingestRate, err := ingestion(ctx, s.RPCURL, o.burst)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("  ALLOCATED → TRACKING  %6.0f tx/s;  node sendRawTransaction ingestion %6.0f tx/s\n", drainRate, ingestRate)
+	if err := waitFinal(ctx, pool, 5*time.Minute); err != nil {
+		return err
+	}
+	if err := stack.CheckContiguous(ctx, pool); err != nil {
+		return err
+	}
+	fmt.Println("\nevery transaction CONFIRMED; nonces contiguous for every signer")
+	fmt.Printf("bench-pipeline: created=%.0f confirmed=%.0f broadcast_ratio=%.2f lag_p50ms=%.0f lag_p99ms=%.0f\n",
+		created, confirmed, drainRate/ingestRate, ms(quantile(lags, 0.5)), ms(quantile(lags, 0.99)))
+	return nil
+}
+
+// waitFinal waits until no transaction is open, and fails if any ended
+// other than CONFIRMED.
+func waitFinal(ctx context.Context, pool *pgxpool.Pool, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		var open, other int
+		err := pool.QueryRow(ctx, `
+SELECT count(*) FILTER (WHERE state IN ('ALLOCATED', 'TRACKING', 'MINED', 'STUCK')),
+       count(*) FILTER (WHERE state = 'FAILED_FINAL')
+FROM managed_tx`).Scan(&open, &other)
+		if err != nil {
+			return err
+		}
+		if other > 0 {
+			return fmt.Errorf("%d transactions FAILED_FINAL", other)
+		}
+		if open == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d transactions still open after %s", open, limit)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// txTimes is when one transaction reached each stage (database time).
+type txTimes struct {
+	hot                                 bool
+	created, tracking, mined, confirmed time.Time
+	block                               uint64
+}
+
+type stageTimes []txTimes
+
+// stages reads the stage times of every transaction created since start.
+func stages(ctx context.Context, pool *pgxpool.Pool, start time.Time, hot common.Address) (stageTimes, error) {
+	rows, err := pool.Query(ctx, `
+SELECT t.signer = $2, t.created_at, t.receipt_block_number,
+       min(h.created_at) FILTER (WHERE h.to_state = 'TRACKING'),
+       min(h.created_at) FILTER (WHERE h.to_state = 'MINED'),
+       max(h.created_at) FILTER (WHERE h.to_state = 'CONFIRMED')
+FROM managed_tx t JOIN tx_history h ON h.tx_id = t.id
+WHERE t.created_at >= $1
+GROUP BY t.id`, start, txm.CanonicalAddress(hot))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var st stageTimes
+	for rows.Next() {
+		var t txTimes
+		var block int64
+		if err := rows.Scan(&t.hot, &t.created, &block, &t.tracking, &t.mined, &t.confirmed); err != nil {
+			return nil, err
+		}
+		t.block = uint64(block)
+		st = append(st, t)
+	}
+	return st, rows.Err()
+}
+
+// rate is n over the span of the times: a stage's sustained throughput.
+func rate(ts []time.Time) float64 {
+	if len(ts) < 2 {
+		return 0
+	}
+	lo, hi := slices.MinFunc(ts, time.Time.Compare), slices.MaxFunc(ts, time.Time.Compare)
+	return float64(len(ts)) / hi.Sub(lo).Seconds()
+}
+
+// print shows each stage's rate for the hot signer, the others and all, and
+// returns the overall created and confirmed rates.
+func (st stageTimes) print(lags []time.Duration) (created, confirmed float64) {
+	fmt.Printf("  %-10s %8s %10s %10s %10s %10s\n", "signers", "txs", "created/s", "TRACKING/s", "MINED/s", "CONFIRMED/s")
+	for _, part := range []struct {
+		name string
+		keep func(txTimes) bool
+	}{{"hot", func(t txTimes) bool { return t.hot }}, {"others", func(t txTimes) bool { return !t.hot }}, {"all", func(txTimes) bool { return true }}} {
+		var c, tr, mi, co []time.Time
+		for _, t := range st {
+			if part.keep(t) {
+				c, tr, mi, co = append(c, t.created), append(tr, t.tracking), append(mi, t.mined), append(co, t.confirmed)
+			}
+		}
+		fmt.Printf("  %-10s %8d %10.0f %10.0f %10.0f %10.0f\n", part.name, len(c), rate(c), rate(tr), rate(mi), rate(co))
+		created, confirmed = rate(c), rate(co)
+	}
+	var toTracking, toConfirmed []time.Duration
+	for _, t := range st {
+		toTracking = append(toTracking, t.tracking.Sub(t.created))
+		toConfirmed = append(toConfirmed, t.confirmed.Sub(t.created))
+	}
+	slices.Sort(toTracking)
+	slices.Sort(toConfirmed)
+	fmt.Printf("  created → TRACKING   p50 %6.0f ms  p99 %6.0f ms\n", ms(quantile(toTracking, 0.5)), ms(quantile(toTracking, 0.99)))
+	fmt.Printf("  created → CONFIRMED  p50 %6.0f ms  p99 %6.0f ms\n", ms(quantile(toConfirmed, 0.5)), ms(quantile(toConfirmed, 0.99)))
+	fmt.Printf("  finality lag (block at depth sealed → CONFIRMED written)  p50 %4.0f ms  p99 %4.0f ms  max %4.0f ms\n",
+		ms(quantile(lags, 0.5)), ms(quantile(lags, 0.99)), ms(quantile(lags, 1)))
+	return created, confirmed
+}
+
+// finalityLags is, for each confirmed transaction, the time from the moment
+// the block that completed its depth (mined block + confirmations - 1) was
+// sealed to the moment CONFIRMED was written, sorted.
+func finalityLags(ctx context.Context, s *stack.Stack, st stageTimes, confirmations uint64) ([]time.Duration, error) {
+	sealed := map[uint64]time.Time{}
+	var lags []time.Duration
+	for _, t := range st {
+		n := t.block + confirmations - 1
+		at, ok := sealed[n]
+		if !ok {
+			h, err := s.Chain.Backend.Client().HeaderByNumber(ctx, new(big.Int).SetUint64(n))
+			if err != nil {
+				return nil, fmt.Errorf("header %d: %w", n, err)
+			}
+			if at, ok = s.Chain.SealedAt(h.Hash()); !ok {
+				return nil, fmt.Errorf("block %d was not sealed by this chain", n)
+			}
+			sealed[n] = at
+		}
+		lags = append(lags, max(t.confirmed.Sub(at), 0))
+	}
+	slices.Sort(lags)
+	return lags, nil
+}
+
+// drain builds a backlog of n creates on the hot signer with the submit
+// subscription paused, resumes it, and returns the ALLOCATED → TRACKING
+// rate from the resume to the last TRACKING (database time).
+func drain(ctx context.Context, s *stack.Stack, pool *pgxpool.Pool, urls []string, hot string, n int) (float64, error) {
+	if err := s.Bridge.Pause(stack.SubSubmit); err != nil {
+		return 0, err
+	}
+	paused := true
+	defer func() {
+		if paused {
+			_ = s.Bridge.Resume(stack.SubSubmit)
+		}
+	}()
+	var mark time.Time
+	if err := pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&mark); err != nil {
+		return 0, err
+	}
+	r, err := loadgen.Run(ctx, loadgen.Config{URLs: urls, ChainID: evmtest.ChainID, Signers: []string{hot}, Concurrency: 32, Requests: n})
+	if err != nil {
+		return 0, err
+	}
+	if r.Errors > 0 {
+		return 0, fmt.Errorf("%d creates failed: %v", r.Errors, r.Statuses)
+	}
+	var allocated int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM managed_tx WHERE created_at >= $1 AND state = 'ALLOCATED'`, mark).Scan(&allocated); err != nil {
+		return 0, err
+	}
+	if allocated != n {
+		return 0, fmt.Errorf("%d of the backlog's %d creates are ALLOCATED before the resume: something broadcast while paused", allocated, n)
+	}
+	var resumed time.Time
+	if err := pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&resumed); err != nil {
+		return 0, err
+	}
+	paused = false
+	if err := s.Bridge.Resume(stack.SubSubmit); err != nil {
+		return 0, err
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var left int
+		var last *time.Time
+		err := pool.QueryRow(ctx, `
+SELECT count(*) FILTER (WHERE t.state = 'ALLOCATED'),
+       (SELECT max(h.created_at) FROM tx_history h JOIN managed_tx x ON x.id = h.tx_id
+        WHERE x.created_at >= $1 AND h.to_state = 'TRACKING')
+FROM managed_tx t WHERE t.created_at >= $1`, mark).Scan(&left, &last)
+		if err != nil {
+			return 0, err
+		}
+		if left == 0 && last != nil {
+			return float64(n) / last.Sub(resumed).Seconds(), nil
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("%d of the backlog still ALLOCATED 2 minutes after the resume", left)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// ingestion is the node's own sendRawTransaction rate: n transfers from a
+// key txfence does not manage, signed beforehand, sent one after another
+// over HTTP JSON-RPC as the servers reach the node.
+func ingestion(ctx context.Context, rpcURL string, n int) (float64, error) {
+	rc, err := rpc.DialContext(ctx, rpcURL)
+	if err != nil {
+		return 0, err
+	}
+	defer rc.Close()
+	key := evmtest.NamedDevKey("spammer")
+	var nonce hexutil.Uint64
+	if err := rc.CallContext(ctx, &nonce, "eth_getTransactionCount", key.Address, "pending"); err != nil {
+		return 0, err
+	}
+	var baseFee *hexutil.Big
+	if err := rc.CallContext(ctx, &baseFee, "eth_gasPrice"); err != nil {
+		return 0, err
+	}
+	tip := big.NewInt(evmtest.MinerTip)
+	feeCap := new(big.Int).Add(new(big.Int).Mul(baseFee.ToInt(), big.NewInt(4)), tip)
+	to := common.HexToAddress("0xdead")
+	signer := types.LatestSignerForChainID(big.NewInt(evmtest.ChainID))
+	raws := make([]hexutil.Bytes, n)
+	for i := range raws {
+		tx, err := types.SignNewTx(key.Key, signer, &types.DynamicFeeTx{ChainID: big.NewInt(evmtest.ChainID),
+			Nonce: uint64(nonce) + uint64(i), GasTipCap: tip, GasFeeCap: feeCap, Gas: 21000, To: &to, Value: big.NewInt(1)})
+		if err != nil {
+			return 0, err
+		}
+		if raws[i], err = tx.MarshalBinary(); err != nil {
+			return 0, err
+		}
+	}
+	start := time.Now()
+	for _, raw := range raws {
+		var h common.Hash
+		if err := rc.CallContext(ctx, &h, "eth_sendRawTransaction", raw); err != nil {
+			return 0, fmt.Errorf("send: %w", err)
+		}
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
+}
+
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[int(q*float64(len(sorted)-1))]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
