@@ -161,6 +161,7 @@ type route struct {
 	source    string        // CloudEvent source; set by Run before receiving
 	next      atomic.Uint64 // first endpoint of the next message, round-robin
 	paused    atomic.Bool   // Pause: pull nothing until Resume
+	inFlight  atomic.Int64  // messages pulled and not yet settled
 
 	delivered, retried, deadLettered atomic.Uint64
 }
@@ -351,6 +352,8 @@ func (b *Bridge) receive(ctx context.Context, r *route, dlq *pubsub.Publisher) e
 // handle delivers one pulled message, keeping its ack deadline extended
 // meanwhile, and acks or nacks it.
 func (b *Bridge) handle(ctx context.Context, r *route, rm *pubsubpb.ReceivedMessage, dlq *pubsub.Publisher) {
+	r.inFlight.Add(1)
+	defer r.inFlight.Add(-1)
 	pm := rm.GetMessage()
 	m := &pubsub.Message{ID: pm.GetMessageId(), Data: pm.GetData(), Attributes: pm.GetAttributes(),
 		PublishTime: pm.GetPublishTime().AsTime(), OrderingKey: pm.GetOrderingKey()}
@@ -522,6 +525,17 @@ func truncate(s string, n int) string {
 // as when a push endpoint is down, until Resume. Deliveries in flight
 // finish. The benchmarks use it to build a backlog.
 func (b *Bridge) Pause(sub string) error { return b.setPaused(sub, true) }
+
+// Idle reports whether sub has no delivery in progress: after Pause, the
+// deliveries pulled before it have finished once it is true.
+func (b *Bridge) Idle(sub string) bool {
+	for _, r := range b.routes {
+		if r.sub == sub {
+			return r.inFlight.Load() == 0
+		}
+	}
+	return true
+}
 
 // Resume pulls from sub again.
 func (b *Bridge) Resume(sub string) error { return b.setPaused(sub, false) }

@@ -50,6 +50,6 @@ func NewHandler(drain Drainer, handOff time.Duration, log *slog.Logger) (*Handle
 func (h *Handler) Handle(ctx context.Context, e event.Event) error {
 	return fnevent.HandlePrompt(ctx, e, h.log, "submit", h.handOff, func(ctx context.Context, chainID uint64, signer common.Address) (string, error) {
 		res, err := h.drain.Execute(ctx, chainID, signer)
-		return fmt.Sprintf("broadcast %d, stuck %d, full %t", res.Broadcast, res.Stuck, res.Full), err
+		return fmt.Sprintf("broadcast %d, stuck %d, full %t, yielded %t, coalesced %t", res.Broadcast, res.Stuck, res.Full, res.Yielded, res.Coalesced), err
 	})
 }

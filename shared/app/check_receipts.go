@@ -31,6 +31,7 @@ type CheckReceipts struct {
 	cfg     config.Config
 	metrics *metrics.Metrics
 	log     *slog.Logger
+	running coalescer[txm.LeaseKey] // one check per signer at a time in this process
 }
 
 // NewCheckReceipts returns the use case. relay may be nil.
@@ -44,7 +45,21 @@ func NewCheckReceipts(store txm.ReceiptStore, leases txm.LeaseStore, chains map[
 
 // Execute checks one signer. It returns ErrNotMined (retry) while some
 // broadcast transaction has no receipt, and an error on RPC failure.
+//
+// A check of a signer that is already being checked in this process returns
+// at once (0, nil): the running one goes round once more.
 func (c *CheckReceipts) Execute(ctx context.Context, chainID uint64, signer common.Address) (int, error) {
+	total := 0
+	_, err := c.running.do(txm.LeaseKey{ChainID: chainID, Signer: signer, Scope: txm.ScopeChain}, func() (bool, error) {
+		n, err := c.check(ctx, chainID, signer)
+		total += n
+		return false, err
+	})
+	return total, err
+}
+
+// check is one round of Execute.
+func (c *CheckReceipts) check(ctx context.Context, chainID uint64, signer common.Address) (int, error) {
 	chain, ok := c.chains[chainID]
 	if !ok {
 		return 0, fmt.Errorf("check receipts: chain %d: %w", chainID, ErrNotServed)

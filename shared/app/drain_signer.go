@@ -53,6 +53,7 @@ type DrainSigner struct {
 	metrics *metrics.Metrics
 	log     *slog.Logger
 	hooks   SubmitHooks
+	running coalescer[txm.LeaseKey] // one drain per signer at a time in this process
 }
 
 // NewDrainSigner returns the use case. relay may be nil.
@@ -74,10 +75,19 @@ type DrainResult struct {
 	Stuck     int  // transactions moved to STUCK
 	Full      bool // stopped because maxInFlight was reached
 	Failed    int  // transactions whose attempt failed and now back off
+	Yielded   bool // stopped after drainHold with work left, and prompted again
+	Coalesced bool // a drain of the signer was running here: it goes round once more instead
 }
 
 // drainBatch bounds how many transactions are signed and persisted together.
 const drainBatch = 64
+
+// drainHold is how long a drain keeps the signer's chain lease while work
+// remains. Then it prompts Submit again and lets the lease go, so that the
+// signer's receipts and confirmations, which wait for the same lease (up to
+// chainLeaseWait), are not held up behind a hot signer's drain for the
+// whole submit budget.
+const drainHold = chainLeaseWait / 2
 
 // ErrNotServed means this deployment has no chain or no key for the
 // prompt's signer: no retry can help, so the prompt is acknowledged.
@@ -93,6 +103,21 @@ var ErrNoLease = errors.New("signer busy: chain lease held elsewhere")
 // transaction's own failure is recorded with its backoff and the prompt
 // acknowledged.
 func (d *DrainSigner) Execute(ctx context.Context, chainID uint64, signer common.Address) (DrainResult, error) {
+	var total DrainResult
+	ran, err := d.running.do(txm.LeaseKey{ChainID: chainID, Signer: signer, Scope: txm.ScopeChain}, func() (bool, error) {
+		res, err := d.drain(ctx, chainID, signer)
+		total.Broadcast += res.Broadcast
+		total.Stuck += res.Stuck
+		total.Failed += res.Failed
+		total.Full, total.Yielded = res.Full, res.Yielded
+		return res.Yielded, err
+	})
+	total.Coalesced = !ran
+	return total, err
+}
+
+// drain is one round of Execute.
+func (d *DrainSigner) drain(ctx context.Context, chainID uint64, signer common.Address) (DrainResult, error) {
 	var res DrainResult
 	chain, ok := d.chains[chainID]
 	if !ok {
@@ -114,6 +139,15 @@ func (d *DrainSigner) Execute(ctx context.Context, chainID uint64, signer common
 		for time.Since(start) < d.cfg.SubmitBudget {
 			if err := keeper.Lost(); err != nil {
 				return err
+			}
+			if time.Since(start) >= drainHold {
+				res.Yielded = true
+				ids, err := d.store.PromptSubmit(ctx, key)
+				if err != nil {
+					return err
+				}
+				d.relay.Publish(ctx, ids)
+				return nil
 			}
 			inflight, err := d.store.InFlight(ctx, chainID, signer)
 			if err != nil {

@@ -64,11 +64,20 @@ func (k *leaseKeeper) Stop() {
 	<-k.done
 }
 
-// withChainLease runs fn under the signer's chain lease: acquired (or
-// ErrNoLease), renewed while fn runs, released after.
+// chainLeaseWait is how long an invocation waits for a signer's chain
+// lease that another holds before giving up with ErrNoLease. Submit,
+// Receipt and the sweeps share the lease and each holds it briefly (a
+// drain yields it after drainHold), so a short wait usually gets it: failing
+// at once sent the prompt back to Pub/Sub's growing backoff, and under load
+// a hot signer's receipts and confirmations waited seconds for nothing.
+const chainLeaseWait = time.Second
+
+// withChainLease runs fn under the signer's chain lease: acquired (waiting
+// up to chainLeaseWait for a holder to release it, polling at a backoff
+// from 5ms to 100ms, or ErrNoLease), renewed while fn runs, released after.
 func withChainLease(ctx context.Context, leases txm.LeaseStore, key txm.LeaseKey, owner string, renewEvery time.Duration,
 	log *slog.Logger, fn func(l txm.Lease, k *leaseKeeper) error) error {
-	l, _, err := leases.Acquire(ctx, key, owner)
+	l, err := acquireWaiting(ctx, leases, key, owner, chainLeaseWait)
 	if errors.Is(err, txm.ErrLeaseHeld) {
 		return errors.Join(ErrNoLease, err)
 	}
@@ -85,4 +94,25 @@ func withChainLease(ctx context.Context, leases txm.LeaseStore, key txm.LeaseKey
 		}
 	}()
 	return fn(l, k)
+}
+
+// acquireWaiting acquires key's lease, asking again while another holds it
+// until wait has passed (the last answer is returned) or ctx ends.
+func acquireWaiting(ctx context.Context, leases txm.LeaseStore, key txm.LeaseKey, owner string, wait time.Duration) (txm.Lease, error) {
+	deadline := time.Now().Add(wait)
+	pause := 5 * time.Millisecond
+	for {
+		l, _, err := leases.Acquire(ctx, key, owner)
+		if !errors.Is(err, txm.ErrLeaseHeld) || time.Now().Add(pause).After(deadline) {
+			return l, err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return l, err
+		case <-t.C:
+		}
+		pause = min(2*pause, 100*time.Millisecond)
+	}
 }

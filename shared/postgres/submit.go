@@ -152,6 +152,17 @@ SELECT count(*), count(*) FILTER (WHERE from_state = 'STUCK') FROM moved`,
 
 // promptSubmitIfWaiting writes a `submit` prompt for the signer of key when
 // it has ALLOCATED work.
+// PromptSubmit implements txm.SubmitStore.
+func (s *Store) PromptSubmit(ctx context.Context, key txm.LeaseKey) ([]int64, error) {
+	var ids []int64
+	err := WithTx(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		ids, err = s.promptSubmitIfWaiting(ctx, tx, key)
+		return err
+	})
+	return ids, err
+}
+
 func (s *Store) promptSubmitIfWaiting(ctx context.Context, tx pgx.Tx, key txm.LeaseKey) ([]int64, error) {
 	var id int64
 	err := tx.QueryRow(ctx, `

@@ -139,6 +139,9 @@ type SubmitStore interface {
 	// InFlight counts the signer's broadcast-but-unmined transactions, STUCK
 	// ones included.
 	InFlight(ctx context.Context, chainID uint64, signer common.Address) (int, error)
+	// PromptSubmit writes a submit prompt for the signer to the outbox when
+	// it has ALLOCATED transactions, and returns the rows to relay.
+	PromptSubmit(ctx context.Context, key LeaseKey) ([]int64, error)
 }
 
 // Audit says who or what acted on a transaction, for tx_history.

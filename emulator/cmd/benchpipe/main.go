@@ -234,6 +234,7 @@ type txTimes struct {
 	hot                                 bool
 	created, tracking, mined, confirmed time.Time
 	block                               uint64
+	blockHash                           common.Hash
 }
 
 type stageTimes []txTimes
@@ -241,7 +242,7 @@ type stageTimes []txTimes
 // stages reads the stage times of every transaction created since start.
 func stages(ctx context.Context, pool *pgxpool.Pool, start time.Time, hot common.Address) (stageTimes, error) {
 	rows, err := pool.Query(ctx, `
-SELECT t.signer = $2, t.created_at, t.receipt_block_number,
+SELECT t.signer = $2, t.created_at, t.receipt_block_number, t.receipt_block_hash,
        min(h.created_at) FILTER (WHERE h.to_state = 'TRACKING'),
        min(h.created_at) FILTER (WHERE h.to_state = 'MINED'),
        max(h.created_at) FILTER (WHERE h.to_state = 'CONFIRMED')
@@ -256,10 +257,11 @@ GROUP BY t.id`, start, txm.CanonicalAddress(hot))
 	for rows.Next() {
 		var t txTimes
 		var block int64
-		if err := rows.Scan(&t.hot, &t.created, &block, &t.tracking, &t.mined, &t.confirmed); err != nil {
+		var hash string
+		if err := rows.Scan(&t.hot, &t.created, &block, &hash, &t.tracking, &t.mined, &t.confirmed); err != nil {
 			return nil, err
 		}
-		t.block = uint64(block)
+		t.block, t.blockHash = uint64(block), common.HexToHash(hash)
 		st = append(st, t)
 	}
 	return st, rows.Err()
@@ -327,6 +329,14 @@ func finalityLags(ctx context.Context, s *stack.Stack, st stageTimes, confirmati
 		lags = append(lags, max(t.confirmed.Sub(at), 0))
 	}
 	slices.Sort(lags)
+	var mined []time.Duration
+	for _, t := range st {
+		if at, ok := s.Chain.SealedAt(t.blockHash); ok {
+			mined = append(mined, max(t.mined.Sub(at), 0))
+		}
+	}
+	slices.Sort(mined)
+	fmt.Printf("  receipt lag (block sealed → MINED written)  p50 %4.0f ms  p99 %4.0f ms\n", ms(quantile(mined, 0.5)), ms(quantile(mined, 0.99)))
 	return lags, nil
 }
 
@@ -343,6 +353,11 @@ func drain(ctx context.Context, s *stack.Stack, pool *pgxpool.Pool, urls []strin
 			_ = s.Bridge.Resume(stack.SubSubmit)
 		}
 	}()
+	// A drain already under way goes on until the signer has nothing left.
+	time.Sleep(100 * time.Millisecond) // a pull that began before the pause
+	for !s.Bridge.Idle(stack.SubSubmit) {
+		time.Sleep(20 * time.Millisecond)
+	}
 	var mark time.Time
 	if err := pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&mark); err != nil {
 		return 0, err
