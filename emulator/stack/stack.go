@@ -352,7 +352,9 @@ func (s *Stack) serverEnv() []string {
 		// Overlapping invocations, as deployed: no gap between sweeps.
 		"TXFENCE_FINALITY_BUDGET=" + (s.opts.ScheduleEvery + s.opts.ScheduleEvery/5).String(),
 		"TXFENCE_FINALITY_INTERVAL=500ms",
-		"TXFENCE_STALE_RECEIPT_TIMEOUT=5s",
+		// Blocks come every second here: a receipt not seen within one is
+		// looked for by the next finality pass, as a Receipt retry would.
+		"TXFENCE_STALE_RECEIPT_TIMEOUT=1s",
 		"TXFENCE_RESUBMIT_INTERVAL=10s",
 		"TXFENCE_LEASE_DURATION=3s",
 		"TXFENCE_LEASE_RENEW=1s",

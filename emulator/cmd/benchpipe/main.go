@@ -56,6 +56,7 @@ type options struct {
 	blockTime     time.Duration
 	burst         int
 	serverLog     string
+	logLevel      string
 }
 
 func main() {
@@ -69,6 +70,7 @@ func main() {
 	flag.DurationVar(&o.blockTime, "block-time", time.Second, "simulated block interval")
 	flag.IntVar(&o.burst, "burst", 2000, "creates in the broadcast backlog")
 	flag.StringVar(&o.serverLog, "server-log", "", "append the function servers' logs to this file")
+	flag.StringVar(&o.logLevel, "log-level", "warn", "the function servers' TXFENCE_LOG_LEVEL")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -93,7 +95,7 @@ func run(ctx context.Context, o options) error {
 		ServerBinary: server, Servers: o.servers, Signers: 1 + o.signers, Durable: true,
 		BlockTime: o.blockTime, Confirmations: o.confirmations,
 		Env: []string{
-			"TXFENCE_LOG_LEVEL=warn",
+			"TXFENCE_LOG_LEVEL=" + o.logLevel,
 			// A hot signer's broadcast rate is bounded by how many transactions
 			// may be in flight (default 64, for public nodes' per-account pool
 			// limits): the simulated node holds 5,120 pending.
