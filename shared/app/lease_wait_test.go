@@ -1,0 +1,58 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/stretchr/testify/require"
+
+	"github.com/txfence/txfence/shared/config"
+	"github.com/txfence/txfence/shared/logging"
+	"github.com/txfence/txfence/shared/metrics"
+	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/shared/postgres"
+	"github.com/txfence/txfence/shared/txm"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// A chain lease another invocation holds is waited for, up to
+// chainLeaseWait, rather than refused at once (which sent the prompt to
+// Pub/Sub's growing backoff); one held past the wait is still refused with
+// ErrNoLease, and nothing runs under it.
+func TestWithChainLease_WaitsForARelease(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	leases, err := postgres.NewLeases(db.Pool, config.Lease{Duration: 10 * time.Second, RenewEvery: 3 * time.Second, ClockSkew: time.Second},
+		metrics.New(), logging.Discard())
+	require.NoError(t, err)
+	ctx := context.Background()
+	key := txm.LeaseKey{ChainID: 1337, Signer: common.HexToAddress("0x5"), Scope: txm.ScopeChain}
+
+	held, _, err := leases.Acquire(ctx, key, "drain")
+	require.NoError(t, err)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		_ = leases.Release(context.Background(), held)
+	}()
+	ran := false
+	start := time.Now()
+	require.NoError(t, withChainLease(ctx, leases, key, "receipt", time.Second, logging.Discard(), func(l txm.Lease, _ *leaseKeeper) error {
+		ran = true
+		require.Greater(t, l.Token, held.Token, "a new token after the holder let go")
+		return nil
+	}))
+	require.True(t, ran)
+	require.Less(t, time.Since(start), chainLeaseWait, "it got the lease once released, not at the end of the wait")
+
+	_, _, err = leases.Acquire(ctx, key, "drain")
+	require.NoError(t, err)
+	err = withChainLease(ctx, leases, key, "receipt", time.Second, logging.Discard(), func(txm.Lease, *leaseKeeper) error {
+		t.Error("ran under a lease another holds")
+		return nil
+	})
+	require.True(t, errors.Is(err, ErrNoLease), "held past the wait: %v", err)
+}
