@@ -50,6 +50,32 @@ func TestResubmit_PromptsStrandedWork(t *testing.T) {
 	assert.GreaterOrEqual(t, age, 0.15, "the oldest pending transaction waited at least the sleep")
 }
 
+// TestResubmit_ResignWithUnchangedFees: a first attempt refused for
+// insufficient funds is STUCK; re-signing it with fresh fees that equal its
+// own (no block since) yields the very same transaction, which is sent
+// again, not saved twice.
+func TestResubmit_ResignWithUnchangedFees(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 1, fast)
+	n := w.Node(t, "n0")
+	signer := w.Keys[0].Address
+	ids := n.Allocate(t, signer, 1)
+	w.Proxy.Fail("eth_sendRawTransaction", 1, rpcproxy.Fault{RPCError: &rpcproxy.RPCError{Code: -32000,
+		Message: "insufficient funds for gas * price + value"}})
+	res, err := n.Drain.Execute(ctx, stacktest.ChainID().Uint64(), signer)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Stuck)
+	hashes := w.AttemptHashes(t)
+
+	st, err := n.Resubmit.Pass(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, st.Recovered, "the node took it this time")
+	tx, err := n.Store.GetTx(ctx, ids[0])
+	require.NoError(t, err)
+	assert.Equal(t, txm.StateTracking, tx.State)
+	assert.Equal(t, hashes, w.AttemptHashes(t), "one attempt, sent again")
+}
+
 func TestResubmit_RebroadcastsLostBroadcast(t *testing.T) {
 	t.Parallel()
 	w := stacktest.NewWorld(t, 1, fast)
