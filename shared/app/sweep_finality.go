@@ -183,6 +183,7 @@ func (s *SweepFinality) sweepSigner(ctx context.Context, view *chainView, ref tx
 			if err != nil {
 				return err
 			}
+			recordReceiptLatency(ctx, s.metrics, stale, found)
 			s.relay.Publish(ctx, ids)
 			st.Mined = len(found)
 			if err := s.consumedExternally(ctx, l, view, ref, stale, found, latest, &st); err != nil {
