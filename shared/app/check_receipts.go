@@ -157,7 +157,7 @@ func recordReceiptLatency(ctx context.Context, m *metrics.Metrics, tracked []txm
 			}
 		}
 		if first != nil {
-			m.ReceiptLatency(ctx, time.Since(*first).Seconds())
+			m.Latency(ctx, metrics.StageReceipt, time.Since(*first).Seconds())
 		}
 	}
 }

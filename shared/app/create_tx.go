@@ -435,7 +435,7 @@ func (c *CreateTx) runBatch(ctx context.Context, owner string, batch []*waiter) 
 		w.wait.End()
 	}
 	deliver := func(w *waiter, res result) {
-		c.metrics.AllocationLatency(ctx, time.Since(w.enqueued).Seconds())
+		c.metrics.Latency(ctx, metrics.StageAllocation, time.Since(w.enqueued).Seconds())
 		w.done <- res
 	}
 	var keys []signerKey

@@ -194,7 +194,7 @@ func (d *DrainSigner) submitBatch(ctx context.Context, log *slog.Logger, lease t
 	bctx, span := d.metrics.StartClient(ctx, "submit.broadcast")
 	errs := chain.SendRawTransactions(bctx, raws)
 	span.End()
-	d.metrics.BroadcastLatency(ctx, time.Since(t0).Seconds())
+	d.metrics.Latency(ctx, metrics.StageBroadcast, time.Since(t0).Seconds())
 	var done []txm.Broadcasted
 	var refused *txm.SubmitItem
 	var refusal error
@@ -205,7 +205,7 @@ func (d *DrainSigner) submitBatch(ctx context.Context, log *slog.Logger, lease t
 		switch {
 		case err == nil:
 			if a.BroadcastAt == nil { // its first acceptance
-				d.metrics.SubmitLatency(ctx, time.Since(it.Tx.CreatedAt).Seconds())
+				d.metrics.Latency(ctx, metrics.StageSubmit, time.Since(it.Tx.CreatedAt).Seconds())
 			}
 			done = append(done, txm.Broadcasted{TxID: a.TxID, AttemptNo: a.No})
 			continue

@@ -232,7 +232,7 @@ func (s *SweepFinality) sweepSigner(ctx context.Context, view *chainView, ref tx
 				} else {
 					st.Failed++
 				}
-				s.metrics.ConfirmationLag(ctx, time.Since(m.Tx.CreatedAt).Seconds())
+				s.metrics.Latency(ctx, metrics.StageConfirmation, time.Since(m.Tx.CreatedAt).Seconds())
 			}
 		}
 		ids, err := s.store.Finalize(ctx, l, final)

@@ -31,23 +31,11 @@ type Metrics struct {
 	mu       sync.Mutex   // serializes Collect
 	tracer   trace.Tracer // nil: spans are not recorded
 
-	leaseAcquire   metric.Int64Counter
-	leaseFenced    metric.Int64Counter
-	txCreate       metric.Int64Counter
-	txSubmit       metric.Int64Counter
-	receiptCheck   metric.Int64Counter
-	reorg          metric.Int64Counter
-	resubmit       metric.Int64Counter
-	stuck          metric.Int64Counter
-	refused        metric.Int64Counter
-	queueDepth     metric.Int64UpDownCounter
-	createLatency  metric.Float64Histogram
-	allocLatency   metric.Float64Histogram
-	submitLatency  metric.Float64Histogram
-	broadcastLat   metric.Float64Histogram
-	receiptLatency metric.Float64Histogram
-	confirmLag     metric.Float64Histogram
-	pendingOldest  metric.Float64Gauge
+	counters      [counterCount]metric.Int64Counter
+	queueDepth    metric.Int64UpDownCounter
+	createLatency metric.Float64Histogram
+	stages        [stageCount]metric.Float64Histogram
+	pendingOldest metric.Float64Gauge
 
 	// createResults holds the attribute option of each create result,
 	// built once: a create records two measurements by result, and building
@@ -86,6 +74,68 @@ var latencyBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.
 // the next stage (a drain, a block).
 var lagBuckets = []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 30, 60, 120, 300, 600, 1800, 3600}
 
+// counter names a counter.
+type counter int
+
+const (
+	leaseAcquireTotal counter = iota
+	leaseFencedTotal
+	txCreateTotal
+	txSubmitTotal
+	receiptCheckTotal
+	reorgTotal
+	resubmitTotal
+	stuckTotal
+	apiRefusedTotal
+	counterCount
+)
+
+// counters declares each counter.
+var counters = [counterCount]struct{ name, description string }{
+	leaseAcquireTotal: {"lease_acquire_total", "Lease acquisitions by result."},
+	leaseFencedTotal:  {"lease_fenced_total", "Writes rejected because the fencing token was stale, by operation."},
+	txCreateTotal:     {"tx_create_total", "Create requests by result."},
+	txSubmitTotal:     {"tx_submit_total", "Broadcasts by result."},
+	receiptCheckTotal: {"receipt_check_total", "Receipt checks by result."},
+	reorgTotal:        {"reorg_total", "Mined transactions whose block left the canonical chain."},
+	resubmitTotal:     {"resubmit_total", "Rebroadcasts and re-prompts by result."},
+	stuckTotal:        {"stuck_total", "Transactions that entered STUCK, by reason."},
+	apiRefusedTotal:   {"api_refused_total", "Calls refused: unauthenticated, forbidden by a rule, rate limited."},
+}
+
+// Stage names a stage latency histogram (the create call's own,
+// create_latency_seconds, is counted by result: CreateLatency).
+type Stage int
+
+const (
+	// StageAllocation: a create's wait in its slot until its batch commits.
+	StageAllocation Stage = iota
+	// StageSubmit: a transaction's allocation to its first broadcast a node
+	// accepted.
+	StageSubmit
+	// StageBroadcast: one batched sendRawTransaction call.
+	StageBroadcast
+	// StageReceipt: a transaction's first accepted broadcast to its receipt
+	// being recorded (MINED).
+	StageReceipt
+	// StageConfirmation: a transaction's creation to its final outcome
+	// (CONFIRMED or FAILED_FINAL).
+	StageConfirmation
+	stageCount
+)
+
+// stageHistograms declares each Stage's histogram.
+var stageHistograms = [stageCount]struct {
+	name, description string
+	buckets           []float64
+}{
+	StageAllocation:   {"allocation_latency_seconds", "Time from a create entering the writer queue to its batch committing.", latencyBuckets},
+	StageSubmit:       {"submit_latency_seconds", "Time from a transaction's allocation to its first broadcast a node accepted.", lagBuckets},
+	StageBroadcast:    {"broadcast_latency_seconds", "Time of one batched sendRawTransaction call.", latencyBuckets},
+	StageReceipt:      {"receipt_latency_seconds", "Time from a transaction's first accepted broadcast to its receipt being recorded (MINED).", lagBuckets},
+	StageConfirmation: {"confirmation_lag_seconds", "Time from a transaction's creation to its final outcome (CONFIRMED or FAILED_FINAL).", []float64{1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600}},
+}
+
 // scope names the instrumentation of every instrument and span.
 const scope = "github.com/txfence/txfence"
 
@@ -119,38 +169,18 @@ func New(opts ...Option) *Metrics {
 		}
 	}
 	var err error
-	m.leaseAcquire, err = meter.Int64Counter("lease_acquire_total", metric.WithDescription("Lease acquisitions by result."))
-	must(err)
-	m.leaseFenced, err = meter.Int64Counter("lease_fenced_total", metric.WithDescription("Writes rejected because the fencing token was stale, by operation."))
-	must(err)
-	m.txCreate, err = meter.Int64Counter("tx_create_total", metric.WithDescription("Create requests by result."))
-	must(err)
-	m.txSubmit, err = meter.Int64Counter("tx_submit_total", metric.WithDescription("Broadcasts by result."))
-	must(err)
-	m.receiptCheck, err = meter.Int64Counter("receipt_check_total", metric.WithDescription("Receipt checks by result."))
-	must(err)
-	m.reorg, err = meter.Int64Counter("reorg_total", metric.WithDescription("Mined transactions whose block left the canonical chain."))
-	must(err)
-	m.resubmit, err = meter.Int64Counter("resubmit_total", metric.WithDescription("Rebroadcasts and re-prompts by result."))
-	must(err)
-	m.stuck, err = meter.Int64Counter("stuck_total", metric.WithDescription("Transactions that entered STUCK."))
-	must(err)
-	m.refused, err = meter.Int64Counter("api_refused_total", metric.WithDescription("Calls refused: unauthenticated, forbidden by a rule, rate limited."))
-	must(err)
+	for c, d := range counters {
+		m.counters[c], err = meter.Int64Counter(d.name, metric.WithDescription(d.description))
+		must(err)
+	}
 	m.queueDepth, err = meter.Int64UpDownCounter("writer_queue_depth", metric.WithDescription("Create requests waiting in per-signer writer queues."))
 	must(err)
 	m.createLatency, err = meter.Float64Histogram("create_latency_seconds", metric.WithDescription("Time of one create call, from validation to its answer, by result."), metric.WithExplicitBucketBoundaries(latencyBuckets...))
 	must(err)
-	m.allocLatency, err = meter.Float64Histogram("allocation_latency_seconds", metric.WithDescription("Time from a create entering the writer queue to its batch committing."), metric.WithExplicitBucketBoundaries(latencyBuckets...))
-	must(err)
-	m.submitLatency, err = meter.Float64Histogram("submit_latency_seconds", metric.WithDescription("Time from a transaction's allocation to its first broadcast a node accepted."), metric.WithExplicitBucketBoundaries(lagBuckets...))
-	must(err)
-	m.broadcastLat, err = meter.Float64Histogram("broadcast_latency_seconds", metric.WithDescription("Time of one batched sendRawTransaction call."), metric.WithExplicitBucketBoundaries(latencyBuckets...))
-	must(err)
-	m.receiptLatency, err = meter.Float64Histogram("receipt_latency_seconds", metric.WithDescription("Time from a transaction's first accepted broadcast to its receipt being recorded (MINED)."), metric.WithExplicitBucketBoundaries(lagBuckets...))
-	must(err)
-	m.confirmLag, err = meter.Float64Histogram("confirmation_lag_seconds", metric.WithDescription("Time from a transaction's creation to its final outcome (CONFIRMED or FAILED_FINAL)."), metric.WithExplicitBucketBoundaries(1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600))
-	must(err)
+	for st, h := range stageHistograms {
+		m.stages[st], err = meter.Float64Histogram(h.name, metric.WithDescription(h.description), metric.WithExplicitBucketBoundaries(h.buckets...))
+		must(err)
+	}
 	m.pendingOldest, err = meter.Float64Gauge("pending_oldest_age_seconds", metric.WithDescription("Age of a signer's oldest non-final transaction, as the last resubmit sweep saw it (0: none)."))
 	must(err)
 	return m
@@ -160,27 +190,29 @@ func attrs(kv []string) metric.MeasurementOption {
 	return metric.WithAttributes(attrsKV(kv)...)
 }
 
-func (m *Metrics) add(ctx context.Context, c metric.Int64Counter, n int64, kv ...string) {
+func (m *Metrics) add(ctx context.Context, c counter, n int64, kv ...string) {
 	if m == nil {
 		return
 	}
-	c.Add(ctx, n, attrs(kv))
+	m.counters[c].Add(ctx, n, attrs(kv))
 }
 
 // LeaseAcquire counts one acquisition attempt by result.
 func (m *Metrics) LeaseAcquire(ctx context.Context, result string) {
-	m.add(ctx, m.leaseAcquire, 1, "result", result)
+	m.add(ctx, leaseAcquireTotal, 1, "result", result)
 }
 
 // LeaseFenced counts one write rejected for a stale token.
-func (m *Metrics) LeaseFenced(ctx context.Context, op string) { m.add(ctx, m.leaseFenced, 1, "op", op) }
+func (m *Metrics) LeaseFenced(ctx context.Context, op string) {
+	m.add(ctx, leaseFencedTotal, 1, "op", op)
+}
 
 // TxCreate counts create requests by result.
 func (m *Metrics) TxCreate(ctx context.Context, result string, n int) {
 	if m == nil {
 		return
 	}
-	m.txCreate.Add(ctx, int64(n), m.createResult(result))
+	m.counters[txCreateTotal].Add(ctx, int64(n), m.createResult(result))
 }
 
 func (m *Metrics) createResult(result string) metric.MeasurementOption {
@@ -192,29 +224,31 @@ func (m *Metrics) createResult(result string) metric.MeasurementOption {
 
 // TxSubmit counts broadcasts by result.
 func (m *Metrics) TxSubmit(ctx context.Context, result string) {
-	m.add(ctx, m.txSubmit, 1, "result", result)
+	m.add(ctx, txSubmitTotal, 1, "result", result)
 }
 
 // ReceiptCheck counts receipt checks by result.
 func (m *Metrics) ReceiptCheck(ctx context.Context, result string) {
-	m.add(ctx, m.receiptCheck, 1, "result", result)
+	m.add(ctx, receiptCheckTotal, 1, "result", result)
 }
 
 // Reorg counts one transaction moved back by a reorg.
-func (m *Metrics) Reorg(ctx context.Context) { m.add(ctx, m.reorg, 1) }
+func (m *Metrics) Reorg(ctx context.Context) { m.add(ctx, reorgTotal, 1) }
 
 // Resubmit counts resubmit-sweep actions by result.
 func (m *Metrics) Resubmit(ctx context.Context, result string) {
-	m.add(ctx, m.resubmit, 1, "result", result)
+	m.add(ctx, resubmitTotal, 1, "result", result)
 }
 
 // Stuck counts a transaction entering STUCK.
-func (m *Metrics) Stuck(ctx context.Context, reason string) { m.add(ctx, m.stuck, 1, "reason", reason) }
+func (m *Metrics) Stuck(ctx context.Context, reason string) {
+	m.add(ctx, stuckTotal, 1, "reason", reason)
+}
 
 // Refused counts a refused call by outcome ("unauthenticated",
 // "refused:<rule>", "rate_limited").
 func (m *Metrics) Refused(ctx context.Context, outcome string) {
-	m.add(ctx, m.refused, 1, "outcome", outcome)
+	m.add(ctx, apiRefusedTotal, 1, "outcome", outcome)
 }
 
 // QueueDepth moves writer_queue_depth by delta.
@@ -234,44 +268,12 @@ func (m *Metrics) CreateLatency(ctx context.Context, result string, seconds floa
 	m.createLatency.Record(ctx, seconds, m.createResult(result))
 }
 
-// SubmitLatency records allocation-to-first-accepted-broadcast in seconds.
-func (m *Metrics) SubmitLatency(ctx context.Context, seconds float64) {
+// Latency records seconds in stage's histogram.
+func (m *Metrics) Latency(ctx context.Context, stage Stage, seconds float64) {
 	if m == nil {
 		return
 	}
-	m.submitLatency.Record(ctx, seconds)
-}
-
-// ReceiptLatency records first-accepted-broadcast-to-MINED in seconds.
-func (m *Metrics) ReceiptLatency(ctx context.Context, seconds float64) {
-	if m == nil {
-		return
-	}
-	m.receiptLatency.Record(ctx, seconds)
-}
-
-// AllocationLatency records one create's queue-to-commit time in seconds.
-func (m *Metrics) AllocationLatency(ctx context.Context, seconds float64) {
-	if m == nil {
-		return
-	}
-	m.allocLatency.Record(ctx, seconds)
-}
-
-// BroadcastLatency records one sendRawTransaction call in seconds.
-func (m *Metrics) BroadcastLatency(ctx context.Context, seconds float64) {
-	if m == nil {
-		return
-	}
-	m.broadcastLat.Record(ctx, seconds)
-}
-
-// ConfirmationLag records broadcast-to-final time in seconds.
-func (m *Metrics) ConfirmationLag(ctx context.Context, seconds float64) {
-	if m == nil {
-		return
-	}
-	m.confirmLag.Record(ctx, seconds)
+	m.stages[stage].Record(ctx, seconds)
 }
 
 // PendingOldest sets the age in seconds of signer's oldest pending
