@@ -114,8 +114,7 @@ func TestResubmit_ResignWithUnchangedFees(t *testing.T) {
 	n := w.Node(t, "n0")
 	signer := w.Keys[0].Address
 	ids := n.Allocate(t, signer, 1)
-	w.Proxy.Fail("eth_sendRawTransaction", 1, rpcproxy.Fault{RPCError: &rpcproxy.RPCError{Code: -32000,
-		Message: "insufficient funds for gas * price + value"}})
+	w.RefuseNextBroadcast("insufficient funds for gas * price + value")
 	res, err := n.Drain.Execute(ctx, stacktest.ChainID().Uint64(), signer)
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Stuck)

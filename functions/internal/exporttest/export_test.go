@@ -25,7 +25,6 @@ import (
 	"github.com/txfence/txfence/functions/submit"
 	"github.com/txfence/txfence/shared/app"
 	"github.com/txfence/txfence/shared/config"
-	"github.com/txfence/txfence/shared/evm/rpcproxy"
 	"github.com/txfence/txfence/shared/metrics"
 	"github.com/txfence/txfence/shared/pgtest"
 	"github.com/txfence/txfence/shared/telemetry"
@@ -44,7 +43,7 @@ const project = "txfence-test"
 type exported struct {
 	*stacktest.World
 	google *telemetrytest.Server
-	logs   *syncBuffer
+	logs   *stacktest.LogBuffer
 
 	mu        sync.Mutex
 	shutdowns []telemetry.Shutdown
@@ -52,7 +51,7 @@ type exported struct {
 
 func newExported(t *testing.T, nkeys int, opts ...stacktest.Option) *exported {
 	t.Helper()
-	e := &exported{google: telemetrytest.Start(t, project), logs: &syncBuffer{}}
+	e := &exported{google: telemetrytest.Start(t, project), logs: &stacktest.LogBuffer{}}
 	opts = append([]stacktest.Option{func(c *config.Config) {
 		c.Telemetry.Mode = config.TelemetryGCP
 		c.Telemetry.Project = project
@@ -156,8 +155,7 @@ WHERE scope = 'chain' AND signer = $1`, txm.CanonicalAddress(signer))
 	// the resubmit sweep re-prompts, measuring the signers' oldest pending
 	// transactions.
 	n.Allocate(t, stuckSigner, 1)
-	e.Proxy.Fail("eth_sendRawTransaction", 1, rpcproxy.Fault{RPCError: &rpcproxy.RPCError{Code: -32000,
-		Message: "insufficient funds for gas * price + value"}})
+	e.RefuseNextBroadcast("insufficient funds for gas * price + value")
 	res, err := n.Drain.Execute(ctx, chainID, stuckSigner)
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Stuck)
@@ -450,7 +448,7 @@ func sortedKeys(m map[string]string) []string {
 
 // linesOf are the JSON log lines with message msg whose trace ends in
 // trace.
-func linesOf(t *testing.T, logs *syncBuffer, msg, trace string) []map[string]any {
+func linesOf(t *testing.T, logs *stacktest.LogBuffer, msg, trace string) []map[string]any {
 	t.Helper()
 	var out []map[string]any
 	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
@@ -462,22 +460,4 @@ func linesOf(t *testing.T, logs *syncBuffer, msg, trace string) []map[string]any
 		}
 	}
 	return out
-}
-
-// syncBuffer is a log sink safe for the nodes' goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

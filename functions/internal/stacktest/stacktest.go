@@ -6,6 +6,7 @@
 package stacktest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -333,6 +334,33 @@ func (w *World) stringInts(t testing.TB, q string) map[string]int {
 	}
 	require.NoError(t, rows.Err())
 	return out
+}
+
+// RefuseNextBroadcast makes the next eth_sendRawTransaction fail with the
+// JSON-RPC error a node gives when it refuses a transaction for message
+// (for example "insufficient funds for gas * price + value").
+func (w *World) RefuseNextBroadcast(message string) {
+	w.Proxy.Fail("eth_sendRawTransaction", 1, rpcproxy.Fault{RPCError: &rpcproxy.RPCError{Code: -32000, Message: message}})
+}
+
+// LogBuffer is a log sink (World.LogTo) the nodes' goroutines may write to
+// at once.
+type LogBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *LogBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String is everything written so far.
+func (b *LogBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // WaitFor polls cond until it holds, failing after 20s.
