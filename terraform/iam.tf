@@ -6,9 +6,12 @@
 #       Pub/Sub push and Cloud Scheduler: its OIDC tokens are what the
 #       non-public services accept (roles/run.invoker on exactly those).
 #
-# No runtime identity holds a project-wide grant: the two Cloud SQL roles are
-# bound on the project but conditioned on txfence's instance (below), and
-# everything else is granted on the one resource it concerns. Topic publisher
+# The only unconditioned project-wide grants are the two write-only
+# telemetry roles of the functions (Cloud Monitoring metric writer, Cloud
+# Trace agent: they exist only at the project level and read nothing). The
+# two Cloud SQL roles are bound on the project but conditioned on txfence's
+# instance (below), and everything else is granted on the one resource it
+# concerns. Topic publisher
 # grants are in pubsub.tf, KMS grants in kms.tf, Secret Manager grants in
 # secrets.tf, invoker grants next to the services in run.tf.
 
@@ -72,6 +75,24 @@ resource "google_project_iam_member" "sql" {
     description = "Only the Cloud SQL instance ${var.db_instance_name}."
     expression  = "resource.type == 'sqladmin.googleapis.com/Instance' && resource.name == 'projects/${var.project}/instances/${var.db_instance_name}'"
   }
+}
+
+# Telemetry (shared/telemetry, TXFENCE_TELEMETRY=gcp): each function writes
+# its metrics to Cloud Monitoring and its spans to Cloud Trace. The migrate
+# job exports nothing.
+locals {
+  telemetry_role_bindings = {
+    for pair in setproduct(keys(local.functions), ["roles/monitoring.metricWriter", "roles/cloudtrace.agent"]) :
+    "${pair[0]}/${pair[1]}" => { identity = pair[0], role = pair[1] }
+  }
+}
+
+resource "google_project_iam_member" "telemetry" {
+  for_each = local.telemetry_role_bindings
+
+  project = var.project
+  role    = each.value.role
+  member  = "serviceAccount:${google_service_account.runtime[each.value.identity].email}"
 }
 
 # Pub/Sub push with OIDC: the Pub/Sub service agent mints the pusher's

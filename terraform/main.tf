@@ -14,6 +14,7 @@ resource "google_project_service" "apis" {
     "cloudbuild.googleapis.com",
     "cloudkms.googleapis.com",
     "cloudscheduler.googleapis.com",
+    "cloudtrace.googleapis.com",
     "compute.googleapis.com",
     "iam.googleapis.com",
     "iamcredentials.googleapis.com",
@@ -269,6 +270,11 @@ locals {
           TXFENCE_FINALITY_MODE    = var.finality_mode
           TXFENCE_CONFIRMATIONS    = tostring(var.confirmations)
           TXFENCE_MAX_IN_FLIGHT    = tostring(var.max_in_flight)
+          # Metrics to Cloud Monitoring (workload.googleapis.com/NAME, what
+          # monitoring.tf's alerts and dashboard read) and spans to Cloud
+          # Trace, in TXFENCE_PROJECT (shared/telemetry).
+          TXFENCE_TELEMETRY          = "gcp"
+          TXFENCE_TRACE_SAMPLE_RATIO = tostring(var.trace_sample_ratio)
         },
         local.auth_env[k],
         k == "resubmit" ? local.stuck_env : {},

@@ -7,11 +7,18 @@
 #   txfence's own metrics (shared/metrics; DESIGN.md section 9) are exported
 #   by the OpenTelemetry Google Cloud exporter
 #   (GoogleCloudPlatform/opentelemetry-operations-go exporter/metric) with
-#   its default prefix, so lease_fenced_total arrives as the metric type
+#   its default prefix (shared/telemetry, TXFENCE_TELEMETRY=gcp, set in
+#   main.tf), so lease_fenced_total arrives as the metric type
 #   workload.googleapis.com/lease_fenced_total, against one monitored
-#   resource type (generic_task on Cloud Run, where the resource detector
-#   sets faas.name: resource label job = the service). Counters are
-#   CUMULATIVE, histograms DISTRIBUTION, gauges GAUGE. Conditions on them
+#   resource type, generic_task (namespace "txfence", job = the Cloud Run
+#   service, task_id = the instance), with the instruments' attributes as
+#   metric labels (result, op, reason; chain_id and signer on
+#   pending_oldest_age_seconds) plus service_name, service_namespace and
+#   service_instance_id. Counters are CUMULATIVE INT64, histograms
+#   CUMULATIVE DISTRIBUTION, gauges GAUGE (writer_queue_depth INT64,
+#   pending_oldest_age_seconds DOUBLE); TestIssue13_ExportToCloudMonitoring
+#   (functions/internal/exporttest) checks exactly this against a fake of
+#   Cloud Monitoring. Conditions on them
 #   are PromQL (a metric type maps to workload_googleapis_com:NAME, a
 #   distribution to NAME_bucket/_count/_sum), with metric validation off:
 #   Cloud Monitoring only knows a workload metric once it was first written,
@@ -466,6 +473,14 @@ locals {
         p50 = "histogram_quantile(0.5, sum by (le) (rate(workload_googleapis_com:broadcast_latency_seconds_bucket[5m])))"
         p95 = "histogram_quantile(0.95, sum by (le) (rate(workload_googleapis_com:broadcast_latency_seconds_bucket[5m])))"
         p99 = "histogram_quantile(0.99, sum by (le) (rate(workload_googleapis_com:broadcast_latency_seconds_bucket[5m])))"
+      }
+    },
+    {
+      title = "Stage latency p95 (s): create call, submit wait, receipt wait"
+      queries = {
+        create  = "histogram_quantile(0.95, sum by (le) (rate(workload_googleapis_com:create_latency_seconds_bucket{result=\"created\"}[5m])))"
+        submit  = "histogram_quantile(0.95, sum by (le) (rate(workload_googleapis_com:submit_latency_seconds_bucket[5m])))"
+        receipt = "histogram_quantile(0.95, sum by (le) (rate(workload_googleapis_com:receipt_latency_seconds_bucket[5m])))"
       }
     },
     {

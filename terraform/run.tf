@@ -125,6 +125,7 @@ resource "google_cloud_run_v2_service" "fn" {
   depends_on = [
     google_project_service.apis,
     google_project_iam_member.sql,
+    google_project_iam_member.telemetry,
     google_sql_user.runtime,
     google_sql_database.txfence,
     google_secret_manager_secret_iam_member.accessor,

@@ -142,6 +142,17 @@ variable "max_in_flight" {
   }
 }
 
+variable "trace_sample_ratio" {
+  description = "TXFENCE_TRACE_SAMPLE_RATIO: the share of traces txfence starts (Pub/Sub-prompted work) that are recorded in Cloud Trace. API requests follow the sampling decision of Cloud Run's front end, which arrives with them."
+  type        = number
+  default     = 0.01
+
+  validation {
+    condition     = var.trace_sample_ratio >= 0 && var.trace_sample_ratio <= 1
+    error_message = "trace_sample_ratio must be between 0 and 1."
+  }
+}
+
 variable "log_level" {
   description = "TXFENCE_LOG_LEVEL for every function: debug, info, warn or error."
   type        = string

@@ -109,7 +109,8 @@ func NewHandler(d Deps) (*Handler, error) {
 	}
 	h := &Handler{deps: d, mux: http.NewServeMux(), limits: newLimits(d.Config.Auth)}
 	for _, rt := range routes {
-		h.mux.HandleFunc(rt.method+" "+rt.path, h.guard(rt.role, rt.handle))
+		pattern := rt.method + " " + rt.path
+		h.mux.HandleFunc(pattern, h.traced(pattern, h.guard(rt.role, rt.handle)))
 	}
 	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	h.mux.HandleFunc("GET /metrics", h.guard(txm.RoleAdmin, func(h *Handler, w http.ResponseWriter, r *http.Request) {
@@ -139,8 +140,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r2.URL.RawPath = ""
 		r = r2
 	}
-	if tc := r.Header.Get("X-Cloud-Trace-Context"); tc != "" {
-		r = r.WithContext(logging.WithTrace(r.Context(), logging.TraceFromHeader(h.deps.Config.Project, tc)))
+	// The caller's trace (traceparent, or X-Cloud-Trace-Context from
+	// Google's front ends), continued by this request's spans and named in
+	// its log lines.
+	if ctx := metrics.Extract(r.Context(), r.Header); ctx != r.Context() {
+		r = r.WithContext(ctx)
 	}
 	h.mux.ServeHTTP(w, r)
 }

@@ -322,7 +322,7 @@ func requireContiguous(t testing.TB, nonces []int64, start int64, msg string) {
 // testLog discards the servers' logs unless TXFENCE_TEST_LOG is set.
 func testLog() *slog.Logger {
 	if os.Getenv("TXFENCE_TEST_LOG") != "" {
-		return logging.New(os.Stderr, "warn")
+		return logging.New(os.Stderr, "warn", "")
 	}
 	return logging.Discard()
 }

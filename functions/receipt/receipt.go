@@ -22,6 +22,7 @@ import (
 	"github.com/txfence/txfence/functions/internal/deps"
 	fnevent "github.com/txfence/txfence/functions/internal/event"
 	"github.com/txfence/txfence/shared/app"
+	"github.com/txfence/txfence/shared/metrics"
 )
 
 // Checker checks one signer's receipts: *app.CheckReceipts, or
@@ -34,6 +35,7 @@ type Checker interface {
 type Handler struct {
 	check   Checker
 	handOff time.Duration
+	metrics *metrics.Metrics
 	log     *slog.Logger
 }
 
@@ -41,16 +43,16 @@ type Handler struct {
 // receipt not mined yet is left to the finality sweep (the configured
 // StaleReceiptTimeout: the sweep checks TRACKING transactions untouched
 // that long).
-func NewHandler(check Checker, handOff time.Duration, log *slog.Logger) (*Handler, error) {
+func NewHandler(check Checker, handOff time.Duration, m *metrics.Metrics, log *slog.Logger) (*Handler, error) {
 	if check == nil || check == Checker((*app.CheckReceipts)(nil)) || log == nil {
 		return nil, errors.New("new receipt handler: check and logger are required")
 	}
-	return &Handler{check: check, handOff: handOff, log: log}, nil
+	return &Handler{check: check, handOff: handOff, metrics: m, log: log}, nil
 }
 
 // Handle processes one CloudEvent.
 func (h *Handler) Handle(ctx context.Context, e event.Event) error {
-	return fnevent.HandlePrompt(ctx, e, h.log, "receipt", h.handOff, func(ctx context.Context, chainID uint64, signer common.Address) (string, error) {
+	return fnevent.HandlePrompt(ctx, e, h.metrics, h.log, "receipt", h.handOff, func(ctx context.Context, chainID uint64, signer common.Address) (string, error) {
 		n, err := h.check.Execute(ctx, chainID, signer)
 		return fmt.Sprintf("mined %d", n), err
 	})
@@ -70,13 +72,13 @@ func Build(_ context.Context, p *deps.Process) (*Handler, error) {
 		return nil, err
 	}
 	if !p.Config.Sharded() {
-		return NewHandler(by[""], p.Config.StaleReceiptTimeout, p.Log)
+		return NewHandler(by[""], p.Config.StaleReceiptTimeout, p.Metrics, p.Log)
 	}
 	check, err := app.NewShardedReceipts(p.Router, by)
 	if err != nil {
 		return nil, err
 	}
-	return NewHandler(check, p.Config.StaleReceiptTimeout, p.Log)
+	return NewHandler(check, p.Config.StaleReceiptTimeout, p.Metrics, p.Log)
 }
 
 func handle(ctx context.Context, e event.Event) error {

@@ -57,7 +57,7 @@ func newSetup(t *testing.T, attempts int) *setup {
 	require.NoError(t, w.PubSub.CreateTopic(ctx, deadTopic))
 	require.NoError(t, w.PubSub.CreateSubscription(ctx, deadSub, deadTopic, false))
 
-	h, err := NewHandler(n.Receipts, w.Cfg.StaleReceiptTimeout, logging.Discard())
+	h, err := NewHandler(n.Receipts, w.Cfg.StaleReceiptTimeout, n.Metrics, logging.Discard())
 	require.NoError(t, err)
 	var answers atomic.Int32
 	p, err := cloudevents.NewHTTP()

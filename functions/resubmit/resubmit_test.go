@@ -43,11 +43,90 @@ func TestResubmit_PromptsStrandedWork(t *testing.T) {
 	assert.Equal(t, prompts+1, after)
 	var text strings.Builder
 	require.NoError(t, n.Metrics.WritePrometheus(ctx, &text))
-	m := regexp.MustCompile(`(?m)^pending_oldest_age_seconds (\S+)$`).FindStringSubmatch(text.String())
-	require.Len(t, m, 2, "the gauge is exported")
+	age, ok := pendingAge(t, n, w.Keys[0].Address.Hex())
+	require.True(t, ok, "the gauge is exported, by chain and signer")
+	assert.GreaterOrEqual(t, age, 0.15, "the oldest pending transaction waited at least the sleep")
+}
+
+// pendingAge reads pending_oldest_age_seconds of signer from the node's
+// Prometheus text.
+func pendingAge(t *testing.T, n *stacktest.Node, signer string) (float64, bool) {
+	t.Helper()
+	var text strings.Builder
+	require.NoError(t, n.Metrics.WritePrometheus(ctx, &text))
+	a, err := txm.ParseAddress(signer)
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?m)^pending_oldest_age_seconds\{chain_id="1337",signer="` + txm.CanonicalAddress(a) + `"\} (\S+)$`).
+		FindStringSubmatch(text.String())
+	if len(m) != 2 {
+		return 0, false
+	}
 	age, err := strconv.ParseFloat(m[1], 64)
 	require.NoError(t, err)
-	assert.GreaterOrEqual(t, age, 0.15, "the oldest pending transaction waited at least the sleep")
+	return age, true
+}
+
+// TestIssue13_PendingOldestPerSigner: the resubmit sweep sets each
+// signer's oldest pending age, the series the pending-age alert watches by
+// chain and signer; a signer whose transactions all became final drops to
+// 0 rather than keeping its last age.
+func TestIssue13_PendingOldestPerSigner(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 2, fast)
+	n := w.Node(t, "n0")
+	busy, done := w.Keys[0].Address, w.Keys[1].Address
+	n.Allocate(t, busy, 1)
+	n.Allocate(t, done, 1)
+	_, err := n.Resubmit.Pass(ctx)
+	require.NoError(t, err)
+	for _, s := range []string{busy.Hex(), done.Hex()} {
+		age, ok := pendingAge(t, n, s)
+		require.True(t, ok, "signer %s has its series", s)
+		assert.Positive(t, age)
+	}
+
+	_, err = n.Drain.Execute(ctx, stacktest.ChainID().Uint64(), done)
+	require.NoError(t, err)
+	w.MineAll(t, done, 1)
+	_, err = n.Receipts.Execute(ctx, stacktest.ChainID().Uint64(), done)
+	require.NoError(t, err)
+	w.Mine(int(w.Cfg.Confirmations))
+	st, err := n.Finality.Pass(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Confirmed)
+
+	_, err = n.Resubmit.Pass(ctx)
+	require.NoError(t, err)
+	age, ok := pendingAge(t, n, done.Hex())
+	require.True(t, ok)
+	assert.Zero(t, age, "nothing of it is pending any more")
+	age, _ = pendingAge(t, n, busy.Hex())
+	assert.Positive(t, age, "the other signer still waits")
+}
+
+// TestResubmit_ResignWithUnchangedFees: a first attempt refused for
+// insufficient funds is STUCK; re-signing it with fresh fees that equal its
+// own (no block since) yields the very same transaction, which is sent
+// again, not saved twice.
+func TestResubmit_ResignWithUnchangedFees(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 1, fast)
+	n := w.Node(t, "n0")
+	signer := w.Keys[0].Address
+	ids := n.Allocate(t, signer, 1)
+	w.RefuseNextBroadcast("insufficient funds for gas * price + value")
+	res, err := n.Drain.Execute(ctx, stacktest.ChainID().Uint64(), signer)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Stuck)
+	hashes := w.AttemptHashes(t)
+
+	st, err := n.Resubmit.Pass(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, st.Recovered, "the node took it this time")
+	tx, err := n.Store.GetTx(ctx, ids[0])
+	require.NoError(t, err)
+	assert.Equal(t, txm.StateTracking, tx.State)
+	assert.Equal(t, hashes, w.AttemptHashes(t), "one attempt, sent again")
 }
 
 func TestResubmit_RebroadcastsLostBroadcast(t *testing.T) {

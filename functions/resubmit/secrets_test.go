@@ -1,12 +1,10 @@
 package resubmit
 
 import (
-	"bytes"
 	"io"
 	"math/big"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,31 +16,13 @@ import (
 	"github.com/txfence/txfence/shared/txm"
 )
 
-// lockedBuffer is a log sink several goroutines write to.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestIssue11_SecretsRedacted: an RPC URL that carries a provider key in
 // its path and its query never appears in logs, rows or answers, through a
 // run full of RPC errors (dropped connections, timeouts, error answers).
 func TestIssue11_SecretsRedacted(t *testing.T) {
 	t.Parallel()
 	const pathKey, queryKey = "PATHSECRET0123456789", "QUERYSECRET987654321"
-	var logs lockedBuffer
+	var logs stacktest.LogBuffer
 	w := stacktest.NewWorld(t, 1, lively)
 	w.LogTo = &logs
 	w.EVM.CallTimeout = 2 * time.Second // the timeout fault below outlasts it

@@ -28,13 +28,13 @@ func Build(ctx context.Context, p *deps.Process) (*Handler, error) {
 		return nil, err
 	}
 	if !p.Config.Sharded() {
-		return NewHandler(by[""], p.Config.ResubmitInterval, p.Log)
+		return NewHandler(by[""], p.Config.ResubmitInterval, p.Metrics, p.Log)
 	}
 	drain, err := app.NewShardedDrain(p.Router, by)
 	if err != nil {
 		return nil, err
 	}
-	return NewHandler(drain, p.Config.ResubmitInterval, p.Log)
+	return NewHandler(drain, p.Config.ResubmitInterval, p.Metrics, p.Log)
 }
 
 // handle is the deployed entry point; an error makes Pub/Sub redeliver.

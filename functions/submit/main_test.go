@@ -14,7 +14,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // handler is the Submit function's handler over a node's use case.
 func handler(t testing.TB, n *stacktest.Node) *Handler {
 	t.Helper()
-	h, err := NewHandler(n.Drain, time.Minute, logging.Discard())
+	h, err := NewHandler(n.Drain, time.Minute, n.Metrics, logging.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 
 	fnevent "github.com/txfence/txfence/functions/internal/event"
 	"github.com/txfence/txfence/shared/app"
+	"github.com/txfence/txfence/shared/metrics"
 )
 
 // Drainer drains one signer: *app.DrainSigner, or *app.ShardedDrain,
@@ -33,22 +34,23 @@ type Drainer interface {
 type Handler struct {
 	drain   Drainer
 	handOff time.Duration
+	metrics *metrics.Metrics
 	log     *slog.Logger
 }
 
 // NewHandler returns the handler. handOff is the prompt age from which a
 // signer busy elsewhere is left to the resubmit sweep (the configured
 // ResubmitInterval: it re-prompts ALLOCATED work untouched that long).
-func NewHandler(drain Drainer, handOff time.Duration, log *slog.Logger) (*Handler, error) {
+func NewHandler(drain Drainer, handOff time.Duration, m *metrics.Metrics, log *slog.Logger) (*Handler, error) {
 	if drain == nil || drain == Drainer((*app.DrainSigner)(nil)) || log == nil {
 		return nil, errors.New("new submit handler: drain and logger are required")
 	}
-	return &Handler{drain: drain, handOff: handOff, log: log}, nil
+	return &Handler{drain: drain, handOff: handOff, metrics: m, log: log}, nil
 }
 
 // Handle processes one CloudEvent.
 func (h *Handler) Handle(ctx context.Context, e event.Event) error {
-	return fnevent.HandlePrompt(ctx, e, h.log, "submit", h.handOff, func(ctx context.Context, chainID uint64, signer common.Address) (string, error) {
+	return fnevent.HandlePrompt(ctx, e, h.metrics, h.log, "submit", h.handOff, func(ctx context.Context, chainID uint64, signer common.Address) (string, error) {
 		res, err := h.drain.Execute(ctx, chainID, signer)
 		return fmt.Sprintf("broadcast %d, stuck %d, full %t, yielded %t, coalesced %t", res.Broadcast, res.Stuck, res.Full, res.Yielded, res.Coalesced), err
 	})

@@ -128,6 +128,14 @@ func (w *attempter) replace(ctx context.Context, l txm.Lease, chain txm.Chain, s
 	if err != nil {
 		return w.failed(ctx, l, t.Tx, reasonSigningFailed, err)
 	}
+	for i := range t.Attempts {
+		if t.Attempts[i].Hash == a.Hash {
+			// The very transaction of an earlier attempt (a re-signing of
+			// an original with the fees it had): that attempt is the one
+			// to send; saving it again would collide with it.
+			return w.rebroadcast(ctx, l, chain, t, &t.Attempts[i])
+		}
+	}
 
 	if w.beforeSave != nil {
 		w.beforeSave()

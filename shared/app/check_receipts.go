@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
@@ -44,7 +45,9 @@ func NewCheckReceipts(store txm.ReceiptStore, leases txm.LeaseStore, chains map[
 }
 
 // Execute checks one signer. It returns ErrNotMined (retry) while some
-// broadcast transaction has no receipt, and an error on RPC failure.
+// broadcast transaction has no receipt, and an error on RPC failure. Its
+// spans (children of ctx's): the lease, "receipt.lookup" (the chain's
+// latest nonce and the receipts) and "receipt.persist" (MINED, fenced).
 //
 // A check of a signer that is already being checked in this process returns
 // at once (0, nil): the running one goes round once more.
@@ -72,21 +75,27 @@ func (c *CheckReceipts) check(ctx context.Context, chainID uint64, signer common
 			if err != nil || len(tracked) == 0 {
 				return err
 			}
-			latest, err := chain.LatestNonce(ctx, signer)
+			lctx, span := c.metrics.StartClient(ctx, "receipt.lookup")
+			latest, err := chain.LatestNonce(lctx, signer)
 			if err != nil {
+				span.End()
 				c.metrics.ReceiptCheck(ctx, "rpc_error")
 				return fmt.Errorf("latest nonce: %w", err)
 			}
-			found, err := findReceipts(ctx, chain, tracked, latest)
+			found, err := findReceipts(lctx, chain, tracked, latest)
+			span.End()
 			if err != nil {
 				c.metrics.ReceiptCheck(ctx, "rpc_error")
 				return err
 			}
 			if len(found) > 0 {
-				ids, err := c.store.MarkMined(ctx, l, found)
+				pctx, span := c.metrics.Start(ctx, "receipt.persist")
+				ids, err := c.store.MarkMined(pctx, l, found)
+				span.End()
 				if err != nil {
 					return err
 				}
+				recordReceiptLatency(ctx, c.metrics, tracked, found)
 				c.relay.Publish(ctx, ids)
 			}
 			mined = len(found)
@@ -140,4 +149,30 @@ func findReceipts(ctx context.Context, chain txm.Chain, tracked []txm.Tracked, l
 		out = append(out, txm.Mined{TxID: t.Tx.ID, AttemptNo: t.Attempts[refs[k].attempt].No, Receipt: *r})
 	}
 	return out, nil
+}
+
+// recordReceiptLatency records, for each transaction found mined, the time
+// since its first accepted broadcast.
+func recordReceiptLatency(ctx context.Context, m *metrics.Metrics, tracked []txm.Tracked, found []txm.Mined) {
+	if m == nil || len(found) == 0 {
+		return
+	}
+	mined := make(map[string]bool, len(found))
+	for _, f := range found {
+		mined[f.TxID] = true
+	}
+	for _, t := range tracked {
+		if !mined[t.Tx.ID] {
+			continue
+		}
+		var first *time.Time
+		for _, a := range t.Attempts {
+			if a.BroadcastAt != nil && (first == nil || a.BroadcastAt.Before(*first)) {
+				first = a.BroadcastAt
+			}
+		}
+		if first != nil {
+			m.Latency(ctx, metrics.StageReceipt, time.Since(*first).Seconds())
+		}
+	}
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/txfence/txfence/shared/config"
 	"github.com/txfence/txfence/shared/logging"
@@ -86,9 +88,20 @@ func NewCreateTx(store CreateStore, chains map[uint64]ChainReader, relay *Relay,
 // retried safely: after ErrOutcomeUnknown (the database connection was lost
 // during COMMIT and the outcome could not be read back) the caller retries
 // with it.
+//
+// Its span, "create", has children for the gas estimate (when one is
+// needed), the wait in the signer's slot ("create.batch_wait") and, in the
+// trace of the request that leads the batch, the allocation transaction
+// ("create.allocate", linked to the other requests of the batch).
 func (c *CreateTx) Execute(ctx context.Context, who txm.Principal, r *txm.Request) (txm.Created, error) {
+	start := time.Now()
+	ctx, span := c.metrics.Start(ctx, "create")
+	defer span.End()
 	created, err := c.execute(ctx, who, r)
-	c.metrics.TxCreate(ctx, createResult(created, err), 1)
+	result := createResult(created, err)
+	c.metrics.TxCreate(ctx, result, 1)
+	c.metrics.CreateLatency(ctx, result, time.Since(start).Seconds())
+	metrics.SetResult(span, result, err != nil && !errors.Is(err, txm.ErrInvalid) && !errors.Is(err, txm.ErrForbidden))
 	if errors.Is(err, txm.ErrForbidden) {
 		c.policies.Refused(ctx, who, "create", txm.CanonicalAddress(r.From), err)
 	}
@@ -141,7 +154,9 @@ func (c *CreateTx) execute(ctx context.Context, who txm.Principal, r *txm.Reques
 		}
 	}
 	if r.GasLimit == 0 {
-		gas, err := c.chains[r.ChainID].EstimateGas(ctx, txm.CallMsg{From: r.From, To: r.To, Value: r.Value, Data: r.Data})
+		gctx, span := c.metrics.StartClient(ctx, "chain.estimate_gas")
+		gas, err := c.chains[r.ChainID].EstimateGas(gctx, txm.CallMsg{From: r.From, To: r.To, Value: r.Value, Data: r.Data})
+		span.End()
 		var revert *txm.RevertError
 		var funds *txm.InsufficientFundsError
 		switch {
@@ -265,9 +280,11 @@ type waiter struct {
 	caps       map[string]txm.Policy // rolling caps to pass
 	key        signerKey
 	enqueued   time.Time
-	done       chan result   // buffered 1: the outcome
-	lead       chan struct{} // buffered 1: you lead now
-	designated bool          // under slot.mu: chosen to lead next
+	wait       trace.Span        // create.batch_wait: ends when its batch starts
+	span       trace.SpanContext // the request's create span, linked from its batch
+	done       chan result       // buffered 1: the outcome
+	lead       chan struct{}     // buffered 1: you lead now
+	designated bool              // under slot.mu: chosen to lead next
 }
 
 type result struct {
@@ -297,8 +314,9 @@ func (c *CreateTx) enqueue(ctx context.Context, r *txm.Request, caps map[string]
 	_, _ = h.Write(key.signer.Bytes())
 	_, _ = h.Write([]byte(fmt.Sprint(key.chainID)))
 	s := c.slots[int(h.Sum32()%uint32(len(c.slots)))]
-	w := &waiter{req: r, txID: id.String(), caps: caps, key: key, enqueued: time.Now(), done: make(chan result, 1),
-		lead: make(chan struct{}, 1)}
+	_, wait := c.metrics.Start(ctx, "create.batch_wait")
+	w := &waiter{req: r, txID: id.String(), caps: caps, key: key, enqueued: time.Now(), wait: wait,
+		span: trace.SpanContextFromContext(ctx), done: make(chan result, 1), lead: make(chan struct{}, 1)}
 
 	s.mu.Lock()
 	s.queue = append(s.queue, w)
@@ -317,6 +335,7 @@ func (c *CreateTx) enqueue(ctx context.Context, r *txm.Request, caps map[string]
 			c.lead(ctx, s, w)
 		case <-ctx.Done():
 			if s.withdraw(w) {
+				w.wait.End()
 				c.metrics.QueueDepth(context.WithoutCancel(ctx), -1)
 				return txm.Created{}, ctx.Err()
 			}
@@ -412,8 +431,11 @@ func (s *slot) take(n int) []*waiter {
 // runBatch allocates one batch, which may hold several signers' requests,
 // in one database transaction, and delivers every waiter's result.
 func (c *CreateTx) runBatch(ctx context.Context, owner string, batch []*waiter) {
+	for _, w := range batch {
+		w.wait.End()
+	}
 	deliver := func(w *waiter, res result) {
-		c.metrics.AllocationLatency(ctx, time.Since(w.enqueued).Seconds())
+		c.metrics.Latency(ctx, metrics.StageAllocation, time.Since(w.enqueued).Seconds())
 		w.done <- res
 	}
 	var keys []signerKey
@@ -487,6 +509,23 @@ func (c *CreateTx) runBatch(ctx context.Context, owner string, batch []*waiter) 
 // allocate runs one allocation transaction for groups of waiters, one group
 // per signer.
 func (c *CreateTx) allocate(ctx context.Context, owner string, members [][]*waiter, pending []*uint64) ([][]txm.Created, []int64, error) {
+	lead := trace.SpanContextFromContext(ctx)
+	ctx, span := c.metrics.Start(ctx, "create.allocate")
+	defer span.End()
+	if span.IsRecording() {
+		// The leader's trace holds the transaction; the other requests'
+		// traces are linked to it.
+		size := 0
+		for _, ws := range members {
+			size += len(ws)
+			for _, w := range ws {
+				if w.span.IsValid() && w.span.SpanID() != lead.SpanID() {
+					span.AddLink(trace.Link{SpanContext: w.span})
+				}
+			}
+		}
+		span.SetAttributes(attribute.Int("txfence.batch_size", size), attribute.Int("txfence.signers", len(members)))
+	}
 	batches := make([]txm.AllocationBatch, len(members))
 	for g, ws := range members {
 		b := txm.AllocationBatch{ChainID: ws[0].key.chainID, Signer: ws[0].key.signer, Owner: owner, ChainPending: pending[g],
@@ -565,7 +604,9 @@ func (c *CreateTx) chainPending(ctx context.Context, key signerKey) (*uint64, er
 		c.markSynced(key, now.Add(c.cfg.NonceStateTimeout-cur.SyncAge))
 		return nil, nil
 	}
-	n, err := c.chains[key.chainID].PendingNonce(ctx, key.signer)
+	pctx, span := c.metrics.StartClient(ctx, "chain.pending_nonce")
+	n, err := c.chains[key.chainID].PendingNonce(pctx, key.signer)
+	span.End()
 	if err != nil {
 		return nil, fmt.Errorf("%w: pending nonce: %w", ErrChainUnavailable, err)
 	}

@@ -190,35 +190,21 @@ func (d *DrainSigner) submitBatch(ctx context.Context, log *slog.Logger, lease t
 		return d.settle(ctx, lease, first.Tx, r, res)
 	}
 	fresh := make([]txm.Attempt, 0, len(items)) // capacity fixed: items point into it
-	var fees *txm.Fees
-	var signErr error
-	var signFailed *txm.Tx
-	for i := range items {
-		if items[i].Attempt != nil {
-			continue
-		}
-		if fees == nil {
-			f, err := chain.SuggestFees(ctx)
-			if err != nil {
-				return false, fmt.Errorf("suggest fees: %w", err)
-			}
-			fees = &f
-		}
-		a, err := d.sign(ctx, chain, sig, items[i].Tx, *fees)
-		if err != nil {
-			// Broadcast what came before it; this one backs off.
-			signFailed, signErr = items[i].Tx, err
-			if i == 0 {
-				r, err := d.work.failed(ctx, lease, signFailed, reasonSigningFailed, signErr)
-				return d.settleErr(ctx, lease, signFailed, r, err, res)
-			}
-			items = items[:i]
-			break
-		}
-		fresh = append(fresh, a)
-		items[i].Attempt = &fresh[len(fresh)-1]
+	sctx, span := d.metrics.Start(ctx, "submit.sign")
+	items, signFailed, signErr := d.signFresh(sctx, chain, sig, items, &fresh)
+	span.End()
+	switch {
+	case errors.Is(signErr, errSuggestFees):
+		return false, signErr
+	case signErr != nil && len(items) == 0:
+		// The first one failed: it backs off.
+		r, err := d.work.failed(ctx, lease, signFailed, reasonSigningFailed, signErr)
+		return d.settleErr(ctx, lease, signFailed, r, err, res)
 	}
-	if err := d.store.SaveAttempts(ctx, lease, fresh); err != nil {
+	pctx, span := d.metrics.Start(ctx, "submit.persist")
+	err := d.store.SaveAttempts(pctx, lease, fresh)
+	span.End()
+	if err != nil {
 		return false, err
 	}
 	if h := d.hooks.AfterPersist; h != nil && len(fresh) > 0 {
@@ -239,8 +225,10 @@ func (d *DrainSigner) submitBatch(ctx context.Context, log *slog.Logger, lease t
 		raws[i] = it.Attempt.Raw
 	}
 	t0 := time.Now()
-	errs := chain.SendRawTransactions(ctx, raws)
-	d.metrics.BroadcastLatency(ctx, time.Since(t0).Seconds())
+	bctx, span := d.metrics.StartClient(ctx, "submit.broadcast")
+	errs := chain.SendRawTransactions(bctx, raws)
+	span.End()
+	d.metrics.Latency(ctx, metrics.StageBroadcast, time.Since(t0).Seconds())
 	var done []txm.Broadcasted
 	var refused *txm.SubmitItem
 	var refusal error
@@ -250,6 +238,9 @@ func (d *DrainSigner) submitBatch(ctx context.Context, log *slog.Logger, lease t
 		d.metrics.TxSubmit(ctx, submitResult(err, reason))
 		switch {
 		case err == nil:
+			if a.BroadcastAt == nil { // its first acceptance
+				d.metrics.Latency(ctx, metrics.StageSubmit, time.Since(it.Tx.CreatedAt).Seconds())
+			}
 			done = append(done, txm.Broadcasted{TxID: a.TxID, AttemptNo: a.No})
 			continue
 		case reason == txm.ReasonKnown || reason == txm.ReasonNonceTooLow:
@@ -266,7 +257,9 @@ func (d *DrainSigner) submitBatch(ctx context.Context, log *slog.Logger, lease t
 	if h := d.hooks.AfterBroadcast; h != nil {
 		h()
 	}
-	ids, err := d.store.MarkTracking(ctx, lease, done)
+	tctx, span := d.metrics.Start(ctx, "submit.track")
+	ids, err := d.store.MarkTracking(tctx, lease, done)
+	span.End()
 	if err != nil {
 		return false, err
 	}
@@ -287,6 +280,39 @@ func (d *DrainSigner) submitBatch(ctx context.Context, log *slog.Logger, lease t
 		return d.settleErr(ctx, lease, signFailed, r, err, res)
 	}
 	return true, nil
+}
+
+// errSuggestFees means the chain could not suggest fees for the first
+// signing of a batch: nothing was signed.
+var errSuggestFees = errors.New("suggest fees")
+
+// signFresh signs, with one fee suggestion, the items that have no attempt
+// yet, appending the attempts to fresh (whose capacity the caller fixed:
+// items point into it). When one fails it returns the items before it, the
+// failed transaction and the error, so that what came before is broadcast
+// and the failed one backs off.
+func (d *DrainSigner) signFresh(ctx context.Context, chain txm.Chain, sig txm.Signer, items []txm.SubmitItem,
+	fresh *[]txm.Attempt) ([]txm.SubmitItem, *txm.Tx, error) {
+	var fees *txm.Fees
+	for i := range items {
+		if items[i].Attempt != nil {
+			continue
+		}
+		if fees == nil {
+			f, err := chain.SuggestFees(ctx)
+			if err != nil {
+				return items, nil, fmt.Errorf("%w: %w", errSuggestFees, err)
+			}
+			fees = &f
+		}
+		a, err := d.sign(ctx, chain, sig, items[i].Tx, *fees)
+		if err != nil {
+			return items[:i], items[i].Tx, err
+		}
+		*fresh = append(*fresh, a)
+		items[i].Attempt = &(*fresh)[len(*fresh)-1]
+	}
+	return items, nil, nil
 }
 
 func submitResult(err error, reason txm.BroadcastReason) string {

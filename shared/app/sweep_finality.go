@@ -223,6 +223,7 @@ func (s *SweepFinality) sweepSigner(ctx context.Context, view *chainView, ref tx
 			if err != nil {
 				return err
 			}
+			recordReceiptLatency(ctx, s.metrics, stale, found)
 			s.relay.Publish(ctx, ids)
 			st.Mined = len(found)
 			if err := s.consumedExternally(ctx, l, view, ref, stale, found, latest, &st); err != nil {
@@ -271,7 +272,7 @@ func (s *SweepFinality) sweepSigner(ctx context.Context, view *chainView, ref tx
 				} else {
 					st.Failed++
 				}
-				s.metrics.ConfirmationLag(ctx, time.Since(m.Tx.CreatedAt).Seconds())
+				s.metrics.Latency(ctx, metrics.StageConfirmation, time.Since(m.Tx.CreatedAt).Seconds())
 			}
 		}
 		ids, err := s.store.Finalize(ctx, l, final)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -45,6 +46,12 @@ type SweepResubmit struct {
 	cfg     config.Config
 	metrics *metrics.Metrics
 	log     *slog.Logger
+
+	// pendingMu guards pending: the signers whose oldest pending age the
+	// last pass reported, so that a signer with nothing pending any more is
+	// reported 0 rather than left at its last age.
+	pendingMu sync.Mutex
+	pending   map[txm.SignerRef]bool
 }
 
 // NewSweepResubmit returns the use case. relay may be nil; a nil hook is the
@@ -112,11 +119,11 @@ func (s *SweepResubmit) Run(ctx context.Context, budget, interval time.Duration)
 // were swept.
 func (s *SweepResubmit) Pass(ctx context.Context) (ResubmitStats, error) {
 	var st ResubmitStats
-	age, err := s.store.OldestPending(ctx)
+	ages, err := s.store.OldestPending(ctx)
 	if err != nil {
 		return st, err
 	}
-	s.metrics.PendingOldest(ctx, age.Seconds())
+	s.reportPending(ctx, ages)
 	ids, err := s.store.PromptStranded(ctx, s.cfg.ResubmitInterval)
 	if err != nil {
 		return st, err
@@ -151,6 +158,25 @@ func (s *SweepResubmit) Pass(ctx context.Context) (ResubmitStats, error) {
 		}
 	}
 	return st, errors.Join(errs...)
+}
+
+// reportPending sets pending_oldest_age_seconds for every signer with
+// pending transactions, and to 0 for those the last pass reported that have
+// none left.
+func (s *SweepResubmit) reportPending(ctx context.Context, ages []txm.SignerAge) {
+	s.pendingMu.Lock()
+	defer s.pendingMu.Unlock()
+	now := make(map[txm.SignerRef]bool, len(ages))
+	for _, a := range ages {
+		now[a.SignerRef] = true
+		s.metrics.PendingOldest(ctx, a.ChainID, txm.CanonicalAddress(a.Signer), a.Age.Seconds())
+	}
+	for ref := range s.pending {
+		if !now[ref] {
+			s.metrics.PendingOldest(ctx, ref.ChainID, txm.CanonicalAddress(ref.Signer), 0)
+		}
+	}
+	s.pending = now
 }
 
 // tendSigner works one signer's open transactions in nonce order.

@@ -133,6 +133,39 @@ type StuckWebhook struct {
 	Timeout time.Duration
 }
 
+// TelemetryMode chooses where metrics and traces go.
+type TelemetryMode string
+
+const (
+	// TelemetryPrometheus keeps metrics in the process, rendered as
+	// Prometheus text at the API's /metrics; no spans are recorded (log
+	// lines carry the trace a caller sent, if any). The default.
+	TelemetryPrometheus TelemetryMode = "prometheus"
+	// TelemetryGCP also exports metrics to Cloud Monitoring (as
+	// workload.googleapis.com/NAME) and sampled spans to Cloud Trace.
+	TelemetryGCP TelemetryMode = "gcp"
+	// TelemetryNone records nothing: no metrics, no spans.
+	TelemetryNone TelemetryMode = "none"
+)
+
+// Telemetry says where metrics and traces go.
+type Telemetry struct {
+	Mode TelemetryMode
+	// Project is the Google Cloud project metrics and traces are written
+	// to, and that log lines name their traces in; empty means Config.Project
+	// (see Config.TelemetryProject).
+	Project string
+	// SampleRatio is the share of new traces recorded (gcp): a request that
+	// arrives with a trace follows its caller's sampling decision, so on
+	// Cloud Run the API follows Cloud Run's.
+	SampleRatio float64
+	// Interval is how often metrics are exported (gcp).
+	Interval time.Duration
+	// Service names this process's service in the exported resource: the
+	// Cloud Run service (K_SERVICE), else "txfence".
+	Service string
+}
+
 // Signer is one configured signing address and where its key lives. KeyRef
 // is "local:env:VAR", "local:file:/path" or "kms:projects/.../cryptoKeyVersions/N";
 // it may be empty for processes that never sign (the API).
@@ -145,6 +178,7 @@ type Signer struct {
 type Config struct {
 	InstanceID string // identifies this process in lease owners and logs
 	LogLevel   string
+	Telemetry  Telemetry
 
 	Database Database
 	// Shards, when set (TXFENCE_DATABASES), are the databases the signers
@@ -217,7 +251,8 @@ type Config struct {
 // Defaults returns the configuration used when no variable is set.
 func Defaults() Config {
 	return Config{
-		LogLevel: "info",
+		LogLevel:  "info",
+		Telemetry: Telemetry{Mode: TelemetryPrometheus, SampleRatio: 0.01, Interval: 60 * time.Second, Service: "txfence"},
 		Database: Database{MaxConns: 10, StatementTimeout: 15 * time.Second, LockTimeout: 3 * time.Second,
 			IdleInTxTimeout: 30 * time.Second},
 		Auth: Auth{RatePerSecond: 200, RateBurst: 400, SignerRatePerSecond: 2000, MaxWaits: 20},
@@ -265,6 +300,10 @@ func Defaults() Config {
 const (
 	EnvInstanceID          = "TXFENCE_INSTANCE_ID"
 	EnvLogLevel            = "TXFENCE_LOG_LEVEL"
+	EnvTelemetry           = "TXFENCE_TELEMETRY"
+	EnvTelemetryProject    = "TXFENCE_TELEMETRY_PROJECT"
+	EnvTraceSampleRatio    = "TXFENCE_TRACE_SAMPLE_RATIO"
+	EnvMetricsInterval     = "TXFENCE_METRICS_INTERVAL"
 	EnvDatabaseURL         = "TXFENCE_DATABASE_URL"
 	EnvCloudSQLInstance    = "TXFENCE_CLOUDSQL_INSTANCE"
 	EnvCloudSQLIAMAuth     = "TXFENCE_CLOUDSQL_IAM_AUTH"
@@ -337,6 +376,13 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 
 	p.str(EnvInstanceID, &c.InstanceID)
 	p.str(EnvLogLevel, &c.LogLevel)
+	var telemetry string
+	if p.str(EnvTelemetry, &telemetry) {
+		c.Telemetry.Mode = TelemetryMode(telemetry)
+	}
+	p.str(EnvTelemetryProject, &c.Telemetry.Project)
+	p.float(EnvTraceSampleRatio, &c.Telemetry.SampleRatio)
+	p.duration(EnvMetricsInterval, &c.Telemetry.Interval)
 	p.str(EnvDatabaseURL, &c.Database.URL)
 	p.str(EnvCloudSQLInstance, &c.Database.Instance)
 	p.databases(EnvDatabases, &c.Shards)
@@ -407,6 +453,7 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 	_, c.databasesSet = p.get(EnvDatabases)
 	if v, ok := lookup("K_SERVICE"); ok && v != "" {
 		c.onCloudRun = true
+		c.Telemetry.Service = v
 	}
 	// A variable that failed to parse kept its default, which validate may
 	// also dislike; report each variable once, with the parse problem.
@@ -602,12 +649,42 @@ func (c Config) validate() []Problem {
 	default:
 		bad(EnvLogLevel, "must be one of debug, info, warn, error; got %q", c.LogLevel)
 	}
+	c.validateTelemetry(bad)
 	for _, t := range []struct{ env, v string }{{EnvTopicSubmit, c.TopicSubmit}, {EnvTopicReceipt, c.TopicReceipt}, {EnvTopicCompletion, c.TopicCompletion}} {
 		if t.v == "" {
 			bad(t.env, "must not be empty")
 		}
 	}
 	return ps
+}
+
+func (c Config) validateTelemetry(bad func(env, format string, args ...any)) {
+	t := c.Telemetry
+	switch t.Mode {
+	case TelemetryPrometheus, TelemetryNone:
+	case TelemetryGCP:
+		if c.TelemetryProject() == "" {
+			bad(EnvTelemetryProject, "is required with %s=gcp (or set %s): the project metrics and traces are written to", EnvTelemetry, EnvProject)
+		}
+	default:
+		bad(EnvTelemetry, "must be gcp, prometheus or none; got %q", t.Mode)
+	}
+	if t.SampleRatio < 0 || t.SampleRatio > 1 {
+		bad(EnvTraceSampleRatio, "must be between 0 and 1, got %g", t.SampleRatio)
+	}
+	// Cloud Monitoring refuses points of one series closer than 5s apart.
+	if t.Interval < 10*time.Second || t.Interval > time.Hour {
+		bad(EnvMetricsInterval, "must be between 10s and 1h, got %s", t.Interval)
+	}
+}
+
+// TelemetryProject is the project metrics and traces are written to:
+// Telemetry.Project, else Project.
+func (c Config) TelemetryProject() string {
+	if c.Telemetry.Project != "" {
+		return c.Telemetry.Project
+	}
+	return c.Project
 }
 
 // Chain returns the configured chain with id, if any.

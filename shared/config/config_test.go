@@ -110,6 +110,15 @@ func TestIssue2_Config(t *testing.T) {
 		{EnvSigners, "0xdAC17F958D2ee523a2206206994597C13D831Ec7", "checksum"},
 		{EnvSigners, "0x00000000000000000000000000000000000000a1=vault:x", "key reference"},
 		{EnvLogLevel, "loud", "one of debug"},
+		{EnvTelemetry, "datadog", "gcp, prometheus or none"},
+		{EnvTelemetry, "GCP", "gcp, prometheus or none"},
+		{EnvTraceSampleRatio, "1.5", "between 0 and 1"},
+		{EnvTraceSampleRatio, "-0.1", "between 0 and 1"},
+		{EnvTraceSampleRatio, "often", "number"},
+		{EnvMetricsInterval, "1s", "between 10s and 1h"},
+		{EnvMetricsInterval, "minutely", "duration"},
+		{EnvTelemetry, "none", ""},
+		{EnvTelemetry, "prometheus", ""},
 		{EnvTopicSubmit, " ", ""}, // blank is treated as unset: the default stands
 	}
 	for _, tc := range bad {
@@ -239,4 +248,46 @@ func TestIssue10_Config(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.want)
 		})
 	}
+}
+
+// TestIssue13_TelemetryConfig: where metrics and traces go. Prometheus text
+// by default; gcp needs a project, its own or TXFENCE_PROJECT.
+func TestIssue13_TelemetryConfig(t *testing.T) {
+	t.Run("defaults", func(t *testing.T) {
+		c, err := Load(env(validEnv()))
+		require.NoError(t, err)
+		assert.Equal(t, TelemetryPrometheus, c.Telemetry.Mode)
+		assert.Equal(t, 0.01, c.Telemetry.SampleRatio)
+		assert.Equal(t, time.Minute, c.Telemetry.Interval)
+		assert.Equal(t, "txfence", c.Telemetry.Service)
+	})
+	t.Run("gcp writes to TXFENCE_PROJECT unless told otherwise", func(t *testing.T) {
+		e := validEnv()
+		e[EnvTelemetry] = "gcp"
+		e[EnvProject] = "p1"
+		e["K_SERVICE"] = "txfence-api"
+		e[EnvAuth] = "apikey"
+		c, err := Load(env(e))
+		require.NoError(t, err)
+		assert.Equal(t, TelemetryGCP, c.Telemetry.Mode)
+		assert.Equal(t, "p1", c.TelemetryProject())
+		assert.Equal(t, "txfence-api", c.Telemetry.Service, "the Cloud Run service names the exported resource's job")
+		e[EnvTelemetryProject] = "monitoring-host"
+		e[EnvTraceSampleRatio] = "0.25"
+		e[EnvMetricsInterval] = "30s"
+		c, err = Load(env(e))
+		require.NoError(t, err)
+		assert.Equal(t, "monitoring-host", c.TelemetryProject())
+		assert.Equal(t, 0.25, c.Telemetry.SampleRatio)
+		assert.Equal(t, 30*time.Second, c.Telemetry.Interval)
+	})
+	t.Run("gcp without a project names the telemetry project", func(t *testing.T) {
+		e := validEnv()
+		e[EnvTelemetry] = "gcp"
+		_, err := Load(env(e))
+		var cerr *Error
+		require.ErrorAs(t, err, &cerr)
+		assert.Equal(t, []string{EnvTelemetryProject}, cerr.Vars())
+		assert.Contains(t, err.Error(), EnvProject, "the message says the project may come from TXFENCE_PROJECT")
+	})
 }

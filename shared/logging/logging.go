@@ -1,6 +1,10 @@
 // Package logging sets up slog for Cloud Logging: JSON lines whose level is
 // `severity` and whose text is `message`, so that Cloud Run's log agent files
-// them correctly, with trace correlation when a request carries one.
+// them correctly, with trace correlation: a line logged with a context
+// that carries a span (started by txfence or continued from the caller's
+// traceparent or X-Cloud-Trace-Context) names its trace, span and sampling
+// decision in Cloud Logging's fields, so Cloud Trace shows the lines of a
+// trace and Cloud Logging links each line to its trace.
 package logging
 
 import (
@@ -8,6 +12,8 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Stable attribute keys. Every critical write logs these.
@@ -25,14 +31,27 @@ const (
 	KeyPrincipal = "principal"
 )
 
+// Cloud Logging's trace correlation fields.
+const (
+	KeyTrace        = "logging.googleapis.com/trace"
+	KeySpanID       = "logging.googleapis.com/spanId"
+	KeyTraceSampled = "logging.googleapis.com/trace_sampled"
+)
+
 // New returns a JSON logger writing to w at level ("debug", "info", "warn",
-// "error"; anything else means info).
-func New(w io.Writer, level string) *slog.Logger {
+// "error"; anything else means info). project is the Google Cloud project
+// traces are written to: a line names its trace projects/PROJECT/traces/ID,
+// or just ID without one (locally).
+func New(w io.Writer, level, project string) *slog.Logger {
 	h := slog.NewJSONHandler(w, &slog.HandlerOptions{
 		Level:       parseLevel(level),
 		ReplaceAttr: cloudLogging,
 	})
-	return slog.New(traceHandler{h})
+	prefix := ""
+	if project != "" {
+		prefix = "projects/" + project + "/traces/"
+	}
+	return slog.New(traceHandler{Handler: h, prefix: prefix})
 }
 
 // Discard returns a logger that drops everything (for tests that do not read logs).
@@ -81,41 +100,24 @@ func severity(l slog.Level) string {
 	}
 }
 
-type traceKey struct{}
-
-// WithTrace returns a context whose log lines carry the given Cloud Trace
-// resource name (projects/P/traces/T) as logging.googleapis.com/trace.
-func WithTrace(ctx context.Context, trace string) context.Context {
-	if trace == "" {
-		return ctx
-	}
-	return context.WithValue(ctx, traceKey{}, trace)
-}
-
-// TraceFromHeader turns an X-Cloud-Trace-Context header ("TRACE/SPAN;o=1")
-// into a trace resource name for project.
-func TraceFromHeader(project, header string) string {
-	id, _, _ := strings.Cut(header, "/")
-	if id == "" || project == "" {
-		return ""
-	}
-	return "projects/" + project + "/traces/" + id
-}
-
 // traceHandler adds the trace of the record's context, if any.
-type traceHandler struct{ slog.Handler }
+type traceHandler struct {
+	slog.Handler
+	prefix string // "projects/P/traces/" or ""
+}
 
 func (h traceHandler) Handle(ctx context.Context, r slog.Record) error {
-	if t, ok := ctx.Value(traceKey{}).(string); ok {
-		r.AddAttrs(slog.String("logging.googleapis.com/trace", t))
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		r.AddAttrs(slog.String(KeyTrace, h.prefix+sc.TraceID().String()), slog.String(KeySpanID, sc.SpanID().String()),
+			slog.Bool(KeyTraceSampled, sc.IsSampled()))
 	}
 	return h.Handler.Handle(ctx, r)
 }
 
 func (h traceHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	return traceHandler{h.Handler.WithAttrs(as)}
+	return traceHandler{Handler: h.Handler.WithAttrs(as), prefix: h.prefix}
 }
 
 func (h traceHandler) WithGroup(name string) slog.Handler {
-	return traceHandler{h.Handler.WithGroup(name)}
+	return traceHandler{Handler: h.Handler.WithGroup(name), prefix: h.prefix}
 }

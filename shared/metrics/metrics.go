@@ -1,7 +1,9 @@
 // Package metrics declares txfence's instruments (DESIGN.md section 9) on an
-// OpenTelemetry meter provider. Locally and in tests the provider has a manual
-// reader, rendered as Prometheus text at /metrics and readable by tests; in
-// production more readers (an exporter to Cloud Monitoring) can be attached.
+// OpenTelemetry meter provider, and the tracer its spans come from. Locally
+// and in tests the provider has a manual reader, rendered as Prometheus text
+// at /metrics and readable by tests; in production more readers (an exporter
+// to Cloud Monitoring, see shared/telemetry) are attached, and a tracer
+// provider that exports to Cloud Trace.
 package metrics
 
 import (
@@ -9,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -16,77 +19,169 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/resource"
+	"go.opentelemetry.io/otel/trace"
 )
 
-// Metrics holds every instrument. A nil *Metrics is valid and records nothing,
-// so that code under test need not care.
+// Metrics holds every instrument and the tracer. A nil *Metrics is valid
+// and records nothing, so that code under test need not care.
 type Metrics struct {
-	reader *sdkmetric.ManualReader
-	mu     sync.Mutex // serializes Collect
+	provider *sdkmetric.MeterProvider
+	reader   *sdkmetric.ManualReader
+	mu       sync.Mutex   // serializes Collect
+	tracer   trace.Tracer // nil: spans are not recorded
 
-	leaseAcquire  metric.Int64Counter
-	leaseFenced   metric.Int64Counter
-	txCreate      metric.Int64Counter
-	txSubmit      metric.Int64Counter
-	receiptCheck  metric.Int64Counter
-	reorg         metric.Int64Counter
-	resubmit      metric.Int64Counter
-	stuck         metric.Int64Counter
-	refused       metric.Int64Counter
+	counters      [counterCount]metric.Int64Counter
 	queueDepth    metric.Int64UpDownCounter
-	allocLatency  metric.Float64Histogram
-	broadcastLat  metric.Float64Histogram
-	confirmLag    metric.Float64Histogram
+	createLatency metric.Float64Histogram
+	stages        [stageCount]metric.Float64Histogram
 	pendingOldest metric.Float64Gauge
+
+	// createResults holds the attribute option of each create result,
+	// built once: a create records two measurements by result, and building
+	// an attribute set for each would cost the hot path allocations.
+	createResults map[string]metric.MeasurementOption
 }
 
-// latencyBuckets are seconds, from 100µs to 30s.
+// createResultNames are the results a create is counted under.
+var createResultNames = []string{"created", "replayed", "conflict", "invalid", "forbidden", "outcome_unknown", "unavailable", "error"}
+
+// Option configures New.
+type Option func(*options)
+
+type options struct {
+	readers  []sdkmetric.Reader
+	resource *resource.Resource
+	tracer   trace.TracerProvider
+}
+
+// WithReader attaches a reader besides the manual one (a periodic exporter).
+func WithReader(r sdkmetric.Reader) Option {
+	return func(o *options) { o.readers = append(o.readers, r) }
+}
+
+// WithResource describes the process the measurements come from.
+func WithResource(r *resource.Resource) Option { return func(o *options) { o.resource = r } }
+
+// WithTracerProvider records spans through tp; without it no span is
+// recorded (Start returns the context unchanged).
+func WithTracerProvider(tp trace.TracerProvider) Option { return func(o *options) { o.tracer = tp } }
+
+// latencyBuckets are seconds, from 100µs to 30s: one operation.
 var latencyBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
 
-// New returns a Metrics on its own provider with a manual reader, plus any
-// extra readers (for example a periodic exporter).
-func New(extra ...sdkmetric.Reader) *Metrics {
-	reader := sdkmetric.NewManualReader()
-	opts := []sdkmetric.Option{sdkmetric.WithReader(reader)}
-	for _, r := range extra {
-		opts = append(opts, sdkmetric.WithReader(r))
+// lagBuckets are seconds, from 10ms to an hour: a transaction waiting for
+// the next stage (a drain, a block).
+var lagBuckets = []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 30, 60, 120, 300, 600, 1800, 3600}
+
+// counter names a counter.
+type counter int
+
+const (
+	leaseAcquireTotal counter = iota
+	leaseFencedTotal
+	txCreateTotal
+	txSubmitTotal
+	receiptCheckTotal
+	reorgTotal
+	resubmitTotal
+	stuckTotal
+	apiRefusedTotal
+	counterCount
+)
+
+// counters declares each counter.
+var counters = [counterCount]struct{ name, description string }{
+	leaseAcquireTotal: {"lease_acquire_total", "Lease acquisitions by result."},
+	leaseFencedTotal:  {"lease_fenced_total", "Writes rejected because the fencing token was stale, by operation."},
+	txCreateTotal:     {"tx_create_total", "Create requests by result."},
+	txSubmitTotal:     {"tx_submit_total", "Broadcasts by result."},
+	receiptCheckTotal: {"receipt_check_total", "Receipt checks by result."},
+	reorgTotal:        {"reorg_total", "Mined transactions whose block left the canonical chain."},
+	resubmitTotal:     {"resubmit_total", "Rebroadcasts and re-prompts by result."},
+	stuckTotal:        {"stuck_total", "Transactions that entered STUCK, by reason."},
+	apiRefusedTotal:   {"api_refused_total", "Calls refused: unauthenticated, forbidden by a rule, rate limited."},
+}
+
+// Stage names a stage latency histogram (the create call's own,
+// create_latency_seconds, is counted by result: CreateLatency).
+type Stage int
+
+const (
+	// StageAllocation: a create's wait in its slot until its batch commits.
+	StageAllocation Stage = iota
+	// StageSubmit: a transaction's allocation to its first broadcast a node
+	// accepted.
+	StageSubmit
+	// StageBroadcast: one batched sendRawTransaction call.
+	StageBroadcast
+	// StageReceipt: a transaction's first accepted broadcast to its receipt
+	// being recorded (MINED).
+	StageReceipt
+	// StageConfirmation: a transaction's creation to its final outcome
+	// (CONFIRMED or FAILED_FINAL).
+	StageConfirmation
+	stageCount
+)
+
+// stageHistograms declares each Stage's histogram.
+var stageHistograms = [stageCount]struct {
+	name, description string
+	buckets           []float64
+}{
+	StageAllocation:   {"allocation_latency_seconds", "Time from a create entering the writer queue to its batch committing.", latencyBuckets},
+	StageSubmit:       {"submit_latency_seconds", "Time from a transaction's allocation to its first broadcast a node accepted.", lagBuckets},
+	StageBroadcast:    {"broadcast_latency_seconds", "Time of one batched sendRawTransaction call.", latencyBuckets},
+	StageReceipt:      {"receipt_latency_seconds", "Time from a transaction's first accepted broadcast to its receipt being recorded (MINED).", lagBuckets},
+	StageConfirmation: {"confirmation_lag_seconds", "Time from a transaction's creation to its final outcome (CONFIRMED or FAILED_FINAL).", []float64{1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600}},
+}
+
+// scope names the instrumentation of every instrument and span.
+const scope = "github.com/txfence/txfence"
+
+// New returns a Metrics on its own provider with a manual reader, plus what
+// opts add.
+func New(opts ...Option) *Metrics {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
 	}
-	mp := sdkmetric.NewMeterProvider(opts...)
-	m := &Metrics{reader: reader}
-	meter := mp.Meter("github.com/txfence/txfence")
+	reader := sdkmetric.NewManualReader()
+	mopts := []sdkmetric.Option{sdkmetric.WithReader(reader)}
+	for _, r := range o.readers {
+		mopts = append(mopts, sdkmetric.WithReader(r))
+	}
+	if o.resource != nil {
+		mopts = append(mopts, sdkmetric.WithResource(o.resource))
+	}
+	mp := sdkmetric.NewMeterProvider(mopts...)
+	m := &Metrics{provider: mp, reader: reader, createResults: map[string]metric.MeasurementOption{}}
+	for _, r := range createResultNames {
+		m.createResults[r] = attrs([]string{"result", r})
+	}
+	if o.tracer != nil {
+		m.tracer = o.tracer.Tracer(scope)
+	}
+	meter := mp.Meter(scope)
 	must := func(err error) {
 		if err != nil {
 			panic(fmt.Sprintf("metrics: %v", err)) // only on a malformed instrument declaration
 		}
 	}
 	var err error
-	m.leaseAcquire, err = meter.Int64Counter("lease_acquire_total", metric.WithDescription("Lease acquisitions by result."))
-	must(err)
-	m.leaseFenced, err = meter.Int64Counter("lease_fenced_total", metric.WithDescription("Writes rejected because the fencing token was stale, by operation."))
-	must(err)
-	m.txCreate, err = meter.Int64Counter("tx_create_total", metric.WithDescription("Create requests by result."))
-	must(err)
-	m.txSubmit, err = meter.Int64Counter("tx_submit_total", metric.WithDescription("Broadcasts by result."))
-	must(err)
-	m.receiptCheck, err = meter.Int64Counter("receipt_check_total", metric.WithDescription("Receipt checks by result."))
-	must(err)
-	m.reorg, err = meter.Int64Counter("reorg_total", metric.WithDescription("Mined transactions whose block left the canonical chain."))
-	must(err)
-	m.resubmit, err = meter.Int64Counter("resubmit_total", metric.WithDescription("Rebroadcasts and re-prompts by result."))
-	must(err)
-	m.stuck, err = meter.Int64Counter("stuck_total", metric.WithDescription("Transactions that entered STUCK."))
-	must(err)
-	m.refused, err = meter.Int64Counter("api_refused_total", metric.WithDescription("Calls refused: unauthenticated, forbidden by a rule, rate limited."))
-	must(err)
+	for c, d := range counters {
+		m.counters[c], err = meter.Int64Counter(d.name, metric.WithDescription(d.description))
+		must(err)
+	}
 	m.queueDepth, err = meter.Int64UpDownCounter("writer_queue_depth", metric.WithDescription("Create requests waiting in per-signer writer queues."))
 	must(err)
-	m.allocLatency, err = meter.Float64Histogram("allocation_latency_seconds", metric.WithDescription("Time from a create entering the writer queue to its batch committing."), metric.WithExplicitBucketBoundaries(latencyBuckets...))
+	m.createLatency, err = meter.Float64Histogram("create_latency_seconds", metric.WithDescription("Time of one create call, from validation to its answer, by result."), metric.WithExplicitBucketBoundaries(latencyBuckets...))
 	must(err)
-	m.broadcastLat, err = meter.Float64Histogram("broadcast_latency_seconds", metric.WithDescription("Time of one sendRawTransaction call."), metric.WithExplicitBucketBoundaries(latencyBuckets...))
-	must(err)
-	m.confirmLag, err = meter.Float64Histogram("confirmation_lag_seconds", metric.WithDescription("Time from first broadcast to a final outcome."), metric.WithExplicitBucketBoundaries(1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600))
-	must(err)
-	m.pendingOldest, err = meter.Float64Gauge("pending_oldest_age_seconds", metric.WithDescription("Age of the oldest non-final transaction seen by the last sweep."))
+	for st, h := range stageHistograms {
+		m.stages[st], err = meter.Float64Histogram(h.name, metric.WithDescription(h.description), metric.WithExplicitBucketBoundaries(h.buckets...))
+		must(err)
+	}
+	m.pendingOldest, err = meter.Float64Gauge("pending_oldest_age_seconds", metric.WithDescription("Age of a signer's oldest non-final transaction, as the last resubmit sweep saw it (0: none)."))
 	must(err)
 	return m
 }
@@ -95,51 +190,65 @@ func attrs(kv []string) metric.MeasurementOption {
 	return metric.WithAttributes(attrsKV(kv)...)
 }
 
-func (m *Metrics) add(ctx context.Context, c metric.Int64Counter, n int64, kv ...string) {
+func (m *Metrics) add(ctx context.Context, c counter, n int64, kv ...string) {
 	if m == nil {
 		return
 	}
-	c.Add(ctx, n, attrs(kv))
+	m.counters[c].Add(ctx, n, attrs(kv))
 }
 
 // LeaseAcquire counts one acquisition attempt by result.
 func (m *Metrics) LeaseAcquire(ctx context.Context, result string) {
-	m.add(ctx, m.leaseAcquire, 1, "result", result)
+	m.add(ctx, leaseAcquireTotal, 1, "result", result)
 }
 
 // LeaseFenced counts one write rejected for a stale token.
-func (m *Metrics) LeaseFenced(ctx context.Context, op string) { m.add(ctx, m.leaseFenced, 1, "op", op) }
+func (m *Metrics) LeaseFenced(ctx context.Context, op string) {
+	m.add(ctx, leaseFencedTotal, 1, "op", op)
+}
 
 // TxCreate counts create requests by result.
 func (m *Metrics) TxCreate(ctx context.Context, result string, n int) {
-	m.add(ctx, m.txCreate, int64(n), "result", result)
+	if m == nil {
+		return
+	}
+	m.counters[txCreateTotal].Add(ctx, int64(n), m.createResult(result))
+}
+
+func (m *Metrics) createResult(result string) metric.MeasurementOption {
+	if o, ok := m.createResults[result]; ok {
+		return o
+	}
+	return attrs([]string{"result", result})
 }
 
 // TxSubmit counts broadcasts by result.
 func (m *Metrics) TxSubmit(ctx context.Context, result string) {
-	m.add(ctx, m.txSubmit, 1, "result", result)
+	m.add(ctx, txSubmitTotal, 1, "result", result)
 }
 
 // ReceiptCheck counts receipt checks by result.
 func (m *Metrics) ReceiptCheck(ctx context.Context, result string) {
-	m.add(ctx, m.receiptCheck, 1, "result", result)
+	m.add(ctx, receiptCheckTotal, 1, "result", result)
 }
 
 // Reorg counts one transaction moved back by a reorg.
-func (m *Metrics) Reorg(ctx context.Context) { m.add(ctx, m.reorg, 1) }
+func (m *Metrics) Reorg(ctx context.Context) { m.add(ctx, reorgTotal, 1) }
 
 // Resubmit counts resubmit-sweep actions by result.
 func (m *Metrics) Resubmit(ctx context.Context, result string) {
-	m.add(ctx, m.resubmit, 1, "result", result)
+	m.add(ctx, resubmitTotal, 1, "result", result)
 }
 
 // Stuck counts a transaction entering STUCK.
-func (m *Metrics) Stuck(ctx context.Context, reason string) { m.add(ctx, m.stuck, 1, "reason", reason) }
+func (m *Metrics) Stuck(ctx context.Context, reason string) {
+	m.add(ctx, stuckTotal, 1, "reason", reason)
+}
 
 // Refused counts a refused call by outcome ("unauthenticated",
 // "refused:<rule>", "rate_limited").
 func (m *Metrics) Refused(ctx context.Context, outcome string) {
-	m.add(ctx, m.refused, 1, "outcome", outcome)
+	m.add(ctx, apiRefusedTotal, 1, "outcome", outcome)
 }
 
 // QueueDepth moves writer_queue_depth by delta.
@@ -150,36 +259,39 @@ func (m *Metrics) QueueDepth(ctx context.Context, delta int64) {
 	m.queueDepth.Add(ctx, delta)
 }
 
-// AllocationLatency records one create's queue-to-commit time in seconds.
-func (m *Metrics) AllocationLatency(ctx context.Context, seconds float64) {
+// CreateLatency records one create call's time in seconds, by the result
+// TxCreate counts it under.
+func (m *Metrics) CreateLatency(ctx context.Context, result string, seconds float64) {
 	if m == nil {
 		return
 	}
-	m.allocLatency.Record(ctx, seconds)
+	m.createLatency.Record(ctx, seconds, m.createResult(result))
 }
 
-// BroadcastLatency records one sendRawTransaction call in seconds.
-func (m *Metrics) BroadcastLatency(ctx context.Context, seconds float64) {
+// Latency records seconds in stage's histogram.
+func (m *Metrics) Latency(ctx context.Context, stage Stage, seconds float64) {
 	if m == nil {
 		return
 	}
-	m.broadcastLat.Record(ctx, seconds)
+	m.stages[stage].Record(ctx, seconds)
 }
 
-// ConfirmationLag records broadcast-to-final time in seconds.
-func (m *Metrics) ConfirmationLag(ctx context.Context, seconds float64) {
+// PendingOldest sets the age in seconds of signer's oldest pending
+// transaction on chain chainID (0 when it has none left).
+func (m *Metrics) PendingOldest(ctx context.Context, chainID uint64, signer string, seconds float64) {
 	if m == nil {
 		return
 	}
-	m.confirmLag.Record(ctx, seconds)
+	m.pendingOldest.Record(ctx, seconds, attrs([]string{"chain_id", strconv.FormatUint(chainID, 10), "signer", signer}))
 }
 
-// PendingOldest sets the oldest pending age in seconds.
-func (m *Metrics) PendingOldest(ctx context.Context, seconds float64) {
+// Shutdown exports what the extra readers have not yet exported and stops
+// them; nothing is recorded afterwards.
+func (m *Metrics) Shutdown(ctx context.Context) error {
 	if m == nil {
-		return
+		return nil
 	}
-	m.pendingOldest.Record(ctx, seconds)
+	return m.provider.Shutdown(ctx)
 }
 
 func (m *Metrics) collect(ctx context.Context) (metricdata.ResourceMetrics, error) {

@@ -120,7 +120,10 @@ func (s *Store) allocate(ctx context.Context, tx pgx.Tx, b txm.AllocationBatch) 
 	// Rolling caps: what each capped principal sent from this signer, read
 	// under the nonce lease, so that concurrent batches cannot both pass.
 	s.queueUsage(read, b, usage)
-	if err := tx.SendBatch(ctx, read).Close(); err != nil {
+	lctx, span := s.metrics.Start(ctx, "allocate.lease")
+	err := tx.SendBatch(lctx, read).Close()
+	span.End()
+	if err != nil {
 		return nil, nil, fmt.Errorf("lease and read: %w", translate(err))
 	}
 	if s.hooks.AfterNonceLease != nil {
@@ -192,7 +195,10 @@ WHERE c.next_nonce <= EXCLUDED.next_nonce`, append(fenceArgs(lease), int64(nonce
 			Exec(rowsInto(&advanced))
 	}
 	write.Queue(releaseSQL, fenceArgs(lease)...).Exec(rowsInto(&released))
-	if err := tx.SendBatch(ctx, write).Close(); err != nil {
+	wctx, span := s.metrics.Start(ctx, "allocate.write")
+	err = tx.SendBatch(wctx, write).Close()
+	span.End()
+	if err != nil {
 		return nil, nil, fmt.Errorf("write allocated: %w", translate(err))
 	}
 	// A write that matched nothing: the lease was lost (fenced), or, for

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/txfence/txfence/shared/config"
 	"github.com/txfence/txfence/shared/logging"
@@ -68,7 +69,25 @@ RETURNING fencing_token, expires_at, (SELECT fencing_token FROM prev)`
 
 // Acquire implements txm.LeaseStore.
 func (s *Leases) Acquire(ctx context.Context, key txm.LeaseKey, owner string) (txm.Lease, txm.AcquireResult, error) {
-	return s.acquire(ctx, s.pool, key, owner)
+	ctx, span := s.metrics.Start(ctx, "lease.acquire")
+	defer span.End()
+	l, result, err := s.acquire(ctx, s.pool, key, owner)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("txfence.scope", string(key.Scope)))
+	}
+	metrics.SetResult(span, leaseResult(result, err), err != nil && !errors.Is(err, txm.ErrLeaseHeld))
+	return l, result, err
+}
+
+// leaseResult is how an acquisition ended, for its span.
+func leaseResult(r txm.AcquireResult, err error) string {
+	switch {
+	case errors.Is(err, txm.ErrLeaseHeld):
+		return "held"
+	case err != nil:
+		return "error"
+	}
+	return string(r)
 }
 
 func (s *Leases) acquire(ctx context.Context, q querier, key txm.LeaseKey, owner string) (txm.Lease, txm.AcquireResult, error) {

@@ -58,7 +58,7 @@ func newInstances(t *testing.T, db *pgtest.DB, n int, cfg config.Lease) []*insta
 	for i := range out {
 		inst := &instance{name: fmt.Sprintf("inst%d", i), pool: pgtest.Pool(t, db.URL), metrics: metrics.New(), logs: &syncBuffer{}}
 		var err error
-		inst.leases, err = NewLeases(inst.pool, cfg, inst.metrics, logging.New(inst.logs, "info"))
+		inst.leases, err = NewLeases(inst.pool, cfg, inst.metrics, logging.New(inst.logs, "info", ""))
 		require.NoError(t, err)
 		out[i] = inst
 	}

@@ -65,16 +65,28 @@ func (s *Store) OpenTxs(ctx context.Context, chainID uint64, signer common.Addre
 }
 
 // OldestPending implements txm.ResubmitStore.
-func (s *Store) OldestPending(ctx context.Context) (time.Duration, error) {
-	var secs *float64
-	err := s.pool.QueryRow(ctx, `
-SELECT extract(epoch FROM clock_timestamp() - min(created_at))::float8 FROM managed_tx
-WHERE state IN ('ALLOCATED', 'TRACKING', 'MINED', 'STUCK')`).Scan(&secs)
+func (s *Store) OldestPending(ctx context.Context) ([]txm.SignerAge, error) {
+	rows, err := s.pool.Query(ctx, `
+SELECT chain_id, signer, extract(epoch FROM clock_timestamp() - min(created_at))::float8 FROM managed_tx
+WHERE state IN ('ALLOCATED', 'TRACKING', 'MINED', 'STUCK')
+GROUP BY chain_id, signer`)
 	if err != nil {
-		return 0, fmt.Errorf("oldest pending: %w", translate(err))
+		return nil, fmt.Errorf("oldest pending: %w", translate(err))
 	}
-	if secs == nil {
-		return 0, nil
+	defer rows.Close()
+	var out []txm.SignerAge
+	for rows.Next() {
+		var chainID int64
+		var signer string
+		var secs float64
+		if err := rows.Scan(&chainID, &signer, &secs); err != nil {
+			return nil, fmt.Errorf("oldest pending: %w", translate(err))
+		}
+		out = append(out, txm.SignerAge{SignerRef: txm.SignerRef{ChainID: uint64(chainID), Signer: common.HexToAddress(signer)},
+			Age: time.Duration(secs * float64(time.Second))})
 	}
-	return time.Duration(*secs * float64(time.Second)), nil
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("oldest pending: %w", translate(err))
+	}
+	return out, nil
 }

@@ -80,6 +80,12 @@ type SignerRef struct {
 	Signer  common.Address
 }
 
+// SignerAge is how long a signer's oldest non-final transaction has waited.
+type SignerAge struct {
+	SignerRef
+	Age time.Duration
+}
+
 // ReceiptStore is the storage the Receipt function and the finality sweep
 // need. Writes are fenced by the signer's chain lease.
 type ReceiptStore interface {
@@ -151,7 +157,7 @@ type ResubmitStore interface {
 	// their attempts, in nonce order, and the database's time, against
 	// which their timestamps are judged.
 	OpenTxs(ctx context.Context, chainID uint64, signer common.Address) (time.Time, []Tracked, error)
-	// OldestPending is the age of the oldest non-final transaction (zero
-	// when there is none), for the pending_oldest_age_seconds gauge.
-	OldestPending(ctx context.Context) (time.Duration, error)
+	// OldestPending is, for each signer with non-final transactions, the
+	// age of its oldest, for the pending_oldest_age_seconds gauge.
+	OldestPending(ctx context.Context) ([]SignerAge, error)
 }

@@ -39,7 +39,7 @@ func main() {
 	verbose := flag.Bool("v", false, "show the function servers' logs")
 	flag.Parse()
 
-	log := logging.New(os.Stderr, "info")
+	log := logging.New(os.Stderr, "info", "")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	start := time.Now()

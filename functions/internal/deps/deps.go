@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"time"
 
 	kmsapi "cloud.google.com/go/kms/apiv1"
 	gpubsub "cloud.google.com/go/pubsub/v2"
@@ -25,6 +26,7 @@ import (
 	"github.com/txfence/txfence/shared/postgres"
 	"github.com/txfence/txfence/shared/pubsub"
 	"github.com/txfence/txfence/shared/stuckpolicy"
+	"github.com/txfence/txfence/shared/telemetry"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -49,8 +51,12 @@ type Process struct {
 	mapCheck checkOnce
 	// PolicyStore is set by Auth.
 	PolicyStore txm.PolicyStore
-	Metrics     *metrics.Metrics
-	Log         *slog.Logger
+	// Metrics are the instruments and the tracer TXFENCE_TELEMETRY asks
+	// for; nil with "none".
+	Metrics *metrics.Metrics
+	Log     *slog.Logger
+
+	telemetry telemetry.Shutdown
 
 	publisher *pubsub.Publisher
 	pubsub    *gpubsub.Client
@@ -89,11 +95,26 @@ func Get(ctx context.Context) (*Process, error) {
 	return p, nil
 }
 
+// Shutdown exports the process's telemetry that is not exported yet (the
+// function server calls it when Cloud Run stops the instance).
+func Shutdown(ctx context.Context) error {
+	mu.Lock()
+	p := proc
+	mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	return p.telemetry(ctx)
+}
+
 // Build connects everything cfg names.
 func Build(ctx context.Context, cfg config.Config) (*Process, error) {
-	log := logging.New(os.Stderr, cfg.LogLevel).With(slog.String("instance", cfg.InstanceID))
-	m := metrics.New()
-	p := &Process{Config: cfg, Chains: map[uint64]*evm.Client{}, Metrics: m, Log: log}
+	log := logging.New(os.Stderr, cfg.LogLevel, cfg.TelemetryProject()).With(slog.String("instance", cfg.InstanceID))
+	m, shutdown, err := telemetry.Setup(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	p := &Process{Config: cfg, Chains: map[uint64]*evm.Client{}, Metrics: m, Log: log, telemetry: shutdown}
 	if err := p.openShards(ctx); err != nil {
 		p.Close()
 		return nil, err
@@ -196,8 +217,13 @@ func ChainOptions(opts evm.Options, fees config.ChainFees) evm.Options {
 	return opts
 }
 
-// Close releases every client.
+// Close releases every client and stops the telemetry exporters.
 func (p *Process) Close() {
+	if p.telemetry != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = p.telemetry(ctx)
+		cancel()
+	}
 	for _, c := range p.Chains {
 		c.Close()
 	}

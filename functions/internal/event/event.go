@@ -12,9 +12,11 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/ethereum/go-ethereum/common"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/txfence/txfence/shared/app"
 	"github.com/txfence/txfence/shared/logging"
+	"github.com/txfence/txfence/shared/metrics"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -72,28 +74,46 @@ func (e *Malformed) Error() string { return "malformed message: " + e.Reason }
 // Functions Framework and Eventarc set to the message's publish time and
 // which stays the same on every redelivery; a prompt without one is
 // retried as before.
-func HandlePrompt(ctx context.Context, e event.Event, log *slog.Logger, name string, handOff time.Duration,
+//
+// Each prompt is the root span of its own trace, named name, whose log
+// lines carry it: a prompt says a signer has work, whichever requests made
+// it (PostgreSQL decides what the work is), so continuing the trace of the
+// request that published it would file one drain under one create among
+// many. The span records the prompt's event id, chain and signer, and how
+// it ended (done, dropped, left_to_sweeps, retry).
+func HandlePrompt(ctx context.Context, e event.Event, m *metrics.Metrics, log *slog.Logger, name string, handOff time.Duration,
 	work func(ctx context.Context, chainID uint64, signer common.Address) (string, error)) error {
+	ctx, span := m.StartRoot(ctx, name)
+	defer span.End()
 	chainID, signer, err := Prompt(e)
 	var bad *Malformed
 	if errors.As(err, &bad) {
+		metrics.SetResult(span, "malformed", false)
 		log.ErrorContext(ctx, "dropping malformed "+name+" prompt", slog.String(logging.KeyEventID, e.ID()), slog.Any("error", err))
 		return nil
+	}
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("txfence.event_id", e.ID()), attribute.Int64("txfence.chain_id", int64(chainID)),
+			attribute.String("txfence.signer", txm.CanonicalAddress(signer)))
 	}
 	summary, err := work(ctx, chainID, signer)
 	attrs := []any{slog.String(logging.KeyEventID, e.ID()), slog.String(logging.KeySigner, txm.CanonicalAddress(signer)), slog.String("result", summary)}
 	switch {
 	case errors.Is(err, app.ErrNotServed):
+		metrics.SetResult(span, "dropped", false)
 		log.ErrorContext(ctx, "dropping "+name+" prompt", append(attrs, slog.Any("error", err))...)
 		return nil
 	case Waiting(err) && !e.Time().IsZero() && time.Since(e.Time()) >= handOff:
+		metrics.SetResult(span, "left_to_sweeps", false)
 		log.InfoContext(ctx, name+" left to the sweeps", append(attrs, slog.Any("error", err),
 			slog.Duration("age", time.Since(e.Time())))...)
 		return nil
 	case err != nil:
+		metrics.SetResult(span, "retry", !Waiting(err))
 		log.WarnContext(ctx, name+" will be retried", append(attrs, slog.Any("error", err))...)
 		return err
 	}
+	metrics.SetResult(span, "done", false)
 	log.InfoContext(ctx, name+" done", attrs...)
 	return nil
 }

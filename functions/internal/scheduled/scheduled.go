@@ -9,15 +9,21 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+
+	"github.com/txfence/txfence/shared/metrics"
 )
 
-// Serve runs job for the request and writes its outcome.
+// Serve runs job for the request and writes its outcome. The job's context
+// carries the trace of the request (Cloud Run's, from traceparent or
+// X-Cloud-Trace-Context), so the job's log lines are filed under the
+// scheduler's call.
 func Serve(w http.ResponseWriter, r *http.Request, log *slog.Logger, name string, job func(ctx context.Context) (any, error)) {
-	stats, err := job(r.Context())
+	ctx := metrics.Extract(r.Context(), r.Header)
+	stats, err := job(ctx)
 	w.Header().Set("Content-Type", "application/json")
 	body := map[string]any{"stats": stats}
 	if err != nil {
-		log.WarnContext(r.Context(), name, slog.Any("stats", stats), slog.Any("error", err))
+		log.WarnContext(ctx, name, slog.Any("stats", stats), slog.Any("error", err))
 		body["error"] = err.Error()
 		w.WriteHeader(http.StatusInternalServerError)
 	}

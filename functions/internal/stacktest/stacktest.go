@@ -6,10 +6,12 @@
 package stacktest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/big"
 	"net/http/httptest"
 	"sync"
@@ -60,6 +62,10 @@ type World struct {
 	WrapSigner func(txm.Signer) txm.Signer
 	// LogTo, when set, receives the nodes' JSON logs (debug level).
 	LogTo io.Writer
+	// Telemetry, when set, builds each node's instruments from its
+	// configuration (telemetry.Setup against a fake of Google's services,
+	// say); otherwise each node gets a metrics.New() of its own.
+	Telemetry func(t *testing.T, cfg config.Config, log *slog.Logger) *metrics.Metrics
 }
 
 // Option changes the world's configuration before nodes are built.
@@ -122,6 +128,7 @@ type Node struct {
 	Create   *app.CreateTx
 	Policies *app.Policies
 	Metrics  *metrics.Metrics
+	Log      *slog.Logger
 	APIURL   string
 }
 
@@ -136,10 +143,13 @@ func (w *World) Node(t *testing.T, name string) *Node {
 	require.NoError(t, err)
 	t.Cleanup(db.Close)
 	pool := db.Pool
-	m := metrics.New()
 	log := logging.Discard()
 	if w.LogTo != nil {
-		log = logging.New(w.LogTo, "debug")
+		log = logging.New(w.LogTo, "debug", cfg.TelemetryProject())
+	}
+	m := metrics.New()
+	if w.Telemetry != nil {
+		m = w.Telemetry(t, cfg, log)
 	}
 	store, err := postgres.NewStoreFromConfig(pool, cfg, m, log)
 	require.NoError(t, err)
@@ -167,7 +177,7 @@ func (w *World) Node(t *testing.T, name string) *Node {
 	leases := &PausableLeases{LeaseStore: store.Leases(), resume: make(chan struct{})}
 	close(leases.resume)
 	chains := map[uint64]txm.Chain{evmtest.ChainID: client}
-	n := &Node{Name: name, Leases: leases, Pool: pool, Store: store, Client: client, Metrics: m}
+	n := &Node{Name: name, Leases: leases, Pool: pool, Store: store, Client: client, Metrics: m, Log: log}
 	n.Drain, err = app.NewDrainSigner(store, leases, chains, signers, relay, cfg, m, log)
 	require.NoError(t, err)
 	n.Receipts, err = app.NewCheckReceipts(store, leases, chains, relay, cfg, m, log)
@@ -324,6 +334,33 @@ func (w *World) stringInts(t testing.TB, q string) map[string]int {
 	}
 	require.NoError(t, rows.Err())
 	return out
+}
+
+// RefuseNextBroadcast makes the next eth_sendRawTransaction fail with the
+// JSON-RPC error a node gives when it refuses a transaction for message
+// (for example "insufficient funds for gas * price + value").
+func (w *World) RefuseNextBroadcast(message string) {
+	w.Proxy.Fail("eth_sendRawTransaction", 1, rpcproxy.Fault{RPCError: &rpcproxy.RPCError{Code: -32000, Message: message}})
+}
+
+// LogBuffer is a log sink (World.LogTo) the nodes' goroutines may write to
+// at once.
+type LogBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *LogBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String is everything written so far.
+func (b *LogBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // WaitFor polls cond until it holds, failing after 20s.

@@ -1,0 +1,61 @@
+package metrics
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestNilRecordsNothing: a nil *Metrics (TXFENCE_TELEMETRY=none) is valid
+// everywhere instruments are used.
+func TestNilRecordsNothing(t *testing.T) {
+	ctx := context.Background()
+	var m *Metrics
+	assert.NotPanics(t, func() {
+		m.LeaseAcquire(ctx, "acquired")
+		m.LeaseFenced(ctx, "op")
+		m.TxCreate(ctx, "created", 1)
+		m.CreateLatency(ctx, "created", 0.1)
+		m.TxSubmit(ctx, "accepted")
+		m.ReceiptCheck(ctx, "mined")
+		m.Reorg(ctx)
+		m.Resubmit(ctx, "prompted")
+		m.Stuck(ctx, "r")
+		m.Refused(ctx, "rate_limited")
+		m.QueueDepth(ctx, 1)
+		for s := Stage(0); s < stageCount; s++ {
+			m.Latency(ctx, s, 1)
+		}
+		m.PendingOldest(ctx, 1, "0xa1", 2)
+		assert.Zero(t, m.Count("reorg_total"))
+		require.NoError(t, m.WritePrometheus(ctx, &strings.Builder{}))
+		require.NoError(t, m.Shutdown(ctx))
+	})
+}
+
+// TestPrometheusText: every instrument renders in the Prometheus text
+// format with its type and labels.
+func TestPrometheusText(t *testing.T) {
+	ctx := context.Background()
+	m := New()
+	m.TxCreate(ctx, "created", 2)
+	m.TxCreate(ctx, "some_new_result", 1)
+	m.QueueDepth(ctx, 3)
+	m.Latency(ctx, StageSubmit, 0.3)
+	m.PendingOldest(ctx, 1337, "0xa1", 12.5)
+	var b strings.Builder
+	require.NoError(t, m.WritePrometheus(ctx, &b))
+	text := b.String()
+	for _, want := range []string{
+		"# TYPE tx_create_total counter\n", `tx_create_total{result="created"} 2` + "\n", `tx_create_total{result="some_new_result"} 1` + "\n",
+		"# TYPE writer_queue_depth gauge\n", "writer_queue_depth 3\n",
+		"# TYPE submit_latency_seconds histogram\n", `submit_latency_seconds_bucket{le="0.5"} 1` + "\n", "submit_latency_seconds_count 1\n",
+		"# TYPE pending_oldest_age_seconds gauge\n", `pending_oldest_age_seconds{chain_id="1337",signer="0xa1"} 12.5` + "\n",
+	} {
+		assert.Contains(t, text, want)
+	}
+	assert.EqualValues(t, 2, m.Count("tx_create_total", "result", "created"))
+}
