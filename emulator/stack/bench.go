@@ -3,13 +3,33 @@ package stack
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/txfence/txfence/shared/pgtest"
 	"github.com/txfence/txfence/shared/postgres"
 )
+
+// BuildTempServer builds the function server into a new temporary
+// directory, as the benchmarks run it, and returns its path and what removes
+// the directory.
+func BuildTempServer(ctx context.Context) (string, func(), error) {
+	tmp, err := os.MkdirTemp("", "txfence-bench-")
+	if err != nil {
+		return "", nil, err
+	}
+	cleanup := func() { _ = os.RemoveAll(tmp) }
+	server := filepath.Join(tmp, "server")
+	fmt.Println("building the function server ...")
+	if err := BuildServer(ctx, server); err != nil {
+		cleanup()
+		return "", nil, err
+	}
+	return server, cleanup, nil
+}
 
 // BuildServer builds the function server binary to path, as the benchmarks
 // run it (stripped, like the image).

@@ -73,16 +73,11 @@ type outcome struct {
 }
 
 func run(ctx context.Context, n, naiveN, conc int, rate float64, profile string) error {
-	tmp, err := os.MkdirTemp("", "txfence-bench-")
+	server, cleanup, err := stack.BuildTempServer(ctx)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmp)
-	server := filepath.Join(tmp, "server")
-	fmt.Println("building the function server ...")
-	if err := stack.BuildServer(ctx, server); err != nil {
-		return err
-	}
+	defer cleanup()
 	fmt.Println("starting PostgreSQL (durable: fsync on, synchronous_commit on) and a simulated chain ...")
 	dbURL, pool, stopDB, err := stack.BenchDatabase(ctx, true)
 	if err != nil {

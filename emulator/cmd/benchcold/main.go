@@ -17,7 +17,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"sort"
 	"syscall"
 	"time"
@@ -38,16 +37,11 @@ func main() {
 }
 
 func run(ctx context.Context, runs int) error {
-	tmp, err := os.MkdirTemp("", "txfence-cold-")
+	server, cleanup, err := stack.BuildTempServer(ctx)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmp)
-	server := filepath.Join(tmp, "server")
-	fmt.Println("building the function server ...")
-	if err := stack.BuildServer(ctx, server); err != nil {
-		return err
-	}
+	defer cleanup()
 	dbURL, _, stopDB, err := stack.BenchDatabase(ctx, false)
 	if err != nil {
 		return err

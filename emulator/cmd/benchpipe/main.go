@@ -29,7 +29,6 @@ import (
 	"math/big"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"slices"
 	"syscall"
 	"time"
@@ -81,16 +80,11 @@ func main() {
 }
 
 func run(ctx context.Context, o options) error {
-	tmp, err := os.MkdirTemp("", "txfence-benchpipe-")
+	server, cleanup, err := stack.BuildTempServer(ctx)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmp)
-	server := filepath.Join(tmp, "server")
-	fmt.Println("building the function server ...")
-	if err := stack.BuildServer(ctx, server); err != nil {
-		return err
-	}
+	defer cleanup()
 	opts := stack.Options{
 		ServerBinary: server, Servers: o.servers, Signers: 1 + o.signers, Durable: true,
 		BlockTime: o.blockTime, Confirmations: o.confirmations,
