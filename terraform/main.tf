@@ -43,7 +43,7 @@ locals {
   # Time budgets the functions work within (TXFENCE_SUBMIT_BUDGET,
   # TXFENCE_FINALITY_BUDGET; both are the shared/config defaults). Request
   # timeouts, ack deadlines and Scheduler deadlines are derived from them.
-  submit_budget_seconds   = 30
+  submit_budget_seconds = 30
   # The finality budget is a little longer than the Scheduler period (a
   # minute), so that the next invocation starts before this one ends and
   # confirmations are never left waiting in a gap between them; while both
