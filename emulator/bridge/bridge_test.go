@@ -536,8 +536,10 @@ func TestBridge_RunReturnsOnCancel(t *testing.T) {
 	}
 	assert.True(t, nacked, "the message was not nacked: %+v", m.Modacks)
 
-	// Nacked, it is available again at once.
-	left, err := e.ps.Pull(context.Background(), sub, 10, 5*time.Second)
+	// Nacked, it is available again. The fake may still hand it to the
+	// bridge's closing stream first, which holds it for one ack deadline
+	// (10s), so wait past that: the point is that it was not lost.
+	left, err := e.ps.Pull(context.Background(), sub, 10, 15*time.Second)
 	require.NoError(t, err)
 	require.Len(t, left, 1)
 	assert.Equal(t, id, left[0].ID)
