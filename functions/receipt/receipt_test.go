@@ -17,6 +17,7 @@ import (
 
 	"github.com/txfence/txfence/emulator/bridge"
 	"github.com/txfence/txfence/functions/internal/stacktest"
+	"github.com/txfence/txfence/shared/app"
 	"github.com/txfence/txfence/shared/config"
 	"github.com/txfence/txfence/shared/evm/rpcproxy"
 	"github.com/txfence/txfence/shared/logging"
@@ -155,4 +156,48 @@ func TestIssue13_FailingReceiptIsDeadLettered(t *testing.T) {
 	assert.Equal(t, 1, s.deadLetters(t, 30*time.Second), "the failing prompt is dead-lettered")
 	assert.EqualValues(t, attempts, s.answers.Load(), "every delivery failed")
 	assert.EqualValues(t, 1, s.b.Stats().DeadLettered)
+}
+
+// TestCheckReceipts_LoadsOnlyWhatCanBeMined: of a signer's transactions in
+// flight, only those below the chain's latest nonce are loaded and looked up
+// (a hot signer has thousands in flight and a block takes a few); the rest
+// are counted as still waiting, so the prompt is retried for them.
+func TestCheckReceipts_LoadsOnlyWhatCanBeMined(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 1)
+	n := w.Node(t, "A")
+	signer := w.Keys[0].Address
+	ctx := context.Background()
+	chainID := stacktest.ChainID().Uint64()
+
+	drain := func(count int) {
+		n.Allocate(t, signer, count)
+		res, err := n.Drain.Execute(ctx, chainID, signer)
+		require.NoError(t, err)
+		require.Equal(t, count, res.Broadcast)
+	}
+	drain(3)
+	w.MineAll(t, signer, 3)
+	drain(4) // in the pool, not mined
+
+	below, waiting, err := n.Store.TrackingBelow(ctx, chainID, signer, 3)
+	require.NoError(t, err)
+	require.Len(t, below, 3)
+	for i, tr := range below {
+		assert.EqualValues(t, i, tr.Tx.Nonce)
+		assert.NotEmpty(t, tr.Attempts, "attempts come with each")
+	}
+	assert.Equal(t, 4, waiting)
+
+	mined, err := n.Receipts.Execute(ctx, chainID, signer)
+	assert.Equal(t, 3, mined)
+	require.ErrorIs(t, err, app.ErrNotMined)
+	assert.Contains(t, err.Error(), "4 of 7")
+	assert.Equal(t, map[string]int{"MINED": 3, "TRACKING": 4}, w.States(t))
+
+	w.MineAll(t, signer, 7)
+	mined, err = n.Receipts.Execute(ctx, chainID, signer)
+	require.NoError(t, err)
+	assert.Equal(t, 4, mined)
+	assert.Equal(t, map[string]int{"MINED": 7}, w.States(t))
 }

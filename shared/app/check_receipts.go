@@ -22,8 +22,8 @@ var ErrNotMined = errors.New("not mined yet")
 // CheckReceipts is the Receipt function's use case. Under the signer's chain
 // lease it asks the chain once for the signer's latest nonce: every TRACKING
 // transaction below it is mined by one of its attempts, so only those are
-// looked up, all their attempts' receipts in one batched call, and written
-// fenced as MINED.
+// loaded and looked up, all their attempts' receipts in one batched call,
+// and written fenced as MINED.
 type CheckReceipts struct {
 	store   txm.ReceiptStore
 	leases  txm.LeaseStore
@@ -71,16 +71,17 @@ func (c *CheckReceipts) check(ctx context.Context, chainID uint64, signer common
 	mined := 0
 	err := withChainLease(ctx, c.leases, key, c.cfg.InstanceID+"/receipt/"+uuid.NewString(), c.cfg.Lease.RenewEvery, c.log,
 		func(l txm.Lease, _ *leaseKeeper) error {
-			tracked, err := c.store.Tracking(ctx, chainID, signer, 0)
-			if err != nil || len(tracked) == 0 {
-				return err
-			}
 			lctx, span := c.metrics.StartClient(ctx, "receipt.lookup")
 			latest, err := chain.LatestNonce(lctx, signer)
 			if err != nil {
 				span.End()
 				c.metrics.ReceiptCheck(ctx, "rpc_error")
 				return fmt.Errorf("latest nonce: %w", err)
+			}
+			tracked, waiting, err := c.store.TrackingBelow(ctx, chainID, signer, latest)
+			if err != nil {
+				span.End()
+				return err
 			}
 			found, err := findReceipts(lctx, chain, tracked, latest)
 			span.End()
@@ -106,9 +107,9 @@ func (c *CheckReceipts) check(ctx context.Context, chainID uint64, signer common
 			// waiting for a lagging node, or another transaction took its
 			// nonce: the finality sweep settles that at depth, and the
 			// prompt's retries are bounded by its subscription.
-			if pending := len(tracked) - len(found); pending > 0 {
+			if pending := len(tracked) + waiting - len(found); pending > 0 {
 				c.metrics.ReceiptCheck(ctx, "not_mined")
-				return fmt.Errorf("%d of %d: %w", pending, len(tracked), ErrNotMined)
+				return fmt.Errorf("%d of %d: %w", pending, len(tracked)+waiting, ErrNotMined)
 			}
 			return nil
 		})

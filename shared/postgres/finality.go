@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -94,6 +95,28 @@ func (s *Store) Tracking(ctx context.Context, chainID uint64, signer common.Addr
 	return s.trackedTxs(ctx, `t.chain_id = $1 AND t.signer = $2 AND t.state IN ('TRACKING', 'STUCK')
     AND EXISTS (SELECT 1 FROM tx_attempt x WHERE x.tx_id = t.id)
     AND t.updated_at <= clock_timestamp() - $3::interval`, 0, int64(chainID), txm.CanonicalAddress(signer), olderThan)
+}
+
+// TrackingBelow implements txm.ReceiptStore. A hot signer may have
+// thousands in flight and only the few in the last block mined: loading
+// every one of them, attempts and raw bytes included, on each receipt
+// prompt held the signer's chain lease for most of a second.
+func (s *Store) TrackingBelow(ctx context.Context, chainID uint64, signer common.Address, nonce uint64) ([]txm.Tracked, int, error) {
+	const open = `t.chain_id = $1 AND t.signer = $2 AND t.state IN ('TRACKING', 'STUCK')
+    AND EXISTS (SELECT 1 FROM tx_attempt x WHERE x.tx_id = t.id)`
+	var waiting int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM managed_tx t WHERE `+open+` AND t.nonce >= $3`,
+		int64(chainID), txm.CanonicalAddress(signer), clampNonce(nonce)).Scan(&waiting); err != nil {
+		return nil, 0, fmt.Errorf("count tracked: %w", translate(err))
+	}
+	below, err := s.trackedTxs(ctx, open+` AND t.nonce < $3`, 0, int64(chainID), txm.CanonicalAddress(signer), clampNonce(nonce))
+	return below, waiting, err
+}
+
+// clampNonce is nonce as a bigint parameter: nonces past its range (which
+// no chain reaches) compare as its maximum.
+func clampNonce(nonce uint64) int64 {
+	return int64(min(nonce, math.MaxInt64))
 }
 
 // MinedTxs implements txm.ReceiptStore.

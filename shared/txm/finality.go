@@ -93,6 +93,10 @@ type ReceiptStore interface {
 	// mined) transactions with all their attempts, in nonce order;
 	// olderThan > 0 limits it to those untouched for at least that long.
 	Tracking(ctx context.Context, chainID uint64, signer common.Address, olderThan time.Duration) ([]Tracked, error)
+	// TrackingBelow returns, like Tracking, those with a nonce below nonce
+	// (the chain's latest: the only ones that can be mined), and counts
+	// the others, which are still waiting.
+	TrackingBelow(ctx context.Context, chainID uint64, signer common.Address, nonce uint64) (below []Tracked, waiting int, err error)
 	// MarkMined writes receipts and moves the transactions to MINED, and
 	// prompts Submit when the signer has ALLOCATED work waiting.
 	MarkMined(ctx context.Context, l Lease, mined []Mined) ([]int64, error)
