@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -37,10 +38,16 @@ func main() {
 	conc := flag.Int("c", 64, "concurrent clients (closed loop)")
 	rate := flag.Float64("rate", 5000, "offered creates/s of the latency scenario (hot signer, 3 processes)")
 	profile := flag.String("profile", "", "a directory: save a 2s CPU profile of the first API process of each scenario there")
+	only := flag.String("only", "", "a regular expression: run only the scenarios whose key (hot1, hot3, naive3, p99, signers1000, ...) matches; the summary line shows 0 for the others")
 	flag.Parse()
+	filter, err := regexp.Compile(*only)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchapi: -only:", err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *n, *naiveN, *conc, *rate, *profile); err != nil {
+	if err := run(ctx, *n, *naiveN, *conc, *rate, *profile, filter); err != nil {
 		fmt.Fprintln(os.Stderr, "benchapi:", err)
 		os.Exit(1)
 	}
@@ -52,6 +59,27 @@ type scenario struct {
 	signers  int     // 1: a hot signer
 	rate     float64 // offered creates/s; 0: closed loop
 	requests int
+}
+
+// key names the scenario for -only: the summary line's names where it has
+// one (hot1, hot3, naive3, p99, signers1000), else signers, mode and
+// processes (naive1, 64batched3, ...).
+func (sc scenario) key() string {
+	w := "hot"
+	if sc.signers > 1 {
+		w = fmt.Sprintf("signers%d", sc.signers)
+	}
+	switch {
+	case sc.rate > 0:
+		return "p99"
+	case sc.signers == 1 && sc.mode == "batched":
+		return fmt.Sprintf("hot%d", sc.procs)
+	case sc.signers == 1:
+		return fmt.Sprintf("naive%d", sc.procs)
+	case sc.signers == 1000:
+		return w
+	}
+	return fmt.Sprintf("%s%s%d", w, sc.mode, sc.procs)
 }
 
 func (sc scenario) name() string {
@@ -72,7 +100,7 @@ type outcome struct {
 	perCommit float64 // creates per committed database transaction
 }
 
-func run(ctx context.Context, n, naiveN, conc int, rate float64, profile string) error {
+func run(ctx context.Context, n, naiveN, conc int, rate float64, profile string, only *regexp.Regexp) error {
 	server, cleanup, err := stack.BuildTempServer(ctx)
 	if err != nil {
 		return err
@@ -111,6 +139,9 @@ func run(ctx context.Context, n, naiveN, conc int, rate float64, profile string)
 	got := map[scenario]outcome{}
 	baseline := map[string]float64{}
 	for _, sc := range scenarios {
+		if !only.MatchString(sc.key()) {
+			continue
+		}
 		if _, err := pool.Exec(ctx, `TRUNCATE managed_tx, tx_attempt, tx_history, outbox, tx_completion, signer_nonce_cursor, signer_lease CASCADE`); err != nil {
 			return err
 		}
