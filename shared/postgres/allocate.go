@@ -41,8 +41,16 @@ FROM signer_nonce_cursor WHERE chain_id = $1 AND signer = $2`,
 	return c, nil
 }
 
-// Allocate implements txm.Allocator. Batches take their nonce leases in
-// (chain, signer) order, so allocators that share signers cannot deadlock.
+// Allocate implements txm.Allocator, in one transaction of two round trips
+// whatever the number of signers: the first takes every signer's nonce
+// lease (their row locks serialize allocators for those signers across
+// every instance until the transaction ends) and reads their cursors, the
+// request ids that exist and the capped principals' usage; the second
+// writes every signer's rows, usage, submit prompt and cursor and releases
+// the leases. Every write is fenced. Leases are taken in (chain, signer)
+// order, so allocators that share signers cannot deadlock. A batch spread
+// over many signers used to make two round trips per signer while it held
+// the locks of the ones before.
 func (s *Store) Allocate(ctx context.Context, batches []txm.AllocationBatch) ([][]txm.Created, []int64, error) {
 	order := make([]int, len(batches))
 	for i := range order {
@@ -58,17 +66,52 @@ func (s *Store) Allocate(ctx context.Context, batches []txm.AllocationBatch) ([]
 	results := make([][]txm.Created, len(batches))
 	var outbox []int64
 	err := WithTx(ctx, s.pool, func(tx pgx.Tx) error {
+		parts := make([]*signerAllocation, 0, len(order))
 		for _, i := range order {
-			b := batches[i]
-			if len(b.Requests) == 0 {
-				continue
+			if len(batches[i].Requests) > 0 {
+				parts = append(parts, &signerAllocation{index: i, b: batches[i]})
 			}
-			res, ids, err := s.allocate(ctx, tx, b)
-			if err != nil {
-				return fmt.Errorf("allocate %d for %s: %w", len(b.Requests), txm.CanonicalAddress(b.Signer), err)
+		}
+		if len(parts) == 0 {
+			return nil
+		}
+		read := &pgx.Batch{}
+		for _, p := range parts {
+			s.queueRead(ctx, read, p)
+		}
+		lctx, span := s.metrics.Start(ctx, "allocate.lease")
+		err := tx.SendBatch(lctx, read).Close()
+		span.End()
+		if err != nil {
+			return fmt.Errorf("lease and read: %w", translate(err))
+		}
+		if s.hooks.AfterNonceLease != nil {
+			if err := s.hooks.AfterNonceLease(); err != nil {
+				return err
 			}
-			results[i] = res
-			outbox = append(outbox, ids...)
+		}
+
+		write := &pgx.Batch{}
+		for _, p := range parts {
+			if err := p.assign(); err != nil {
+				return err
+			}
+			s.queueWrite(write, p)
+		}
+		wctx, span := s.metrics.Start(ctx, "allocate.write")
+		err = tx.SendBatch(wctx, write).Close()
+		span.End()
+		if err != nil {
+			return fmt.Errorf("write allocated: %w", translate(err))
+		}
+		for _, p := range parts {
+			if err := s.checkWritten(ctx, tx, p); err != nil {
+				return fmt.Errorf("allocate %d for %s: %w", len(p.b.Requests), txm.CanonicalAddress(p.b.Signer), err)
+			}
+			results[p.index] = p.results
+			if len(p.fresh) > 0 {
+				outbox = append(outbox, p.outboxID)
+			}
 		}
 		return nil
 	})
@@ -78,31 +121,41 @@ func (s *Store) Allocate(ctx context.Context, batches []txm.AllocationBatch) ([]
 	return results, outbox, nil
 }
 
-// allocate writes one signer's part of a batch in two round trips: the
-// first takes the nonce lease (its row lock serializes allocators for this
-// signer across every instance until the transaction ends) and reads the
-// cursor, the request ids that exist and the capped principals' usage; the
-// second writes the rows, the usage, the submit prompt and the cursor and
-// releases the lease. Every write is fenced; the round trips are what the
-// signer's lock is held for, with the commit.
-func (s *Store) allocate(ctx context.Context, tx pgx.Tx, b txm.AllocationBatch) ([]txm.Created, []int64, error) {
-	key := txm.LeaseKey{ChainID: b.ChainID, Signer: b.Signer, Scope: txm.ScopeNonce}
-	chainID, signer := int64(b.ChainID), txm.CanonicalAddress(b.Signer)
+// signerAllocation is one signer's part of an allocation transaction: what
+// its reads found, the nonces it assigns, and what its writes did.
+type signerAllocation struct {
+	index    int // in Allocate's batches
+	b        txm.AllocationBatch
+	lease    txm.Lease
+	cur      txm.CursorState
+	existing map[string]*txm.Tx
+	usage    map[string]txm.Usage
 
-	var (
-		lease    txm.Lease
-		cur      txm.CursorState
-		existing = map[string]*txm.Tx{}
-		usage    = map[string]txm.Usage{}
-	)
-	read := &pgx.Batch{}
-	// Waiting here behind other instances' allocations is the designed
-	// queue, bounded by statement_timeout and the request's context, not a
-	// stuck lock: lock_timeout is lifted for this one statement.
+	results []txm.Created
+	fresh   []*txm.Tx
+	next    uint64 // the cursor after fresh
+
+	inserted, advanced, released int64 // rows each write affected; -1 when not sent
+	outboxID                     int64
+}
+
+// queueRead queues taking p's nonce lease and reading its cursor, the
+// request ids that exist (the idempotency re-check under the lease:
+// request ids that exist now are answered from the existing row and take
+// no nonce) and its capped principals' usage (read under the lease, so
+// that concurrent batches cannot both pass a cap).
+func (s *Store) queueRead(ctx context.Context, read *pgx.Batch, p *signerAllocation) {
+	p.existing, p.usage = map[string]*txm.Tx{}, map[string]txm.Usage{}
+	key := txm.LeaseKey{ChainID: p.b.ChainID, Signer: p.b.Signer, Scope: txm.ScopeNonce}
+	// Waiting for the lease behind other instances' allocations is the
+	// designed queue, bounded by statement_timeout and the request's
+	// context, not a stuck lock: lock_timeout is lifted for that one
+	// statement.
 	read.Queue(`SET LOCAL lock_timeout = 0`)
-	s.leases.queueAcquire(ctx, read, key, b.Owner, &lease)
+	s.leases.queueAcquire(ctx, read, key, p.b.Owner, &p.lease)
 	read.Queue(`SET LOCAL lock_timeout TO DEFAULT`)
-	read.Queue(`SELECT next_nonce FROM signer_nonce_cursor WHERE chain_id = $1 AND signer = $2`, chainID, signer).
+	read.Queue(`SELECT next_nonce FROM signer_nonce_cursor WHERE chain_id = $1 AND signer = $2`,
+		int64(p.b.ChainID), txm.CanonicalAddress(p.b.Signer)).
 		QueryRow(func(row pgx.Row) error {
 			var next int64
 			switch err := row.Scan(&next); {
@@ -110,76 +163,68 @@ func (s *Store) allocate(ctx context.Context, tx pgx.Tx, b txm.AllocationBatch) 
 			case err != nil:
 				return fmt.Errorf("read cursor: %w", translate(err))
 			default:
-				cur.Exists, cur.Next = true, uint64(next)
+				p.cur.Exists, p.cur.Next = true, uint64(next)
 			}
 			return nil
 		})
-	// Idempotency re-check under the lease: request ids that exist now are
-	// answered from the existing row and take no nonce.
-	s.queueExisting(read, b, existing)
-	// Rolling caps: what each capped principal sent from this signer, read
-	// under the nonce lease, so that concurrent batches cannot both pass.
-	s.queueUsage(read, b, usage)
-	lctx, span := s.metrics.Start(ctx, "allocate.lease")
-	err := tx.SendBatch(lctx, read).Close()
-	span.End()
-	if err != nil {
-		return nil, nil, fmt.Errorf("lease and read: %w", translate(err))
-	}
-	if s.hooks.AfterNonceLease != nil {
-		if err := s.hooks.AfterNonceLease(); err != nil {
-			return nil, nil, err
-		}
-	}
+	s.queueExisting(read, p.b, p.existing)
+	s.queueUsage(read, p.b, p.usage)
+}
 
-	nonce := txm.NextNonce(cur, b.ChainPending)
-	results := make([]txm.Created, len(b.Requests))
-	var fresh []*txm.Tx
-	for i, r := range b.Requests {
+// assign answers p's requests: replays from the rows that exist, refusals
+// of capped principals past their caps, and nonces in order for the rest.
+func (p *signerAllocation) assign() error {
+	nonce := txm.NextNonce(p.cur, p.b.ChainPending)
+	p.results = make([]txm.Created, len(p.b.Requests))
+	for i, r := range p.b.Requests {
 		fp := r.Fingerprint()
 		if r.RequestID != "" {
-			if e, ok := existing[r.RequestID]; ok {
-				results[i] = txm.Resolve(e, fp)
+			if e, ok := p.existing[r.RequestID]; ok {
+				p.results[i] = txm.Resolve(e, fp)
 				continue
 			}
 		}
-		if pol, capped := b.Caps[r.Principal]; capped {
-			u := usage[r.Principal]
+		if pol, capped := p.b.Caps[r.Principal]; capped {
+			u := p.usage[r.Principal]
 			if err := pol.CheckUsage(r, u); err != nil {
-				results[i] = txm.Created{Outcome: txm.OutcomeRefused, Refusal: err}
+				p.results[i] = txm.Created{Outcome: txm.OutcomeRefused, Refusal: err}
 				continue
 			}
-			usage[r.Principal] = u.Add(r.Value)
+			p.usage[r.Principal] = u.Add(r.Value)
 		}
 		id := ""
-		if i < len(b.TxIDs) {
-			id = b.TxIDs[i]
+		if i < len(p.b.TxIDs) {
+			id = p.b.TxIDs[i]
 		}
 		if id == "" {
 			u, err := uuid.NewV7()
 			if err != nil {
-				return nil, nil, fmt.Errorf("new tx id: %w", err)
+				return fmt.Errorf("new tx id: %w", err)
 			}
 			id = u.String()
 		}
 		t := &txm.Tx{ID: id, Request: *r, Nonce: nonce, Fingerprint: fp, State: txm.StateAllocated}
 		nonce++
-		fresh = append(fresh, t)
-		results[i] = txm.Created{Outcome: txm.OutcomeCreated, Tx: t}
+		p.fresh = append(p.fresh, t)
+		p.results[i] = txm.Created{Outcome: txm.OutcomeCreated, Tx: t}
 		if r.RequestID != "" {
-			existing[r.RequestID] = t // a later duplicate in this batch replays this one
+			p.existing[r.RequestID] = t // a later duplicate in this batch replays this one
 		}
 	}
+	p.next = nonce
+	return nil
+}
 
-	write := &pgx.Batch{}
-	var inserted, advanced, released int64 = -1, -1, -1
-	var outboxID int64
-	if len(fresh) > 0 {
-		queueInsertAllocated(write, lease, fresh, &inserted)
-		s.queueRecordUsage(write, b, fresh)
-		queueOutbox(write, s.topics.Submit, lease.Key, &outboxID)
+// queueWrite queues p's rows, usage, submit prompt and cursor, all fenced,
+// and the release of its lease.
+func (s *Store) queueWrite(write *pgx.Batch, p *signerAllocation) {
+	p.inserted, p.advanced, p.released = -1, -1, -1
+	if len(p.fresh) > 0 {
+		queueInsertAllocated(write, p.lease, p.fresh, &p.inserted)
+		s.queueRecordUsage(write, p.b, p.fresh)
+		queueOutbox(write, s.topics.Submit, p.lease.Key, &p.outboxID)
 	}
-	if len(fresh) > 0 || b.ChainPending != nil {
+	if len(p.fresh) > 0 || p.b.ChainPending != nil {
 		// Last, and fenced: if the lease lapsed while the batch ran, this
 		// matches nothing and the whole transaction rolls back.
 		write.Queue(`
@@ -191,52 +236,47 @@ SET next_nonce = EXCLUDED.next_nonce,
     chain_synced_at = coalesce(EXCLUDED.chain_synced_at, c.chain_synced_at),
     fencing_token = EXCLUDED.fencing_token,
     updated_at = clock_timestamp()
-WHERE c.next_nonce <= EXCLUDED.next_nonce`, append(fenceArgs(lease), int64(nonce), b.ChainPending != nil)...).
-			Exec(rowsInto(&advanced))
+WHERE c.next_nonce <= EXCLUDED.next_nonce`, append(fenceArgs(p.lease), int64(p.next), p.b.ChainPending != nil)...).
+			Exec(rowsInto(&p.advanced))
 	}
-	write.Queue(releaseSQL, fenceArgs(lease)...).Exec(rowsInto(&released))
-	wctx, span := s.metrics.Start(ctx, "allocate.write")
-	err = tx.SendBatch(wctx, write).Close()
-	span.End()
-	if err != nil {
-		return nil, nil, fmt.Errorf("write allocated: %w", translate(err))
-	}
-	// A write that matched nothing: the lease was lost (fenced), or, for
-	// the cursor, it would have moved backwards.
+	write.Queue(releaseSQL, fenceArgs(p.lease)...).Exec(rowsInto(&p.released))
+}
+
+// checkWritten fails when one of p's writes matched nothing: the lease was
+// lost (fenced), or, for the cursor, it would have moved backwards.
+func (s *Store) checkWritten(ctx context.Context, tx pgx.Tx, p *signerAllocation) error {
 	op := ""
 	switch {
-	case inserted >= 0 && inserted != int64(len(fresh)):
+	case p.inserted >= 0 && p.inserted != int64(len(p.fresh)):
 		op = "allocate_insert"
-	case advanced == 0:
+	case p.advanced == 0:
 		op = "allocate_cursor"
-	case released == 0:
+	case p.released == 0:
 		op = "lease_release"
 	}
 	if op != "" {
-		if err := s.leases.check(ctx, tx, lease, op, ""); err != nil {
-			return nil, nil, err // fenced
+		if err := s.leases.check(ctx, tx, p.lease, op, ""); err != nil {
+			return err // fenced
 		}
 		switch op {
 		case "allocate_insert":
-			return nil, nil, fmt.Errorf("insert allocated: %d of %d rows written", inserted, len(fresh))
+			return fmt.Errorf("insert allocated: %d of %d rows written", p.inserted, len(p.fresh))
 		case "allocate_cursor":
-			return nil, nil, fmt.Errorf("advance cursor to %d: it would move backwards", nonce)
+			return fmt.Errorf("advance cursor to %d: it would move backwards", p.next)
 		default:
-			return nil, nil, s.leases.fenced(ctx, lease, op, "")
+			return s.leases.fenced(ctx, p.lease, op, "")
 		}
 	}
-	var outbox []int64
-	if len(fresh) > 0 {
-		outbox = append(outbox, outboxID)
-		ids := make([]string, len(fresh))
-		for i, t := range fresh {
+	if len(p.fresh) > 0 {
+		ids := make([]string, len(p.fresh))
+		for i, t := range p.fresh {
 			ids[i] = t.ID
 		}
-		s.log.DebugContext(ctx, "allocated", slog.String(logging.KeySigner, signer), slog.String(logging.KeyOwner, lease.Owner),
-			slog.Int64(logging.KeyToken, lease.Token), slog.Uint64(logging.KeyNonce, fresh[0].Nonce), slog.Int("count", len(fresh)),
-			slog.Any(logging.KeyTxID, ids))
+		s.log.DebugContext(ctx, "allocated", slog.String(logging.KeySigner, txm.CanonicalAddress(p.b.Signer)),
+			slog.String(logging.KeyOwner, p.lease.Owner), slog.Int64(logging.KeyToken, p.lease.Token),
+			slog.Uint64(logging.KeyNonce, p.fresh[0].Nonce), slog.Int("count", len(p.fresh)), slog.Any(logging.KeyTxID, ids))
 	}
-	return results, outbox, nil
+	return nil
 }
 
 // rowsInto is a batch callback that stores the rows a statement affected.
