@@ -375,3 +375,58 @@ func cursorOf(t testing.TB, w *stacktest.World, signer common.Address) int64 {
 		txm.CanonicalAddress(signer)).Scan(&n))
 	return n
 }
+
+// TestDrainSigner_KeepsTheLeaseUntilWanted: a hot signer's drain keeps the
+// signer's chain lease past drainHold while nobody else asks for it (it
+// used to hand it on every half second and lose most of its broadcast
+// rate), and lets it go soon after a waiting invocation marks it wanted.
+func TestDrainSigner_KeepsTheLeaseUntilWanted(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 1)
+	n := w.Node(t, "A")
+	signer := w.Keys[0].Address
+	chainID := stacktest.ChainID().Uint64()
+	ctx := context.Background()
+	const count = 8 * 64 // eight batches, each held up 100ms: longer than drainHold
+	persisted := make(chan struct{}, count)
+	n.Drain.SetHooks(app.SubmitHooks{AfterPersist: func() { persisted <- struct{}{}; time.Sleep(100 * time.Millisecond) }})
+
+	n.Allocate(t, signer, count)
+	start := time.Now()
+	res, err := n.Drain.Execute(ctx, chainID, signer)
+	require.NoError(t, err)
+	t.Logf("alone: %+v in %s", res, time.Since(start).Round(time.Millisecond))
+	assert.False(t, res.Yielded, "nobody waited: the drain kept the lease")
+	assert.Equal(t, count, res.Broadcast)
+	assert.Equal(t, map[string]int{"TRACKING": count}, w.States(t))
+
+	// Again, with another invocation waiting for the lease.
+	for len(persisted) > 0 {
+		<-persisted
+	}
+	n.Allocate(t, signer, count)
+	done := make(chan app.DrainResult, 1)
+	go func() {
+		res, err := n.Drain.Execute(ctx, chainID, signer)
+		assert.NoError(t, err)
+		done <- res
+	}()
+	<-persisted
+	key := txm.LeaseKey{ChainID: chainID, Signer: signer, Scope: txm.ScopeChain}
+	_, _, err = n.Leases.Acquire(ctx, key, "waiter")
+	require.ErrorIs(t, err, txm.ErrLeaseHeld)
+	require.NoError(t, n.Leases.Want(ctx, key, "waiter"))
+	var l txm.Lease
+	stacktest.WaitFor(t, "the drain to let the lease go", func() bool {
+		l, _, err = n.Leases.Acquire(ctx, key, "waiter")
+		return err == nil
+	})
+	wanted, err := n.Leases.Wanted(ctx, l)
+	require.NoError(t, err)
+	assert.False(t, wanted, "taking the lease clears the mark")
+	require.NoError(t, n.Leases.Release(ctx, l))
+	res = <-done
+	t.Logf("wanted: %+v", res)
+	assert.True(t, res.Yielded, "it yielded and prompted Submit again")
+	assert.Less(t, res.Broadcast, count, "it yielded with work left")
+}

@@ -82,11 +82,13 @@ type DrainResult struct {
 // drainBatch bounds how many transactions are signed and persisted together.
 const drainBatch = 64
 
-// drainHold is how long a drain keeps the signer's chain lease while work
-// remains. Then it prompts Submit again and lets the lease go, so that the
-// signer's receipts and confirmations, which wait for the same lease (up to
-// chainLeaseWait), are not held up behind a hot signer's drain for the
-// whole submit budget.
+// drainHold is how long a drain keeps the signer's chain lease, while work
+// remains, once another invocation marked it wanted. Then it prompts
+// Submit again and lets the lease go, so that the signer's receipts and
+// confirmations, which wait for the same lease (up to chainLeaseWait), are
+// not held up behind a hot signer's drain for the whole submit budget.
+// Nobody waiting, it drains on until the budget: handing the lease on
+// every drainHold regardless cost a hot signer most of its broadcast rate.
 const drainHold = chainLeaseWait / 2
 
 // ErrNotServed means this deployment has no chain or no key for the
@@ -136,11 +138,19 @@ func (d *DrainSigner) drain(ctx context.Context, chainID uint64, signer common.A
 			return err
 		}
 		start := time.Now()
-		for time.Since(start) < d.cfg.SubmitBudget {
+		for {
 			if err := keeper.Lost(); err != nil {
 				return err
 			}
-			if time.Since(start) >= drainHold {
+			yield := time.Since(start) >= d.cfg.SubmitBudget
+			if !yield && time.Since(start) >= drainHold {
+				wanted, err := d.leases.Wanted(ctx, lease)
+				if err != nil {
+					return err
+				}
+				yield = wanted
+			}
+			if yield {
 				res.Yielded = true
 				ids, err := d.store.PromptSubmit(ctx, key)
 				if err != nil {
@@ -170,7 +180,6 @@ func (d *DrainSigner) drain(ctx context.Context, chainID uint64, signer common.A
 				return err
 			}
 		}
-		return nil
 	})
 	return res, err
 }

@@ -67,7 +67,8 @@ func (k *leaseKeeper) Stop() {
 // chainLeaseWait is how long an invocation waits for a signer's chain
 // lease that another holds before giving up with ErrNoLease. Submit,
 // Receipt and the sweeps share the lease and each holds it briefly (a
-// drain yields it after drainHold), so a short wait usually gets it: failing
+// drain that is told the lease is wanted yields it after drainHold), so a
+// short wait usually gets it: failing
 // at once sent the prompt back to Pub/Sub's growing backoff, and under load
 // a hot signer's receipts and confirmations waited seconds for nothing.
 const chainLeaseWait = time.Second
@@ -97,14 +98,21 @@ func withChainLease(ctx context.Context, leases txm.LeaseStore, key txm.LeaseKey
 }
 
 // acquireWaiting acquires key's lease, asking again while another holds it
-// until wait has passed (the last answer is returned) or ctx ends.
+// until wait has passed (the last answer is returned) or ctx ends. Once
+// refused it marks the lease wanted, so that a holder that would keep it
+// (a hot signer's drain) lets it go.
 func acquireWaiting(ctx context.Context, leases txm.LeaseStore, key txm.LeaseKey, owner string, wait time.Duration) (txm.Lease, error) {
 	deadline := time.Now().Add(wait)
 	pause := 5 * time.Millisecond
-	for {
+	for first := true; ; first = false {
 		l, _, err := leases.Acquire(ctx, key, owner)
 		if !errors.Is(err, txm.ErrLeaseHeld) || time.Now().Add(pause).After(deadline) {
 			return l, err
+		}
+		if first {
+			if err := leases.Want(ctx, key, owner); err != nil {
+				return l, err
+			}
 		}
 		t := time.NewTimer(pause)
 		select {

@@ -62,7 +62,8 @@ SET owner = EXCLUDED.owner,
         WHEN l.owner = EXCLUDED.owner AND l.expires_at > clock_timestamp() THEN l.fencing_token
         ELSE l.fencing_token + 1 END,
     expires_at = clock_timestamp() + $5::interval,
-    updated_at = clock_timestamp()
+    updated_at = clock_timestamp(),
+    wanted_at = NULL
 WHERE (l.owner = EXCLUDED.owner AND l.expires_at > clock_timestamp())
    OR l.expires_at <= clock_timestamp() - $6::interval
 RETURNING fencing_token, expires_at, (SELECT fencing_token FROM prev)`
@@ -190,6 +191,33 @@ func (s *Leases) release(ctx context.Context, q querier, l txm.Lease) error {
 		return s.fenced(ctx, l, "lease_release", "")
 	}
 	return nil
+}
+
+// Want implements txm.LeaseStore. It writes only the first mark.
+func (s *Leases) Want(ctx context.Context, key txm.LeaseKey, owner string) error {
+	_, err := s.pool.Exec(ctx, `
+UPDATE signer_lease SET wanted_at = clock_timestamp()
+WHERE chain_id = $1 AND signer = $2 AND scope = $3 AND owner <> $4 AND wanted_at IS NULL`,
+		int64(key.ChainID), txm.CanonicalAddress(key.Signer), string(key.Scope), owner)
+	if err != nil {
+		return fmt.Errorf("want lease %s: %w", key, translate(err))
+	}
+	return nil
+}
+
+// Wanted implements txm.LeaseStore.
+func (s *Leases) Wanted(ctx context.Context, l txm.Lease) (bool, error) {
+	var wanted bool
+	err := s.pool.QueryRow(ctx, `
+SELECT wanted_at IS NOT NULL FROM signer_lease
+WHERE chain_id = $1 AND signer = $2 AND scope = $3 AND owner = $4 AND fencing_token = $5`, fenceArgs(l)...).Scan(&wanted)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("lease %s wanted: %w", l.Key, translate(err))
+	}
+	return wanted, nil
 }
 
 // Check implements txm.LeaseStore.

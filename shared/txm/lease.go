@@ -75,4 +75,10 @@ type LeaseStore interface {
 	// Check returns nil when l is still current by database time, ErrFenced
 	// otherwise. Callers check before a side effect outside the database.
 	Check(ctx context.Context, l Lease) error
+	// Want marks key's lease, while another owner than owner holds it, as
+	// wanted by someone who waits for it.
+	Want(ctx context.Context, key LeaseKey, owner string) error
+	// Wanted reports whether l's lease was marked wanted since it was
+	// taken. A lease that is no longer l's reports false.
+	Wanted(ctx context.Context, l Lease) (bool, error)
 }
