@@ -22,6 +22,7 @@ import (
 	"github.com/txfence/txfence/shared/evm/rpcproxy"
 	"github.com/txfence/txfence/shared/logging"
 	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/shared/txm"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -200,4 +201,57 @@ func TestCheckReceipts_LoadsOnlyWhatCanBeMined(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 4, mined)
 	assert.Equal(t, map[string]int{"MINED": 7}, w.States(t))
+}
+
+// TestCheckReceipts_LeaseOnlyToWrite: the lookups need no lease. A check
+// that finds nothing mined leaves the signer's chain lease alone (another
+// holds it: the check neither waits nor marks it wanted), and a receipt
+// written by another check between this one's lookup and its write is
+// left as it is, without an error.
+func TestCheckReceipts_LeaseOnlyToWrite(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 1)
+	a, b := w.Node(t, "A"), w.Node(t, "B")
+	signer := w.Keys[0].Address
+	ctx := context.Background()
+	chainID := stacktest.ChainID().Uint64()
+	a.Allocate(t, signer, 2)
+	res, err := a.Drain.Execute(ctx, chainID, signer)
+	require.NoError(t, err)
+	require.Equal(t, 2, res.Broadcast)
+
+	key := txm.LeaseKey{ChainID: chainID, Signer: signer, Scope: txm.ScopeChain}
+	held, _, err := a.Leases.Acquire(ctx, key, "holder")
+	require.NoError(t, err)
+	_, err = b.Receipts.Execute(ctx, chainID, signer)
+	require.ErrorIs(t, err, app.ErrNotMined)
+	assert.NotErrorIs(t, err, app.ErrNoLease)
+	wanted, err := a.Leases.Wanted(ctx, held)
+	require.NoError(t, err)
+	assert.False(t, wanted, "a check with nothing to write does not ask for the lease")
+	require.NoError(t, a.Leases.Release(ctx, held))
+
+	// Both mined; A looks them up, B writes them first, then A writes.
+	w.MineAll(t, signer, 2)
+	below, _, err := a.Store.TrackingBelow(ctx, chainID, signer, 2)
+	require.NoError(t, err)
+	require.Len(t, below, 2)
+	mined, err := b.Receipts.Execute(ctx, chainID, signer)
+	require.NoError(t, err)
+	require.Equal(t, 2, mined)
+	l, _, err := a.Leases.Acquire(ctx, key, "late")
+	require.NoError(t, err)
+	var found []txm.Mined
+	for _, tr := range below {
+		r, err := w.Chain.Backend.Client().TransactionReceipt(ctx, tr.Attempts[0].Hash)
+		require.NoError(t, err)
+		found = append(found, txm.Mined{TxID: tr.Tx.ID, AttemptNo: tr.Attempts[0].No, Receipt: txm.Receipt{
+			BlockNumber: r.BlockNumber.Uint64(), BlockHash: r.BlockHash, Status: r.Status, GasUsed: r.GasUsed, EffectiveGasPrice: r.EffectiveGasPrice}})
+	}
+	_, err = a.Store.MarkMined(ctx, l, found)
+	require.NoError(t, err, "already MINED: left as it is")
+	assert.Equal(t, map[string]int{"MINED": 2}, w.States(t))
+	var history int
+	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM tx_history WHERE to_state = 'MINED'`).Scan(&history))
+	assert.Equal(t, 2, history, "one MINED entry per transaction")
 }

@@ -19,11 +19,11 @@ import (
 // receipt yet; the prompt should be retried with backoff.
 var ErrNotMined = errors.New("not mined yet")
 
-// CheckReceipts is the Receipt function's use case. Under the signer's chain
-// lease it asks the chain once for the signer's latest nonce: every TRACKING
-// transaction below it is mined by one of its attempts, so only those are
-// loaded and looked up, all their attempts' receipts in one batched call,
-// and written fenced as MINED.
+// CheckReceipts is the Receipt function's use case. It asks the chain once
+// for the signer's latest nonce: every TRACKING transaction below it is
+// mined by one of its attempts, so only those are loaded and looked up, all
+// their attempts' receipts in batched calls, and what was found is written
+// as MINED under the signer's chain lease, fenced.
 type CheckReceipts struct {
 	store   txm.ReceiptStore
 	leases  txm.LeaseStore
@@ -61,35 +61,40 @@ func (c *CheckReceipts) Execute(ctx context.Context, chainID uint64, signer comm
 	return total, err
 }
 
-// check is one round of Execute.
+// check is one round of Execute. The lookups are reads and need no lease:
+// only the write of what was found is made under the signer's chain lease
+// (fenced, and guarded by state, so a transaction that another check
+// marked meanwhile, or that left TRACKING, is left alone). A check that
+// finds nothing mined, as most do between blocks, never takes the lease:
+// taking it each time made a hot signer's drain hand the lease on for
+// nothing.
 func (c *CheckReceipts) check(ctx context.Context, chainID uint64, signer common.Address) (int, error) {
 	chain, ok := c.chains[chainID]
 	if !ok {
 		return 0, fmt.Errorf("check receipts: chain %d: %w", chainID, ErrNotServed)
 	}
-	key := txm.LeaseKey{ChainID: chainID, Signer: signer, Scope: txm.ScopeChain}
-	mined := 0
-	err := withChainLease(ctx, c.leases, key, c.cfg.InstanceID+"/receipt/"+uuid.NewString(), c.cfg.Lease.RenewEvery, c.log,
-		func(l txm.Lease, _ *leaseKeeper) error {
-			lctx, span := c.metrics.StartClient(ctx, "receipt.lookup")
-			latest, err := chain.LatestNonce(lctx, signer)
-			if err != nil {
-				span.End()
-				c.metrics.ReceiptCheck(ctx, "rpc_error")
-				return fmt.Errorf("latest nonce: %w", err)
-			}
-			tracked, waiting, err := c.store.TrackingBelow(ctx, chainID, signer, latest)
-			if err != nil {
-				span.End()
-				return err
-			}
-			found, err := findReceipts(lctx, chain, tracked, latest)
-			span.End()
-			if err != nil {
-				c.metrics.ReceiptCheck(ctx, "rpc_error")
-				return err
-			}
-			if len(found) > 0 {
+	lctx, span := c.metrics.StartClient(ctx, "receipt.lookup")
+	latest, err := chain.LatestNonce(lctx, signer)
+	if err != nil {
+		span.End()
+		c.metrics.ReceiptCheck(ctx, "rpc_error")
+		return 0, fmt.Errorf("latest nonce: %w", err)
+	}
+	tracked, waiting, err := c.store.TrackingBelow(ctx, chainID, signer, latest)
+	if err != nil {
+		span.End()
+		return 0, err
+	}
+	found, err := findReceipts(lctx, chain, tracked, latest)
+	span.End()
+	if err != nil {
+		c.metrics.ReceiptCheck(ctx, "rpc_error")
+		return 0, err
+	}
+	if len(found) > 0 {
+		key := txm.LeaseKey{ChainID: chainID, Signer: signer, Scope: txm.ScopeChain}
+		err := withChainLease(ctx, c.leases, key, c.cfg.InstanceID+"/receipt/"+uuid.NewString(), c.cfg.Lease.RenewEvery, c.log,
+			func(l txm.Lease, _ *leaseKeeper) error {
 				pctx, span := c.metrics.Start(ctx, "receipt.persist")
 				ids, err := c.store.MarkMined(pctx, l, found)
 				span.End()
@@ -98,22 +103,24 @@ func (c *CheckReceipts) check(ctx context.Context, chainID uint64, signer common
 				}
 				recordReceiptLatency(ctx, c.metrics, tracked, found)
 				c.relay.Publish(ctx, ids)
-			}
-			mined = len(found)
-			for range found {
-				c.metrics.ReceiptCheck(ctx, "mined")
-			}
-			// A transaction below the latest nonce without a receipt is
-			// waiting for a lagging node, or another transaction took its
-			// nonce: the finality sweep settles that at depth, and the
-			// prompt's retries are bounded by its subscription.
-			if pending := len(tracked) + waiting - len(found); pending > 0 {
-				c.metrics.ReceiptCheck(ctx, "not_mined")
-				return fmt.Errorf("%d of %d: %w", pending, len(tracked)+waiting, ErrNotMined)
-			}
-			return nil
-		})
-	return mined, err
+				return nil
+			})
+		if err != nil {
+			return 0, err
+		}
+		for range found {
+			c.metrics.ReceiptCheck(ctx, "mined")
+		}
+	}
+	// A transaction below the latest nonce without a receipt is waiting for
+	// a lagging node, or another transaction took its nonce: the finality
+	// sweep settles that at depth, and the prompt's retries are bounded by
+	// its subscription.
+	if pending := len(tracked) + waiting - len(found); pending > 0 {
+		c.metrics.ReceiptCheck(ctx, "not_mined")
+		return len(found), fmt.Errorf("%d of %d: %w", pending, len(tracked)+waiting, ErrNotMined)
+	}
+	return len(found), nil
 }
 
 // findReceipts looks up, in one batched call, the receipts of every attempt

@@ -97,7 +97,8 @@ type ReceiptStore interface {
 	// (the chain's latest: the only ones that can be mined), and counts
 	// the others, which are still waiting.
 	TrackingBelow(ctx context.Context, chainID uint64, signer common.Address, nonce uint64) (below []Tracked, waiting int, err error)
-	// MarkMined writes receipts and moves the transactions to MINED, and
+	// MarkMined writes receipts and moves the transactions that are still
+	// TRACKING or STUCK to MINED (the others are left as they are), and
 	// prompts Submit when the signer has ALLOCATED work waiting.
 	MarkMined(ctx context.Context, l Lease, mined []Mined) ([]int64, error)
 	// MinedTxs returns the signer's MINED transactions (receipt included).
