@@ -181,7 +181,7 @@ func TestCheckReceipts_LoadsOnlyWhatCanBeMined(t *testing.T) {
 	w.MineAll(t, signer, 3)
 	drain(4) // in the pool, not mined
 
-	below, waiting, err := n.Store.TrackingBelow(ctx, chainID, signer, 3)
+	below, waiting, err := n.Store.TrackingBelow(ctx, chainID, signer, 3, 0)
 	require.NoError(t, err)
 	require.Len(t, below, 3)
 	for i, tr := range below {
@@ -233,7 +233,7 @@ func TestCheckReceipts_LeaseOnlyToWrite(t *testing.T) {
 
 	// Both mined; A looks them up, B writes them first, then A writes.
 	w.MineAll(t, signer, 2)
-	below, _, err := a.Store.TrackingBelow(ctx, chainID, signer, 2)
+	below, _, err := a.Store.TrackingBelow(ctx, chainID, signer, 2, 0)
 	require.NoError(t, err)
 	require.Len(t, below, 2)
 	mined, err := b.Receipts.Execute(ctx, chainID, signer)

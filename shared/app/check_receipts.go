@@ -80,7 +80,7 @@ func (c *CheckReceipts) check(ctx context.Context, chainID uint64, signer common
 		c.metrics.ReceiptCheck(ctx, "rpc_error")
 		return 0, fmt.Errorf("latest nonce: %w", err)
 	}
-	tracked, waiting, err := c.store.TrackingBelow(ctx, chainID, signer, latest)
+	tracked, waiting, err := c.store.TrackingBelow(ctx, chainID, signer, latest, 0)
 	if err != nil {
 		span.End()
 		return 0, err

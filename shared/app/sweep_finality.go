@@ -203,17 +203,19 @@ func (s *SweepFinality) sweepSigner(ctx context.Context, view *chainView, ref tx
 	key := txm.LeaseKey{ChainID: ref.ChainID, Signer: ref.Signer, Scope: txm.ScopeChain}
 	owner := s.cfg.InstanceID + "/finality/" + uuid.NewString()
 	err := withChainLease(ctx, s.leases, key, owner, s.cfg.Lease.RenewEvery, s.log, func(l txm.Lease, _ *leaseKeeper) error {
-		// Receipts the Receipt function missed.
-		stale, err := s.store.Tracking(ctx, ref.ChainID, ref.Signer, s.cfg.StaleReceiptTimeout)
+		// Receipts the Receipt function missed, of the stale transactions
+		// below the chain's latest nonce (the only ones that can be mined:
+		// a hot signer has thousands in flight).
+		latest, err := view.chain.LatestNonce(ctx, ref.Signer)
+		if err != nil {
+			s.metrics.ReceiptCheck(ctx, "rpc_error")
+			return fmt.Errorf("latest nonce: %w", err)
+		}
+		stale, _, err := s.store.TrackingBelow(ctx, ref.ChainID, ref.Signer, latest, s.cfg.StaleReceiptTimeout)
 		if err != nil {
 			return err
 		}
 		if len(stale) > 0 {
-			latest, err := view.chain.LatestNonce(ctx, ref.Signer)
-			if err != nil {
-				s.metrics.ReceiptCheck(ctx, "rpc_error")
-				return fmt.Errorf("latest nonce: %w", err)
-			}
 			found, err := findReceipts(ctx, view.chain, stale, latest)
 			if err != nil {
 				s.metrics.ReceiptCheck(ctx, "rpc_error")

@@ -90,26 +90,21 @@ func (s *Store) trackedTxs(ctx context.Context, where string, limit int, args ..
 	return out, nil
 }
 
-// Tracking implements txm.ReceiptStore.
-func (s *Store) Tracking(ctx context.Context, chainID uint64, signer common.Address, olderThan time.Duration) ([]txm.Tracked, error) {
-	return s.trackedTxs(ctx, `t.chain_id = $1 AND t.signer = $2 AND t.state IN ('TRACKING', 'STUCK')
-    AND EXISTS (SELECT 1 FROM tx_attempt x WHERE x.tx_id = t.id)
-    AND t.updated_at <= clock_timestamp() - $3::interval`, 0, int64(chainID), txm.CanonicalAddress(signer), olderThan)
-}
-
 // TrackingBelow implements txm.ReceiptStore. A hot signer may have
 // thousands in flight and only the few in the last block mined: loading
 // every one of them, attempts and raw bytes included, on each receipt
 // prompt took most of a second, under the signer's chain lease then.
-func (s *Store) TrackingBelow(ctx context.Context, chainID uint64, signer common.Address, nonce uint64) ([]txm.Tracked, int, error) {
+func (s *Store) TrackingBelow(ctx context.Context, chainID uint64, signer common.Address, nonce uint64,
+	olderThan time.Duration) ([]txm.Tracked, int, error) {
 	const open = `t.chain_id = $1 AND t.signer = $2 AND t.state IN ('TRACKING', 'STUCK')
-    AND EXISTS (SELECT 1 FROM tx_attempt x WHERE x.tx_id = t.id)`
+    AND EXISTS (SELECT 1 FROM tx_attempt x WHERE x.tx_id = t.id)
+    AND t.updated_at <= clock_timestamp() - $4::interval`
+	args := []any{int64(chainID), txm.CanonicalAddress(signer), clampNonce(nonce), olderThan}
 	var waiting int
-	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM managed_tx t WHERE `+open+` AND t.nonce >= $3`,
-		int64(chainID), txm.CanonicalAddress(signer), clampNonce(nonce)).Scan(&waiting); err != nil {
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM managed_tx t WHERE `+open+` AND t.nonce >= $3`, args...).Scan(&waiting); err != nil {
 		return nil, 0, fmt.Errorf("count tracked: %w", translate(err))
 	}
-	below, err := s.trackedTxs(ctx, open+` AND t.nonce < $3`, 0, int64(chainID), txm.CanonicalAddress(signer), clampNonce(nonce))
+	below, err := s.trackedTxs(ctx, open+` AND t.nonce < $3`, 0, args...)
 	return below, waiting, err
 }
 

@@ -89,14 +89,12 @@ type SignerAge struct {
 // ReceiptStore is the storage the Receipt function and the finality sweep
 // need. Writes are fenced by the signer's chain lease.
 type ReceiptStore interface {
-	// Tracking returns the signer's TRACKING (and STUCK, which may still be
-	// mined) transactions with all their attempts, in nonce order;
-	// olderThan > 0 limits it to those untouched for at least that long.
-	Tracking(ctx context.Context, chainID uint64, signer common.Address, olderThan time.Duration) ([]Tracked, error)
-	// TrackingBelow returns, like Tracking, those with a nonce below nonce
-	// (the chain's latest: the only ones that can be mined), and counts
-	// the others, which are still waiting.
-	TrackingBelow(ctx context.Context, chainID uint64, signer common.Address, nonce uint64) (below []Tracked, waiting int, err error)
+	// TrackingBelow returns the signer's TRACKING (and STUCK, which may
+	// still be mined) transactions with a nonce below nonce (the chain's
+	// latest: the only ones that can be mined), with all their attempts, in
+	// nonce order, and counts the others, which are still waiting;
+	// olderThan > 0 limits both to those untouched for at least that long.
+	TrackingBelow(ctx context.Context, chainID uint64, signer common.Address, nonce uint64, olderThan time.Duration) (below []Tracked, waiting int, err error)
 	// MarkMined writes receipts and moves the transactions that are still
 	// TRACKING or STUCK to MINED (the others are left as they are), and
 	// prompts Submit when the signer has ALLOCATED work waiting.
