@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/txfence/txfence/shared/metrics"
 )
@@ -19,13 +20,17 @@ import (
 // scheduler's call.
 func Serve(w http.ResponseWriter, r *http.Request, log *slog.Logger, name string, job func(ctx context.Context) (any, error)) {
 	ctx := metrics.Extract(r.Context(), r.Header)
+	start := time.Now()
 	stats, err := job(ctx)
+	took := time.Since(start)
 	w.Header().Set("Content-Type", "application/json")
 	body := map[string]any{"stats": stats}
 	if err != nil {
-		log.WarnContext(ctx, name, slog.Any("stats", stats), slog.Any("error", err))
+		log.WarnContext(ctx, name, slog.Any("stats", stats), slog.Duration("took", took), slog.Any("error", err))
 		body["error"] = err.Error()
 		w.WriteHeader(http.StatusInternalServerError)
+	} else {
+		log.InfoContext(ctx, name, slog.Any("stats", stats), slog.Duration("took", took))
 	}
 	_ = json.NewEncoder(w).Encode(body)
 }
