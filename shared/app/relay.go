@@ -38,9 +38,12 @@ func (r *Relay) Publish(ctx context.Context, ids []int64) {
 	if r == nil || len(ids) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	// What the invocation committed is relayed even when its own context
+	// ends with it (a sweep at the end of its budget): left for the outbox
+	// sweep, the rows waited seconds.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
 	defer cancel()
-	if _, err := r.store.Relay(ctx, ids, 0, len(ids), r.pub.Publish); err != nil {
+	if _, err := r.store.Relay(ctx, ids, 0, len(ids), r.pub.PublishAll); err != nil {
 		r.log.WarnContext(ctx, "relay outbox", slog.Any("ids", ids), slog.Any("error", err))
 	}
 }
@@ -50,5 +53,5 @@ func (r *Relay) Sweep(ctx context.Context, olderThan time.Duration, limit int) (
 	if r == nil {
 		return 0, errors.New("sweep outbox: no publisher configured")
 	}
-	return r.store.Relay(ctx, nil, olderThan, limit, r.pub.Publish)
+	return r.store.Relay(ctx, nil, olderThan, limit, r.pub.PublishAll)
 }

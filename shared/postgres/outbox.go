@@ -14,12 +14,14 @@ import (
 var _ txm.OutboxStore = (*Store)(nil)
 
 // Relay implements txm.OutboxStore. Rows are claimed with FOR UPDATE SKIP
-// LOCKED inside one transaction, published one by one, and marked sent in the
-// same transaction; a publish failure records the error on the row and stops
-// (the rest stay unsent for the sweep). A crash after publishing but before
-// the commit publishes the row again later: at-least-once, never lost.
+// LOCKED inside one transaction, published at once (one by one, each
+// waiting for Pub/Sub, a sweep's hundreds of completions took seconds), and
+// marked sent in the same transaction; a failed publish records the error
+// on its row, which stays unsent for the sweep. A crash after publishing but
+// before the commit publishes the rows again later: at-least-once, never
+// lost.
 func (s *Store) Relay(ctx context.Context, ids []int64, olderThan time.Duration, limit int,
-	publish func(context.Context, txm.Message) error) (int, error) {
+	publish func(context.Context, []txm.Message) []error) (int, error) {
 	if limit <= 0 {
 		limit = 100
 	}
@@ -60,15 +62,18 @@ ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED`, olderThan, limit)
 			return fmt.Errorf("claim outbox: %w", translate(err))
 		}
 		var done []int64
-		for _, m := range msgs {
-			if pubErr = publish(ctx, m); pubErr != nil {
-				if _, err := tx.Exec(ctx, `UPDATE outbox SET attempts = attempts + 1, last_error = $2 WHERE id = $1`,
-					m.ID, pubErr.Error()); err != nil {
-					return fmt.Errorf("note outbox error: %w", translate(err))
-				}
-				break
+		for i, err := range publish(ctx, msgs) {
+			if err == nil {
+				done = append(done, msgs[i].ID)
+				continue
 			}
-			done = append(done, m.ID)
+			if pubErr == nil {
+				pubErr = err
+			}
+			if _, err := tx.Exec(ctx, `UPDATE outbox SET attempts = attempts + 1, last_error = $2 WHERE id = $1`,
+				msgs[i].ID, err.Error()); err != nil {
+				return fmt.Errorf("note outbox error: %w", translate(err))
+			}
 		}
 		if len(done) > 0 {
 			if _, err := tx.Exec(ctx, `UPDATE outbox SET sent_at = clock_timestamp(), attempts = attempts + 1 WHERE id = ANY($1::bigint[])`, done); err != nil {

@@ -74,33 +74,50 @@ func NewPublisher(client *pubsub.Client, project string) (*Publisher, error) {
 // A context that ends before the result is known does not withdraw the
 // message: it may still be published (delivery is at least once).
 func (p *Publisher) Publish(ctx context.Context, m txm.Message) error {
-	if m.Topic == "" {
-		return errors.New("publish: empty topic")
-	}
-	pub, err := p.publisher(m.Topic)
-	if err != nil {
-		return fmt.Errorf("publish to %s: %w", m.Topic, err)
-	}
+	return p.PublishAll(ctx, []txm.Message{m})[0]
+}
 
-	attrs := m.Attributes
-	if m.ID > 0 {
-		attrs = make(map[string]string, len(m.Attributes)+1)
-		maps.Copy(attrs, m.Attributes)
-		attrs[AttrOutboxID] = strconv.FormatInt(m.ID, 10)
-	}
-
-	res := pub.Publish(ctx, &pubsub.Message{
-		Data:        m.Data,
-		Attributes:  attrs,
-		OrderingKey: m.OrderingKey,
-	})
-	if _, err := res.Get(ctx); err != nil {
-		if m.OrderingKey != "" {
-			pub.ResumePublish(m.OrderingKey)
+// PublishAll hands every message to the client library before it waits for
+// any result, so that they share its batches, and returns each one's
+// outcome. A failure pauses its ordering key, which fails the key's later
+// messages too; the key is resumed before returning.
+func (p *Publisher) PublishAll(ctx context.Context, msgs []txm.Message) []error {
+	errs := make([]error, len(msgs))
+	results := make([]*pubsub.PublishResult, len(msgs))
+	pubs := make([]*pubsub.Publisher, len(msgs))
+	for i, m := range msgs {
+		if m.Topic == "" {
+			errs[i] = errors.New("publish: empty topic")
+			continue
 		}
-		return fmt.Errorf("publish to %s: %w", m.Topic, err)
+		pub, err := p.publisher(m.Topic)
+		if err != nil {
+			errs[i] = fmt.Errorf("publish to %s: %w", m.Topic, err)
+			continue
+		}
+		attrs := m.Attributes
+		if m.ID > 0 {
+			attrs = make(map[string]string, len(m.Attributes)+1)
+			maps.Copy(attrs, m.Attributes)
+			attrs[AttrOutboxID] = strconv.FormatInt(m.ID, 10)
+		}
+		pubs[i] = pub
+		results[i] = pub.Publish(ctx, &pubsub.Message{Data: m.Data, Attributes: attrs, OrderingKey: m.OrderingKey})
 	}
-	return nil
+	for i, res := range results {
+		if res == nil {
+			continue
+		}
+		if _, err := res.Get(ctx); err != nil {
+			errs[i] = fmt.Errorf("publish to %s: %w", msgs[i].Topic, err)
+		}
+	}
+	for i, err := range errs {
+		if err != nil && pubs[i] != nil && msgs[i].OrderingKey != "" {
+			pubs[i].ResumePublish(msgs[i].OrderingKey)
+		}
+	}
+	return errs
 }
 
 // Close flushes and stops every topic publisher. Publish calls after Close

@@ -261,3 +261,46 @@ func TestPublisher_DialHonoursEmulatorHost(t *testing.T) {
 	_, err = Dial(ctx, "")
 	require.Error(t, err)
 }
+
+// TestPublisher_PublishAll: many messages handed over in one call keep
+// each ordering key's order and report each outcome on its own: a message
+// for a missing topic fails alone, and the rest arrive.
+func TestPublisher_PublishAll(t *testing.T) {
+	t.Parallel()
+	srv, pub := setup(t, true, "submit")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	const n = 200
+	var msgs []txm.Message
+	for i := range n {
+		key := []string{"signer-A", "signer-B"}[i%2]
+		msgs = append(msgs, txm.Message{ID: int64(i + 1), Topic: "submit", OrderingKey: key, Data: fmt.Appendf(nil, "%s/%03d", key, i)})
+	}
+	msgs[n/2].Topic, msgs[n/2].OrderingKey = "nope", "signer-C" // no such topic
+	errs := pub.PublishAll(ctx, msgs)
+	require.Len(t, errs, n)
+	for i, err := range errs {
+		if i == n/2 {
+			assert.Equal(t, codes.NotFound, status.Code(err), "message %d: %v", i, err)
+			continue
+		}
+		assert.NoError(t, err, "message %d", i)
+	}
+
+	got := pullAll(t, srv, "submit-sub", n-1, 30*time.Second)
+	require.Len(t, got, n-1, "lost or duplicated messages")
+	perKey := map[string][]string{}
+	for _, m := range got {
+		perKey[m.OrderingKey] = append(perKey[m.OrderingKey], string(m.Data))
+	}
+	for k, key := range []string{"signer-A", "signer-B"} {
+		var want []string
+		for i := k; i < n; i += 2 {
+			if i != n/2 {
+				want = append(want, fmt.Sprintf("%s/%03d", key, i))
+			}
+		}
+		assert.Equal(t, want, perKey[key], "order of %s", key)
+	}
+}

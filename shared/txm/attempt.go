@@ -157,8 +157,8 @@ type Audit struct {
 // OutboxStore hands out unsent outbox rows for publishing.
 type OutboxStore interface {
 	// Relay publishes the given unsent rows (all unsent rows older than
-	// olderThan when ids is empty, at most limit) through publish, marking
-	// each sent once publish returns nil. Rows another relay is publishing
-	// are skipped. It returns how many were sent.
-	Relay(ctx context.Context, ids []int64, olderThan time.Duration, limit int, publish func(context.Context, Message) error) (int, error)
+	// olderThan when ids is empty, at most limit) through publish, at once
+	// and in id order, marking sent each one publish accepted. Rows another
+	// relay is publishing are skipped. It returns how many were sent.
+	Relay(ctx context.Context, ids []int64, olderThan time.Duration, limit int, publish func(context.Context, []Message) []error) (int, error)
 }

@@ -16,6 +16,10 @@ type Message struct {
 // consumers deduplicate.
 type Publisher interface {
 	Publish(ctx context.Context, m Message) error
+	// PublishAll sends msgs at once, in order (messages that share an
+	// ordering key keep it), and returns once each is accepted or failed:
+	// errs[i] is msgs[i]'s outcome.
+	PublishAll(ctx context.Context, msgs []Message) (errs []error)
 }
 
 // PromptMessage is the body of a `submit` or `receipt` message: a signer on
