@@ -52,6 +52,7 @@ func NewHandler(drain Drainer, handOff time.Duration, m *metrics.Metrics, log *s
 func (h *Handler) Handle(ctx context.Context, e event.Event) error {
 	return fnevent.HandlePrompt(ctx, e, h.metrics, h.log, "submit", h.handOff, func(ctx context.Context, chainID uint64, signer common.Address) (string, error) {
 		res, err := h.drain.Execute(ctx, chainID, signer)
-		return fmt.Sprintf("broadcast %d, stuck %d, full %t, yielded %t, coalesced %t", res.Broadcast, res.Stuck, res.Full, res.Yielded, res.Coalesced), err
+		return fmt.Sprintf("broadcast %d, stuck %d, full %t, handed over %d, yielded %t, coalesced %t", res.Broadcast, res.Stuck, res.Full,
+			res.HandedOver, res.Yielded, res.Coalesced), err
 	})
 }

@@ -379,7 +379,10 @@ func cursorOf(t testing.TB, w *stacktest.World, signer common.Address) int64 {
 // TestDrainSigner_KeepsTheLeaseUntilWanted: a hot signer's drain keeps the
 // signer's chain lease past drainHold while nobody else asks for it (it
 // used to hand it on every half second and lose most of its broadcast
-// rate), and lets it go soon after a waiting invocation marks it wanted.
+// rate); it lets it go soon after a waiting invocation marks it wanted,
+// and takes it back once the waiter is done, without a fresh prompt (which
+// cost a Pub/Sub round trip per hand-over). A waiter that keeps it past
+// the wait gets the rest handed on through a prompt.
 func TestDrainSigner_KeepsTheLeaseUntilWanted(t *testing.T) {
 	t.Parallel()
 	w := stacktest.NewWorld(t, 1)
@@ -388,8 +391,14 @@ func TestDrainSigner_KeepsTheLeaseUntilWanted(t *testing.T) {
 	chainID := stacktest.ChainID().Uint64()
 	ctx := context.Background()
 	const count = 8 * 64 // eight batches, each held up 100ms: longer than drainHold
-	persisted := make(chan struct{}, count)
+	persisted := make(chan struct{}, 4*count)
 	n.Drain.SetHooks(app.SubmitHooks{AfterPersist: func() { persisted <- struct{}{}; time.Sleep(100 * time.Millisecond) }})
+	key := txm.LeaseKey{ChainID: chainID, Signer: signer, Scope: txm.ScopeChain}
+	prompts := func() int {
+		var k int
+		require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE topic = $1`, w.Cfg.TopicSubmit).Scan(&k))
+		return k
+	}
 
 	n.Allocate(t, signer, count)
 	start := time.Now()
@@ -397,36 +406,60 @@ func TestDrainSigner_KeepsTheLeaseUntilWanted(t *testing.T) {
 	require.NoError(t, err)
 	t.Logf("alone: %+v in %s", res, time.Since(start).Round(time.Millisecond))
 	assert.False(t, res.Yielded, "nobody waited: the drain kept the lease")
+	assert.Zero(t, res.HandedOver)
 	assert.Equal(t, count, res.Broadcast)
 	assert.Equal(t, map[string]int{"TRACKING": count}, w.States(t))
 
-	// Again, with another invocation waiting for the lease.
-	for len(persisted) > 0 {
+	// waitAndTake has another invocation wait for the lease, marking it
+	// wanted, until the drain lets it go; it then holds it for hold.
+	waitAndTake := func(hold time.Duration) {
 		<-persisted
+		_, _, err := n.Leases.Acquire(ctx, key, "waiter")
+		require.ErrorIs(t, err, txm.ErrLeaseHeld)
+		require.NoError(t, n.Leases.Want(ctx, key, "waiter"))
+		var l txm.Lease
+		stacktest.WaitFor(t, "the drain to let the lease go", func() bool {
+			l, _, err = n.Leases.Acquire(ctx, key, "waiter")
+			return err == nil
+		})
+		wanted, err := n.Leases.Wanted(ctx, l)
+		require.NoError(t, err)
+		assert.False(t, wanted, "taking the lease clears the mark")
+		time.Sleep(hold)
+		require.NoError(t, n.Leases.Release(ctx, l))
 	}
-	n.Allocate(t, signer, count)
-	done := make(chan app.DrainResult, 1)
-	go func() {
-		res, err := n.Drain.Execute(ctx, chainID, signer)
-		assert.NoError(t, err)
-		done <- res
-	}()
-	<-persisted
-	key := txm.LeaseKey{ChainID: chainID, Signer: signer, Scope: txm.ScopeChain}
-	_, _, err = n.Leases.Acquire(ctx, key, "waiter")
-	require.ErrorIs(t, err, txm.ErrLeaseHeld)
-	require.NoError(t, n.Leases.Want(ctx, key, "waiter"))
-	var l txm.Lease
-	stacktest.WaitFor(t, "the drain to let the lease go", func() bool {
-		l, _, err = n.Leases.Acquire(ctx, key, "waiter")
-		return err == nil
-	})
-	wanted, err := n.Leases.Wanted(ctx, l)
-	require.NoError(t, err)
-	assert.False(t, wanted, "taking the lease clears the mark")
-	require.NoError(t, n.Leases.Release(ctx, l))
+	drain := func() (<-chan app.DrainResult, int) {
+		for len(persisted) > 0 {
+			<-persisted
+		}
+		n.Allocate(t, signer, count)
+		before := prompts()
+		done := make(chan app.DrainResult, 1)
+		go func() {
+			res, err := n.Drain.Execute(ctx, chainID, signer)
+			assert.NoError(t, err)
+			done <- res
+		}()
+		return done, before
+	}
+
+	// A waiter that writes and lets go: the drain takes the lease back
+	// and finishes, with no fresh prompt.
+	done, before := drain()
+	waitAndTake(10 * time.Millisecond)
 	res = <-done
-	t.Logf("wanted: %+v", res)
-	assert.True(t, res.Yielded, "it yielded and prompted Submit again")
+	t.Logf("wanted briefly: %+v", res)
+	assert.Equal(t, 1, res.HandedOver, "it let the lease go once")
+	assert.False(t, res.Yielded, "it took the lease back")
+	assert.Equal(t, count, res.Broadcast, "and drained everything")
+	assert.Equal(t, before, prompts(), "no fresh prompt")
+
+	// A waiter that keeps the lease past the wait: the rest is handed on.
+	done, before = drain()
+	waitAndTake(1500 * time.Millisecond)
+	res = <-done
+	t.Logf("wanted and kept: %+v", res)
+	assert.True(t, res.Yielded, "it prompted Submit again")
 	assert.Less(t, res.Broadcast, count, "it yielded with work left")
+	assert.Equal(t, before+1, prompts(), "one fresh prompt")
 }

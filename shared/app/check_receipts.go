@@ -93,7 +93,7 @@ func (c *CheckReceipts) check(ctx context.Context, chainID uint64, signer common
 	}
 	if len(found) > 0 {
 		key := txm.LeaseKey{ChainID: chainID, Signer: signer, Scope: txm.ScopeChain}
-		err := withChainLease(ctx, c.leases, key, c.cfg.InstanceID+"/receipt/"+uuid.NewString(), c.cfg.Lease.RenewEvery, c.log,
+		err := withChainLease(ctx, c.leases, key, c.cfg.InstanceID+"/receipt/"+uuid.NewString(), wantIt, c.cfg.Lease.RenewEvery, c.log,
 			func(l txm.Lease, _ *leaseKeeper) error {
 				pctx, span := c.metrics.Start(ctx, "receipt.persist")
 				ids, err := c.store.MarkMined(pctx, l, found)

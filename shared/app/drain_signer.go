@@ -71,22 +71,23 @@ func (d *DrainSigner) SetHooks(h SubmitHooks) { d.hooks = h }
 
 // DrainResult says what one drain did.
 type DrainResult struct {
-	Broadcast int  // attempts accepted by the node (or already known to it)
-	Stuck     int  // transactions moved to STUCK
-	Full      bool // stopped because maxInFlight was reached
-	Failed    int  // transactions whose attempt failed and now back off
-	Yielded   bool // stopped after drainHold with work left, and prompted again
-	Coalesced bool // a drain of the signer was running here: it goes round once more instead
+	Broadcast  int  // attempts accepted by the node (or already known to it)
+	Stuck      int  // transactions moved to STUCK
+	Full       bool // stopped because maxInFlight was reached
+	Failed     int  // transactions whose attempt failed and now back off
+	Yielded    bool // stopped with work left (budget spent, or the lease did not come back), and prompted again
+	HandedOver int  // times it let the lease go to a waiter and took it back
+	Coalesced  bool // a drain of the signer was running here: it goes round once more instead
 }
 
 // drainBatch bounds how many transactions are signed and persisted together.
 const drainBatch = 64
 
 // drainHold is how long a drain keeps the signer's chain lease, while work
-// remains, once another invocation marked it wanted. Then it prompts
-// Submit again and lets the lease go, so that the signer's receipts and
-// confirmations, which wait for the same lease (up to chainLeaseWait), are
-// not held up behind a hot signer's drain for the whole submit budget.
+// remains, once another invocation marked it wanted. Then it lets the
+// lease go, so that the signer's receipts and confirmations, which wait for
+// the same lease (up to chainLeaseWait), are not held up behind a hot
+// signer's drain for the whole submit budget, and takes it back after.
 // Nobody waiting, it drains on until the budget: handing the lease on
 // every drainHold regardless cost a hot signer most of its broadcast rate.
 const drainHold = chainLeaseWait / 2
@@ -111,6 +112,7 @@ func (d *DrainSigner) Execute(ctx context.Context, chainID uint64, signer common
 		total.Broadcast += res.Broadcast
 		total.Stuck += res.Stuck
 		total.Failed += res.Failed
+		total.HandedOver += res.HandedOver
 		total.Full, total.Yielded = res.Full, res.Yielded
 		return res.Yielded, err
 	})
@@ -118,7 +120,13 @@ func (d *DrainSigner) Execute(ctx context.Context, chainID uint64, signer common
 	return total, err
 }
 
-// drain is one round of Execute.
+// drain is one round of Execute. When the lease is wanted it lets it go
+// and, once the waiter has taken it, waits for it again and goes on
+// (handOver): a receipt or confirmation write holds it for milliseconds,
+// while handing the rest of the drain on through a fresh prompt cost a
+// Pub/Sub round trip and the next invocation's wait each time. Only when
+// the lease does not come back within chainLeaseWait, or the budget is
+// spent, does it prompt Submit again and end.
 func (d *DrainSigner) drain(ctx context.Context, chainID uint64, signer common.Address) (DrainResult, error) {
 	var res DrainResult
 	chain, ok := d.chains[chainID]
@@ -131,57 +139,106 @@ func (d *DrainSigner) drain(ctx context.Context, chainID uint64, signer common.A
 	}
 	key := txm.LeaseKey{ChainID: chainID, Signer: signer, Scope: txm.ScopeChain}
 	owner := d.cfg.InstanceID + "/submit/" + uuid.NewString()
-	err := withChainLease(ctx, d.leases, key, owner, d.cfg.Lease.RenewEvery, d.log, func(lease txm.Lease, keeper *leaseKeeper) error {
-		log := d.log.With(slog.String(logging.KeySigner, txm.CanonicalAddress(signer)), slog.String(logging.KeyOwner, owner),
-			slog.Int64(logging.KeyToken, lease.Token))
-		if err := d.work.runActions(ctx, d.store, lease, chain, sig); err != nil {
+	start := time.Now()
+	for {
+		var handed *txm.Lease
+		err := withChainLease(ctx, d.leases, key, owner, awaitIt, d.cfg.Lease.RenewEvery, d.log, func(lease txm.Lease, keeper *leaseKeeper) error {
+			wanted, err := d.drainHeld(ctx, key, lease, keeper, chain, sig, start, &res)
+			if wanted {
+				handed = &lease
+			}
 			return err
+		})
+		switch {
+		case errors.Is(err, ErrNoLease) && res.HandedOver > 0:
+			// The lease did not come back: hand the rest on.
+			return res, d.promptAgain(ctx, key, &res)
+		case err != nil || handed == nil:
+			return res, err
 		}
-		start := time.Now()
-		for {
-			if err := keeper.Lost(); err != nil {
-				return err
-			}
-			yield := time.Since(start) >= d.cfg.SubmitBudget
-			if !yield && time.Since(start) >= drainHold {
-				wanted, err := d.leases.Wanted(ctx, lease)
-				if err != nil {
-					return err
-				}
-				yield = wanted
-			}
-			if yield {
-				res.Yielded = true
-				ids, err := d.store.PromptSubmit(ctx, key)
-				if err != nil {
-					return err
-				}
-				d.relay.Publish(ctx, ids)
-				return nil
-			}
-			inflight, err := d.store.InFlight(ctx, chainID, signer)
-			if err != nil {
-				return err
-			}
-			room := d.cfg.MaxInFlight - inflight
-			if room <= 0 {
-				res.Full = true
-				return nil
-			}
-			items, err := d.store.NextToSubmit(ctx, chainID, signer, min(room, drainBatch))
-			if err != nil {
-				return err
-			}
-			if len(items) == 0 {
-				return nil
-			}
-			more, err := d.submitBatch(ctx, log, lease, chain, sig, items, &res)
-			if err != nil || !more {
-				return err
+		res.HandedOver++
+		awaitTaken(ctx, d.leases, *handed)
+	}
+}
+
+// handOverWait bounds how long a drain that let its lease go waits for the
+// waiter to take it before asking for it again: a waiter polls at most
+// every 100ms, and one that gave up must not cost the drain more.
+const handOverWait = 200 * time.Millisecond
+
+// awaitTaken waits, up to handOverWait, until l's released lease was taken
+// by the invocation that wanted it, so that asking for it again does not
+// take it back from under the waiter.
+func awaitTaken(ctx context.Context, leases txm.LeaseStore, l txm.Lease) {
+	deadline := time.Now().Add(handOverWait)
+	for pause := 2 * time.Millisecond; time.Now().Before(deadline); pause = min(2*pause, 20*time.Millisecond) {
+		wanted, err := leases.Wanted(ctx, l)
+		if err != nil || !wanted {
+			return
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// drainHeld drains under one holding of the lease: after drainHold it
+// reports wanted (and stops) once another invocation marked the lease
+// wanted; at the end of the budget it prompts Submit again and stops.
+func (d *DrainSigner) drainHeld(ctx context.Context, key txm.LeaseKey, lease txm.Lease, keeper *leaseKeeper, chain txm.Chain, sig txm.Signer,
+	start time.Time, res *DrainResult) (wanted bool, err error) {
+	log := d.log.With(slog.String(logging.KeySigner, txm.CanonicalAddress(key.Signer)), slog.String(logging.KeyOwner, lease.Owner),
+		slog.Int64(logging.KeyToken, lease.Token))
+	if err := d.work.runActions(ctx, d.store, lease, chain, sig); err != nil {
+		return false, err
+	}
+	held := time.Now()
+	for {
+		if err := keeper.Lost(); err != nil {
+			return false, err
+		}
+		if time.Since(start) >= d.cfg.SubmitBudget {
+			return false, d.promptAgain(ctx, key, res)
+		}
+		if time.Since(held) >= drainHold {
+			wanted, err := d.leases.Wanted(ctx, lease)
+			if err != nil || wanted {
+				return wanted, err
 			}
 		}
-	})
-	return res, err
+		inflight, err := d.store.InFlight(ctx, key.ChainID, key.Signer)
+		if err != nil {
+			return false, err
+		}
+		room := d.cfg.MaxInFlight - inflight
+		if room <= 0 {
+			res.Full = true
+			return false, nil
+		}
+		items, err := d.store.NextToSubmit(ctx, key.ChainID, key.Signer, min(room, drainBatch))
+		if err != nil || len(items) == 0 {
+			return false, err
+		}
+		more, err := d.submitBatch(ctx, log, lease, chain, sig, items, res)
+		if err != nil || !more {
+			return false, err
+		}
+	}
+}
+
+// promptAgain hands the rest of the drain on: a fresh Submit prompt.
+func (d *DrainSigner) promptAgain(ctx context.Context, key txm.LeaseKey, res *DrainResult) error {
+	res.Yielded = true
+	ids, err := d.store.PromptSubmit(ctx, key)
+	if err != nil {
+		return err
+	}
+	d.relay.Publish(ctx, ids)
+	return nil
 }
 
 // submitBatch signs what has no attempt yet, persists those attempts, then

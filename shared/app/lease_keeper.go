@@ -73,12 +73,25 @@ func (k *leaseKeeper) Stop() {
 // a hot signer's receipts and confirmations waited seconds for nothing.
 const chainLeaseWait = time.Second
 
+// claim says what a waiter for a signer's chain lease asks of its holder.
+type claim bool
+
+const (
+	// wantIt: the waiter has work of its own (receipts, confirmations, a
+	// sweep), so it marks the lease wanted and a drain lets it go.
+	wantIt claim = true
+	// awaitIt: the waiter would do what the holder is doing (another drain
+	// of the signer), so it waits without asking: marking the lease wanted
+	// only made two instances' drains hand it back and forth.
+	awaitIt claim = false
+)
+
 // withChainLease runs fn under the signer's chain lease: acquired (waiting
 // up to chainLeaseWait for a holder to release it, polling at a backoff
 // from 5ms to 100ms, or ErrNoLease), renewed while fn runs, released after.
-func withChainLease(ctx context.Context, leases txm.LeaseStore, key txm.LeaseKey, owner string, renewEvery time.Duration,
+func withChainLease(ctx context.Context, leases txm.LeaseStore, key txm.LeaseKey, owner string, c claim, renewEvery time.Duration,
 	log *slog.Logger, fn func(l txm.Lease, k *leaseKeeper) error) error {
-	l, err := acquireWaiting(ctx, leases, key, owner, chainLeaseWait)
+	l, err := acquireWaiting(ctx, leases, key, owner, c, chainLeaseWait)
 	if errors.Is(err, txm.ErrLeaseHeld) {
 		return errors.Join(ErrNoLease, err)
 	}
@@ -99,9 +112,9 @@ func withChainLease(ctx context.Context, leases txm.LeaseStore, key txm.LeaseKey
 
 // acquireWaiting acquires key's lease, asking again while another holds it
 // until wait has passed (the last answer is returned) or ctx ends. Once
-// refused it marks the lease wanted, so that a holder that would keep it
-// (a hot signer's drain) lets it go.
-func acquireWaiting(ctx context.Context, leases txm.LeaseStore, key txm.LeaseKey, owner string, wait time.Duration) (txm.Lease, error) {
+// refused, a waiter that wantIt marks the lease wanted, so that a holder
+// that would keep it (a hot signer's drain) lets it go.
+func acquireWaiting(ctx context.Context, leases txm.LeaseStore, key txm.LeaseKey, owner string, c claim, wait time.Duration) (txm.Lease, error) {
 	deadline := time.Now().Add(wait)
 	pause := 5 * time.Millisecond
 	for first := true; ; first = false {
@@ -109,7 +122,7 @@ func acquireWaiting(ctx context.Context, leases txm.LeaseStore, key txm.LeaseKey
 		if !errors.Is(err, txm.ErrLeaseHeld) || time.Now().Add(pause).After(deadline) {
 			return l, err
 		}
-		if first {
+		if first && c == wantIt {
 			if err := leases.Want(ctx, key, owner); err != nil {
 				return l, err
 			}

@@ -40,7 +40,7 @@ func TestWithChainLease_WaitsForARelease(t *testing.T) {
 	}()
 	ran := false
 	start := time.Now()
-	require.NoError(t, withChainLease(ctx, leases, key, "receipt", time.Second, logging.Discard(), func(l txm.Lease, _ *leaseKeeper) error {
+	require.NoError(t, withChainLease(ctx, leases, key, "receipt", wantIt, time.Second, logging.Discard(), func(l txm.Lease, _ *leaseKeeper) error {
 		ran = true
 		require.Greater(t, l.Token, held.Token, "a new token after the holder let go")
 		return nil
@@ -50,9 +50,38 @@ func TestWithChainLease_WaitsForARelease(t *testing.T) {
 
 	_, _, err = leases.Acquire(ctx, key, "drain")
 	require.NoError(t, err)
-	err = withChainLease(ctx, leases, key, "receipt", time.Second, logging.Discard(), func(txm.Lease, *leaseKeeper) error {
+	err = withChainLease(ctx, leases, key, "receipt", wantIt, time.Second, logging.Discard(), func(txm.Lease, *leaseKeeper) error {
 		t.Error("ran under a lease another holds")
 		return nil
 	})
 	require.True(t, errors.Is(err, ErrNoLease), "held past the wait: %v", err)
+}
+
+// A waiter that would do what the holder does (another drain of the
+// signer) waits without marking the lease wanted, so the holder's drain
+// keeps it; a waiter with work of its own marks it.
+func TestWithChainLease_OnlyOtherWorkWantsTheLease(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	leases, err := postgres.NewLeases(db.Pool, config.Lease{Duration: 10 * time.Second, RenewEvery: 3 * time.Second, ClockSkew: time.Second},
+		metrics.New(), logging.Discard())
+	require.NoError(t, err)
+	ctx := context.Background()
+	key := txm.LeaseKey{ChainID: 1337, Signer: common.HexToAddress("0x6"), Scope: txm.ScopeChain}
+	held, _, err := leases.Acquire(ctx, key, "drain")
+	require.NoError(t, err)
+
+	for _, c := range []struct {
+		claim  claim
+		wanted bool
+	}{{awaitIt, false}, {wantIt, true}} {
+		err = withChainLease(ctx, leases, key, "waiter", c.claim, time.Second, logging.Discard(), func(txm.Lease, *leaseKeeper) error {
+			t.Error("ran under a lease another holds")
+			return nil
+		})
+		require.ErrorIs(t, err, ErrNoLease)
+		wanted, err := leases.Wanted(ctx, held)
+		require.NoError(t, err)
+		require.Equal(t, c.wanted, wanted, "claim %v", c.claim)
+	}
 }

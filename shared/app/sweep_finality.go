@@ -202,7 +202,7 @@ func (s *SweepFinality) sweepSigner(ctx context.Context, view *chainView, ref tx
 	st := PassStats{Signers: 1}
 	key := txm.LeaseKey{ChainID: ref.ChainID, Signer: ref.Signer, Scope: txm.ScopeChain}
 	owner := s.cfg.InstanceID + "/finality/" + uuid.NewString()
-	err := withChainLease(ctx, s.leases, key, owner, s.cfg.Lease.RenewEvery, s.log, func(l txm.Lease, _ *leaseKeeper) error {
+	err := withChainLease(ctx, s.leases, key, owner, wantIt, s.cfg.Lease.RenewEvery, s.log, func(l txm.Lease, _ *leaseKeeper) error {
 		// Receipts the Receipt function missed, of the stale transactions
 		// below the chain's latest nonce (the only ones that can be mined:
 		// a hot signer has thousands in flight).

@@ -146,7 +146,7 @@ func (s *SweepResubmit) Pass(ctx context.Context) (ResubmitStats, error) {
 			continue // not served by this deployment
 		}
 		key := txm.LeaseKey{ChainID: ref.ChainID, Signer: ref.Signer, Scope: txm.ScopeChain}
-		err := withChainLease(ctx, s.leases, key, s.cfg.InstanceID+"/resubmit/"+uuid.NewString(), s.cfg.Lease.RenewEvery, s.log,
+		err := withChainLease(ctx, s.leases, key, s.cfg.InstanceID+"/resubmit/"+uuid.NewString(), wantIt, s.cfg.Lease.RenewEvery, s.log,
 			func(l txm.Lease, k *leaseKeeper) error { return s.tendSigner(ctx, l, k, chain, sig, &st) })
 		switch {
 		case errors.Is(err, ErrNoLease):
