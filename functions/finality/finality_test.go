@@ -559,3 +559,44 @@ func reconfirm(t *testing.T, w *stacktest.World, n *stacktest.Node, signer commo
 	require.NoError(t, err)
 	require.Equal(t, 1, st.Confirmed)
 }
+
+// TestSweepFinality_LeaseOnlyToWrite: a pass over a signer whose MINED
+// transactions are not deep enough yet, and whose receipts are already
+// written, neither takes nor asks for the signer's chain lease (it took
+// every signer's lease every pass, and a hot signer's drain waited behind
+// it); once a block is final it takes the lease and writes CONFIRMED.
+func TestSweepFinality_LeaseOnlyToWrite(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 1)
+	n := w.Node(t, "A")
+	signer := w.Keys[0].Address
+	chainID := stacktest.ChainID().Uint64()
+	const total = 3
+	n.Allocate(t, signer, total)
+	broadcastAndMine(t, w, n, signer, total)
+	require.Equal(t, map[string]int{"MINED": total}, w.States(t))
+
+	key := txm.LeaseKey{ChainID: chainID, Signer: signer, Scope: txm.ScopeChain}
+	held, _, err := n.Leases.Acquire(ctx, key, "holder")
+	require.NoError(t, err)
+	st, err := n.Finality.Pass(ctx)
+	require.NoError(t, err, "nothing to write: the held lease is not needed")
+	assert.Equal(t, 0, st.Skipped)
+	assert.Equal(t, 0, st.Confirmed)
+	wanted, err := n.Leases.Wanted(ctx, held)
+	require.NoError(t, err)
+	assert.False(t, wanted, "a pass with nothing to write does not ask for the lease")
+
+	w.Mine(int(w.Cfg.Confirmations))
+	st, err = n.Finality.Pass(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, st.Skipped, "final blocks: it needs the lease another holds")
+	wanted, err = n.Leases.Wanted(ctx, held)
+	require.NoError(t, err)
+	assert.True(t, wanted, "and asked for it")
+	require.NoError(t, n.Leases.Release(ctx, held))
+	st, err = n.Finality.Pass(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, total, st.Confirmed)
+	assert.Equal(t, map[string]int{"CONFIRMED": total}, w.States(t))
+}

@@ -198,41 +198,37 @@ func inParallel[T any](workers int, items []T, fn func(T)) {
 	wg.Wait()
 }
 
+// sweepSigner looks without the signer's chain lease (the receipts of its
+// stale transactions, the blocks of its MINED and reported ones) and takes
+// the lease only when there is something to write. Under the lease it read
+// all of it, a hot signer's hundreds of receipts included, while the drain
+// and the Receipt function waited; and it took every signer's lease every
+// pass, mostly to find nothing. The writes are decided again under the
+// lease, from the database as it is then; only the receipts found before
+// it are carried in (MarkMined writes only what is still TRACKING).
 func (s *SweepFinality) sweepSigner(ctx context.Context, view *chainView, ref txm.SignerRef) (PassStats, error) {
 	st := PassStats{Signers: 1}
+	look, err := s.look(ctx, view, ref)
+	if err != nil || !look.work {
+		return st, err
+	}
 	key := txm.LeaseKey{ChainID: ref.ChainID, Signer: ref.Signer, Scope: txm.ScopeChain}
 	owner := s.cfg.InstanceID + "/finality/" + uuid.NewString()
-	err := withChainLease(ctx, s.leases, key, owner, wantIt, s.cfg.Lease.RenewEvery, s.log, func(l txm.Lease, _ *leaseKeeper) error {
-		// Receipts the Receipt function missed, of the stale transactions
-		// below the chain's latest nonce (the only ones that can be mined:
-		// a hot signer has thousands in flight).
-		latest, err := view.chain.LatestNonce(ctx, ref.Signer)
-		if err != nil {
-			s.metrics.ReceiptCheck(ctx, "rpc_error")
-			return fmt.Errorf("latest nonce: %w", err)
-		}
-		stale, _, err := s.store.TrackingBelow(ctx, ref.ChainID, ref.Signer, latest, s.cfg.StaleReceiptTimeout)
-		if err != nil {
-			return err
-		}
-		if len(stale) > 0 {
-			found, err := findReceipts(ctx, view.chain, stale, latest)
-			if err != nil {
-				s.metrics.ReceiptCheck(ctx, "rpc_error")
-				return err
-			}
-			ids, err := s.store.MarkMined(ctx, l, found)
+	err = withChainLease(ctx, s.leases, key, owner, wantIt, s.cfg.Lease.RenewEvery, s.log, func(l txm.Lease, _ *leaseKeeper) error {
+		if len(look.found) > 0 {
+			ids, err := s.store.MarkMined(ctx, l, look.found)
 			if err != nil {
 				return err
 			}
-			recordReceiptLatency(ctx, s.metrics, stale, found)
+			recordReceiptLatency(ctx, s.metrics, look.stale, look.found)
 			s.relay.Publish(ctx, ids)
-			st.Mined = len(found)
-			if err := s.consumedExternally(ctx, l, view, ref, stale, found, latest, &st); err != nil {
+			st.Mined = len(look.found)
+		}
+		if len(look.stale) > 0 {
+			if err := s.consumedExternally(ctx, l, view, ref, look.stale, look.found, look.latest, &st); err != nil {
 				return err
 			}
 		}
-
 		if err := s.checkReported(ctx, l, view, ref, &st); err != nil {
 			return err
 		}
@@ -240,11 +236,7 @@ func (s *SweepFinality) sweepSigner(ctx context.Context, view *chainView, ref tx
 		if err != nil || len(mined) == 0 {
 			return err
 		}
-		heights := make([]uint64, 0, len(mined))
-		for _, m := range mined {
-			heights = append(heights, m.Tx.Receipt.BlockNumber)
-		}
-		if err := view.load(ctx, heights); err != nil {
+		if err := view.load(ctx, receiptHeights(mined)); err != nil {
 			s.metrics.ReceiptCheck(ctx, "rpc_error")
 			return err
 		}
@@ -257,8 +249,8 @@ func (s *SweepFinality) sweepSigner(ctx context.Context, view *chainView, ref tx
 			h := view.header(r.BlockNumber)
 			if h == nil {
 				// The node is behind (a lagging or load-balanced node): only a
-				// different hash at the same height is a reorg.
-				s.metrics.ReceiptCheck(ctx, "node_behind")
+				// different hash at the same height is a reorg (counted by
+				// look).
 				continue
 			}
 			if h.Hash != r.BlockHash {
@@ -285,6 +277,83 @@ func (s *SweepFinality) sweepSigner(ctx context.Context, view *chainView, ref tx
 		return nil
 	})
 	return st, err
+}
+
+// finalityLook is what a sweep of one signer found before taking its lease.
+type finalityLook struct {
+	latest uint64
+	stale  []txm.Tracked // stale TRACKING/STUCK transactions below latest
+	found  []txm.Mined   // receipts of stale ones
+	work   bool          // something to write: receipts, a stale one that may be ended, a final or reorged block
+}
+
+// look reads, without the lease, what sweepSigner would write: receipts of
+// the stale transactions below the chain's latest nonce (the only ones that
+// can be mined: a hot signer has thousands in flight), and whether a MINED
+// transaction's block is final or gone, or a reported block left the chain.
+// The headers it loads stay in the pass's view for the writes.
+func (s *SweepFinality) look(ctx context.Context, view *chainView, ref txm.SignerRef) (finalityLook, error) {
+	var look finalityLook
+	var err error
+	if look.latest, err = view.chain.LatestNonce(ctx, ref.Signer); err != nil {
+		s.metrics.ReceiptCheck(ctx, "rpc_error")
+		return look, fmt.Errorf("latest nonce: %w", err)
+	}
+	if look.stale, _, err = s.store.TrackingBelow(ctx, ref.ChainID, ref.Signer, look.latest, s.cfg.StaleReceiptTimeout); err != nil {
+		return look, err
+	}
+	if len(look.stale) > 0 {
+		if look.found, err = findReceipts(ctx, view.chain, look.stale, look.latest); err != nil {
+			s.metrics.ReceiptCheck(ctx, "rpc_error")
+			return look, err
+		}
+		// Receipts to write, or stale ones without a receipt whose nonce
+		// another transaction may have taken.
+		look.work = true
+	}
+	blocks, err := s.store.ReportedBlocks(ctx, ref.ChainID, ref.Signer, s.watch())
+	if err != nil {
+		return look, err
+	}
+	mined, err := s.store.MinedTxs(ctx, ref.ChainID, ref.Signer)
+	if err != nil {
+		return look, err
+	}
+	heights := receiptHeights(mined)
+	for _, b := range blocks {
+		heights = append(heights, b.Number)
+	}
+	if len(heights) == 0 {
+		return look, nil
+	}
+	if err := view.load(ctx, heights); err != nil {
+		s.metrics.ReceiptCheck(ctx, "rpc_error")
+		return look, err
+	}
+	for _, b := range blocks {
+		if h := view.header(b.Number); h != nil && h.Hash != b.Hash {
+			look.work = true
+		}
+	}
+	for _, m := range mined {
+		r := m.Tx.Receipt
+		switch h := view.header(r.BlockNumber); {
+		case h == nil:
+			s.metrics.ReceiptCheck(ctx, "node_behind") // waiting for the node, not a reorg
+		case h.Hash != r.BlockHash || s.isFinal(view, r.BlockNumber):
+			look.work = true
+		}
+	}
+	return look, nil
+}
+
+// receiptHeights lists the receipt blocks of MINED transactions.
+func receiptHeights(mined []txm.Tracked) []uint64 {
+	heights := make([]uint64, 0, len(mined))
+	for _, m := range mined {
+		heights = append(heights, m.Tx.Receipt.BlockNumber)
+	}
+	return heights
 }
 
 func (s *SweepFinality) isFinal(view *chainView, block uint64) bool {
