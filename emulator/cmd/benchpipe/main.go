@@ -24,6 +24,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"math/big"
@@ -56,6 +57,7 @@ type options struct {
 	burst         int
 	serverLog     string
 	logLevel      string
+	pprof         string
 }
 
 func main() {
@@ -70,6 +72,7 @@ func main() {
 	flag.IntVar(&o.burst, "burst", 2000, "creates in the broadcast backlog")
 	flag.StringVar(&o.serverLog, "server-log", "", "append the function servers' logs to this file")
 	flag.StringVar(&o.logLevel, "log-level", "warn", "the function servers' TXFENCE_LOG_LEVEL")
+	flag.StringVar(&o.pprof, "pprof", "", "serve the function server's pprof on this loopback host:port (with -servers 1)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -97,6 +100,12 @@ func run(ctx context.Context, o options) error {
 			// The bench measures the pipeline, not the per-instance rate limits.
 			"TXFENCE_RATE_PER_SECOND=1000000", "TXFENCE_RATE_BURST=1000000", "TXFENCE_SIGNER_RATE_PER_SECOND=1000000",
 		},
+	}
+	if o.pprof != "" {
+		if o.servers != 1 {
+			return errors.New("-pprof needs -servers 1: the servers would share the address")
+		}
+		opts.Env = append(opts.Env, "TXFENCE_PPROF_ADDR="+o.pprof)
 	}
 	if o.serverLog != "" {
 		f, err := os.OpenFile(o.serverLog, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
