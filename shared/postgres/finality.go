@@ -379,17 +379,24 @@ SELECT id, 'MINED', 'TRACKING', 'reorged', $7, $4::text, $5::bigint FROM moved`,
 	})
 }
 
-// SignersWithWork implements txm.ReceiptStore.
-func (s *Store) SignersWithWork(ctx context.Context, staleAfter, watch time.Duration) ([]txm.SignerRef, error) {
-	rows, err := s.pool.Query(ctx, `
+// signersWithWorkSQL finds the signers with MINED, stale TRACKING/STUCK or
+// recently reported transactions ($1 staleness, $2 the watch). The watch
+// window's start is a subquery so that it is computed once and bounds
+// managed_tx_finalized (clock_timestamp() itself is volatile: compared row
+// by row, it read every finished transaction).
+const signersWithWorkSQL = `
 SELECT DISTINCT chain_id, signer FROM managed_tx WHERE state = 'MINED'
 UNION
 SELECT DISTINCT chain_id, signer FROM managed_tx
 WHERE state IN ('TRACKING', 'STUCK') AND updated_at <= clock_timestamp() - $1::interval
 UNION
 SELECT DISTINCT chain_id, signer FROM managed_tx
-WHERE $2::interval > '0s' AND state IN ('CONFIRMED', 'FAILED_FINAL') AND finalized_at >= clock_timestamp() - $2::interval
-ORDER BY 1, 2`, staleAfter, watch)
+WHERE $2::interval > '0s' AND state IN ('CONFIRMED', 'FAILED_FINAL') AND finalized_at >= (SELECT clock_timestamp() - $2::interval)
+ORDER BY 1, 2`
+
+// SignersWithWork implements txm.ReceiptStore.
+func (s *Store) SignersWithWork(ctx context.Context, staleAfter, watch time.Duration) ([]txm.SignerRef, error) {
+	rows, err := s.pool.Query(ctx, signersWithWorkSQL, staleAfter, watch)
 	if err != nil {
 		return nil, fmt.Errorf("signers with work: %w", translate(err))
 	}
@@ -451,16 +458,21 @@ WHERE c.seq > $1 AND ($3::text[] IS NULL OR c.signer = ANY($3::text[])) ORDER BY
 	return out, rows.Err()
 }
 
+// reportedBlocksSQL lists a signer's blocks of outcomes reported within the
+// watch ($1 chain, $2 signer, $3 the watch; the window as in
+// signersWithWorkSQL).
+const reportedBlocksSQL = `
+SELECT DISTINCT receipt_block_number, receipt_block_hash::text FROM managed_tx
+WHERE chain_id = $1 AND signer = $2 AND state IN ('CONFIRMED', 'FAILED_FINAL') AND receipt_block_number IS NOT NULL
+  AND finalized_at >= (SELECT clock_timestamp() - $3::interval)
+ORDER BY 1`
+
 // ReportedBlocks implements txm.ReceiptStore.
 func (s *Store) ReportedBlocks(ctx context.Context, chainID uint64, signer common.Address, watch time.Duration) ([]txm.Header, error) {
 	if watch <= 0 {
 		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx, `
-SELECT DISTINCT receipt_block_number, receipt_block_hash::text FROM managed_tx
-WHERE chain_id = $1 AND signer = $2 AND state IN ('CONFIRMED', 'FAILED_FINAL') AND receipt_block_number IS NOT NULL
-  AND finalized_at >= clock_timestamp() - $3::interval
-ORDER BY 1`, int64(chainID), txm.CanonicalAddress(signer), watch)
+	rows, err := s.pool.Query(ctx, reportedBlocksSQL, int64(chainID), txm.CanonicalAddress(signer), watch)
 	if err != nil {
 		return nil, fmt.Errorf("reported blocks: %w", translate(err))
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/stretchr/testify/assert"
@@ -65,4 +66,48 @@ WHERE t.chain_id = $1 AND t.signer = $2 AND t.state = 'ALLOCATED' AND `+notHeld+
 	require.NoError(t, err)
 	require.Len(t, items, 10)
 	assert.EqualValues(t, 22009, items[9].Tx.Nonce)
+}
+
+// TestReorgWatch_ReadsOnlyTheWindow: the finality sweep's look at recently
+// reported outcomes (which signers have some, and a signer's blocks) reads
+// the watch window, not every finished transaction the table holds.
+func TestReorgWatch_ReadsOnlyTheWindow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.New(t)
+	cfg := config.Defaults()
+	cfg.TopicSubmit, cfg.TopicReceipt, cfg.TopicCompletion = "s", "r", "c"
+	s, err := NewStoreFromConfig(db.Pool, cfg, nil, logging.Discard())
+	require.NoError(t, err)
+	signer := common.HexToAddress("0x66a207cc338c4b654f440a6e2d784ae372f71eee")
+	// 30,000 outcomes, the last 100 within the watch, two to a block.
+	_, err = db.Pool.Exec(ctx, `
+INSERT INTO managed_tx (id, chain_id, signer, nonce, payload_fingerprint, state, fencing_token,
+                        receipt_block_number, receipt_block_hash, finalized_at)
+SELECT gen_random_uuid(), 1337, $1, n, sha256(n::text::bytea), 'CONFIRMED', 1,
+       n / 2, '0x' || lpad(to_hex(n / 2), 64, '0'),
+       clock_timestamp() - CASE WHEN n >= 29900 THEN interval '1 minute' ELSE interval '1 day' END
+FROM generate_series(0, 29999) n`, strings.ToLower(signer.Hex()))
+	require.NoError(t, err)
+	_, err = db.Pool.Exec(ctx, `ANALYZE managed_tx`)
+	require.NoError(t, err)
+
+	refs, err := s.SignersWithWork(ctx, time.Minute, 10*time.Minute)
+	require.NoError(t, err)
+	require.Len(t, refs, 1)
+	blocks, err := s.ReportedBlocks(ctx, 1337, signer, 10*time.Minute)
+	require.NoError(t, err)
+	assert.Len(t, blocks, 50)
+
+	for name, q := range map[string]struct {
+		sql  string
+		args []any
+	}{
+		"signers with work": {signersWithWorkSQL, []any{time.Minute, 10 * time.Minute}},
+		"reported blocks":   {reportedBlocksSQL, []any{1337, strings.ToLower(signer.Hex()), 10 * time.Minute}},
+	} {
+		var raw []byte
+		require.NoError(t, db.Pool.QueryRow(ctx, `EXPLAIN (FORMAT JSON) `+q.sql, q.args...).Scan(&raw))
+		assert.False(t, strings.Contains(string(raw), `"Seq Scan"`), "%s: no scan of the table", name)
+	}
 }
