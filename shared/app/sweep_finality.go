@@ -149,7 +149,7 @@ func (s *SweepFinality) Pass(ctx context.Context) (PassStats, error) {
 	}
 	views := map[uint64]*chainView{}
 	var errs []error
-	work := make([]txm.SignerRef, 0, len(refs))
+	work := make([]txm.SignerWork, 0, len(refs))
 	for _, ref := range refs {
 		chain, ok := s.chains[ref.ChainID]
 		if !ok {
@@ -168,7 +168,7 @@ func (s *SweepFinality) Pass(ctx context.Context) (PassStats, error) {
 		}
 	}
 	var mu sync.Mutex
-	inParallel(s.cfg.ReceiptWorkers, work, func(ref txm.SignerRef) {
+	inParallel(s.cfg.ReceiptWorkers, work, func(ref txm.SignerWork) {
 		one, err := s.sweepSigner(ctx, views[ref.ChainID], ref)
 		mu.Lock()
 		defer mu.Unlock()
@@ -206,9 +206,10 @@ func inParallel[T any](workers int, items []T, fn func(T)) {
 // pass, mostly to find nothing. The writes are decided again under the
 // lease, from the database as it is then; only the receipts found before
 // it are carried in (MarkMined writes only what is still TRACKING).
-func (s *SweepFinality) sweepSigner(ctx context.Context, view *chainView, ref txm.SignerRef) (PassStats, error) {
+func (s *SweepFinality) sweepSigner(ctx context.Context, view *chainView, work txm.SignerWork) (PassStats, error) {
 	st := PassStats{Signers: 1}
-	look, err := s.look(ctx, view, ref)
+	ref := work.SignerRef
+	look, err := s.look(ctx, view, work)
 	if err != nil || !look.work {
 		return st, err
 	}
@@ -291,44 +292,70 @@ type finalityLook struct {
 // the stale transactions below the chain's latest nonce (the only ones that
 // can be mined: a hot signer has thousands in flight), and whether a MINED
 // transaction's block is final or gone, or a reported block left the chain.
-// The headers it loads stay in the pass's view for the writes.
-func (s *SweepFinality) look(ctx context.Context, view *chainView, ref txm.SignerRef) (finalityLook, error) {
+// It reads only what the signer has (work): under load a pass read all of
+// it for every signer and took seconds. The headers it loads stay in the
+// pass's view for the writes.
+func (s *SweepFinality) look(ctx context.Context, view *chainView, work txm.SignerWork) (finalityLook, error) {
 	var look finalityLook
+	var err error
+	ref := work.SignerRef
+	var blocks []txm.Header
+	var mined []txm.Tracked
+	if work.Reported {
+		if blocks, err = s.store.ReportedBlocks(ctx, ref.ChainID, ref.Signer, s.watch()); err != nil {
+			return look, err
+		}
+	}
+	if work.Mined {
+		if mined, err = s.store.MinedTxs(ctx, ref.ChainID, ref.Signer); err != nil {
+			return look, err
+		}
+	}
+	if work.Stale {
+		if err := s.lookForReceipts(ctx, view, ref, &look); err != nil {
+			return look, err
+		}
+	}
+	return look, s.lookAtBlocks(ctx, view, blocks, mined, &look)
+}
+
+// lookForReceipts looks up the receipts of the signer's stale transactions
+// below the chain's latest nonce.
+func (s *SweepFinality) lookForReceipts(ctx context.Context, view *chainView, ref txm.SignerRef, look *finalityLook) error {
 	var err error
 	if look.latest, err = view.chain.LatestNonce(ctx, ref.Signer); err != nil {
 		s.metrics.ReceiptCheck(ctx, "rpc_error")
-		return look, fmt.Errorf("latest nonce: %w", err)
+		return fmt.Errorf("latest nonce: %w", err)
 	}
 	if look.stale, _, err = s.store.TrackingBelow(ctx, ref.ChainID, ref.Signer, look.latest, s.cfg.StaleReceiptTimeout); err != nil {
-		return look, err
+		return err
 	}
-	if len(look.stale) > 0 {
-		if look.found, err = findReceipts(ctx, view.chain, look.stale, look.latest); err != nil {
-			s.metrics.ReceiptCheck(ctx, "rpc_error")
-			return look, err
-		}
-		// Receipts to write, or stale ones without a receipt whose nonce
-		// another transaction may have taken.
-		look.work = true
+	if len(look.stale) == 0 {
+		return nil
 	}
-	blocks, err := s.store.ReportedBlocks(ctx, ref.ChainID, ref.Signer, s.watch())
-	if err != nil {
-		return look, err
+	if look.found, err = findReceipts(ctx, view.chain, look.stale, look.latest); err != nil {
+		s.metrics.ReceiptCheck(ctx, "rpc_error")
+		return err
 	}
-	mined, err := s.store.MinedTxs(ctx, ref.ChainID, ref.Signer)
-	if err != nil {
-		return look, err
-	}
+	// Receipts to write, or stale ones without a receipt whose nonce another
+	// transaction may have taken.
+	look.work = true
+	return nil
+}
+
+// lookAtBlocks loads the headers of reported blocks and MINED transactions'
+// blocks and notes work when one is final or no longer canonical.
+func (s *SweepFinality) lookAtBlocks(ctx context.Context, view *chainView, blocks []txm.Header, mined []txm.Tracked, look *finalityLook) error {
 	heights := receiptHeights(mined)
 	for _, b := range blocks {
 		heights = append(heights, b.Number)
 	}
 	if len(heights) == 0 {
-		return look, nil
+		return nil
 	}
 	if err := view.load(ctx, heights); err != nil {
 		s.metrics.ReceiptCheck(ctx, "rpc_error")
-		return look, err
+		return err
 	}
 	for _, b := range blocks {
 		if h := view.header(b.Number); h != nil && h.Hash != b.Hash {
@@ -344,7 +371,7 @@ func (s *SweepFinality) look(ctx context.Context, view *chainView, ref txm.Signe
 			look.work = true
 		}
 	}
-	return look, nil
+	return nil
 }
 
 // receiptHeights lists the receipt blocks of MINED transactions.

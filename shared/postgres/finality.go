@@ -385,22 +385,36 @@ SELECT id, 'MINED', 'TRACKING', 'reorged', $7, $4::text, $5::bigint FROM moved`,
 // managed_tx_finalized (clock_timestamp() itself is volatile: compared row
 // by row, it read every finished transaction).
 const signersWithWorkSQL = `
-SELECT DISTINCT chain_id, signer FROM managed_tx WHERE state = 'MINED'
-UNION
-SELECT DISTINCT chain_id, signer FROM managed_tx
-WHERE state IN ('TRACKING', 'STUCK') AND updated_at <= clock_timestamp() - $1::interval
-UNION
-SELECT DISTINCT chain_id, signer FROM managed_tx
-WHERE $2::interval > '0s' AND state IN ('CONFIRMED', 'FAILED_FINAL') AND finalized_at >= (SELECT clock_timestamp() - $2::interval)
+SELECT chain_id, signer, bool_or(k = 'm'), bool_or(k = 's'), bool_or(k = 'r') FROM (
+    SELECT DISTINCT chain_id, signer, 'm' AS k FROM managed_tx WHERE state = 'MINED'
+    UNION ALL
+    SELECT DISTINCT chain_id, signer, 's' FROM managed_tx
+    WHERE state IN ('TRACKING', 'STUCK') AND updated_at <= clock_timestamp() - $1::interval
+    UNION ALL
+    SELECT DISTINCT chain_id, signer, 'r' FROM managed_tx
+    WHERE $2::interval > '0s' AND state IN ('CONFIRMED', 'FAILED_FINAL') AND finalized_at >= (SELECT clock_timestamp() - $2::interval)
+) w
+GROUP BY chain_id, signer
 ORDER BY 1, 2`
 
 // SignersWithWork implements txm.ReceiptStore.
-func (s *Store) SignersWithWork(ctx context.Context, staleAfter, watch time.Duration) ([]txm.SignerRef, error) {
+func (s *Store) SignersWithWork(ctx context.Context, staleAfter, watch time.Duration) ([]txm.SignerWork, error) {
 	rows, err := s.pool.Query(ctx, signersWithWorkSQL, staleAfter, watch)
 	if err != nil {
 		return nil, fmt.Errorf("signers with work: %w", translate(err))
 	}
-	return scanSignerRefs(rows)
+	work, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (txm.SignerWork, error) {
+		var w txm.SignerWork
+		var chainID int64
+		var signer string
+		err := r.Scan(&chainID, &signer, &w.Mined, &w.Stale, &w.Reported)
+		w.SignerRef = txm.SignerRef{ChainID: uint64(chainID), Signer: common.HexToAddress(signer)}
+		return w, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("signers with work: %w", translate(err))
+	}
+	return work, nil
 }
 
 // scanSignerRefs reads (chain_id, signer) rows.

@@ -80,6 +80,16 @@ type SignerRef struct {
 	Signer  common.Address
 }
 
+// SignerWork is a signer with work for the finality sweep, and which: a
+// pass looks only at what a signer has (most signers have only MINED
+// transactions waiting for depth, or only outcomes under the reorg watch).
+type SignerWork struct {
+	SignerRef
+	Mined    bool // MINED transactions: depth to check
+	Stale    bool // TRACKING/STUCK ones untouched for a while: receipts to look for
+	Reported bool // outcomes reported within the watch: blocks to re-check
+}
+
 // SignerAge is how long a signer's oldest non-final transaction has waited.
 type SignerAge struct {
 	SignerRef
@@ -108,8 +118,9 @@ type ReceiptStore interface {
 	// left the canonical chain.
 	Reorged(ctx context.Context, l Lease, txID string, detail string) error
 	// SignersWithWork lists signers with MINED transactions, TRACKING ones
-	// untouched for staleAfter, or outcomes reported within watch.
-	SignersWithWork(ctx context.Context, staleAfter, watch time.Duration) ([]SignerRef, error)
+	// untouched for staleAfter, or outcomes reported within watch, and
+	// which of the three each has.
+	SignersWithWork(ctx context.Context, staleAfter, watch time.Duration) ([]SignerWork, error)
 	// ReportedBlocks lists the receipt blocks of the signer's outcomes
 	// reported within watch.
 	ReportedBlocks(ctx context.Context, chainID uint64, signer common.Address, watch time.Duration) ([]Header, error)
