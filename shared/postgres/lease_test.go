@@ -198,7 +198,12 @@ func TestIssue2_TakeoverFencing(t *testing.T) {
 	require.ErrorIs(t, err, txm.ErrFenced)
 	require.ErrorIs(t, a.leases.Release(ctx, la), txm.ErrFenced)
 	require.ErrorIs(t, a.leases.Check(ctx, la), txm.ErrFenced)
-	// B's writes succeed, and so do they from any pool, as long as B holds.
+	// B's writes succeed, and so do they from any pool, as long as B holds
+	// (renewed first: on a loaded machine the checks above can outlast its
+	// 1.5s lease, and then B is rightly fenced too).
+	lb2, err := b.leases.Renew(ctx, lb)
+	require.NoError(t, err)
+	require.Equal(t, lb.Token, lb2.Token, "a renewal keeps the token")
 	for i := 0; i < 3; i++ {
 		_, err := bumpCursor(ctx, b, lb)
 		require.NoError(t, err)
