@@ -19,16 +19,23 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
+// newLeases is a lease store over a fresh database.
+func newLeases(t *testing.T) *postgres.Leases {
+	t.Helper()
+	db := pgtest.New(t)
+	leases, err := postgres.NewLeases(db.Pool, config.Lease{Duration: 10 * time.Second, RenewEvery: 3 * time.Second, ClockSkew: time.Second},
+		metrics.New(), logging.Discard())
+	require.NoError(t, err)
+	return leases
+}
+
 // A chain lease another invocation holds is waited for, up to
 // chainLeaseWait, rather than refused at once (which sent the prompt to
 // Pub/Sub's growing backoff); one held past the wait is still refused with
 // ErrNoLease, and nothing runs under it.
 func TestWithChainLease_WaitsForARelease(t *testing.T) {
 	t.Parallel()
-	db := pgtest.New(t)
-	leases, err := postgres.NewLeases(db.Pool, config.Lease{Duration: 10 * time.Second, RenewEvery: 3 * time.Second, ClockSkew: time.Second},
-		metrics.New(), logging.Discard())
-	require.NoError(t, err)
+	leases := newLeases(t)
 	ctx := context.Background()
 	key := txm.LeaseKey{ChainID: 1337, Signer: common.HexToAddress("0x5"), Scope: txm.ScopeChain}
 
@@ -62,10 +69,7 @@ func TestWithChainLease_WaitsForARelease(t *testing.T) {
 // keeps it; a waiter with work of its own marks it.
 func TestWithChainLease_OnlyOtherWorkWantsTheLease(t *testing.T) {
 	t.Parallel()
-	db := pgtest.New(t)
-	leases, err := postgres.NewLeases(db.Pool, config.Lease{Duration: 10 * time.Second, RenewEvery: 3 * time.Second, ClockSkew: time.Second},
-		metrics.New(), logging.Discard())
-	require.NoError(t, err)
+	leases := newLeases(t)
 	ctx := context.Background()
 	key := txm.LeaseKey{ChainID: 1337, Signer: common.HexToAddress("0x6"), Scope: txm.ScopeChain}
 	held, _, err := leases.Acquire(ctx, key, "drain")

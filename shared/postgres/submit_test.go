@@ -16,6 +16,20 @@ import (
 	"github.com/txfence/txfence/shared/pgtest"
 )
 
+// hotSigner is the signer whose many rows the plan tests write.
+var hotSigner = common.HexToAddress("0x66a207cc338c4b654f440a6e2d784ae372f71eee")
+
+// hotSignerStore is a store over a fresh database.
+func hotSignerStore(t *testing.T) (*pgtest.DB, *Store) {
+	t.Helper()
+	db := pgtest.New(t)
+	cfg := config.Defaults()
+	cfg.TopicSubmit, cfg.TopicReceipt, cfg.TopicCompletion = "s", "r", "c"
+	s, err := NewStoreFromConfig(db.Pool, cfg, nil, logging.Discard())
+	require.NoError(t, err)
+	return db, s
+}
+
 // TestNextToSubmit_FindsHoldsByIndex: a hot signer with tens of thousands
 // of rows gets its next ALLOCATED transactions, up to the first one held,
 // without the hold check reading the signer's every row once per
@@ -24,22 +38,17 @@ import (
 func TestNextToSubmit_FindsHoldsByIndex(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := pgtest.New(t)
-	cfg := config.Defaults()
-	cfg.TopicSubmit, cfg.TopicReceipt, cfg.TopicCompletion = "s", "r", "c"
-	s, err := NewStoreFromConfig(db.Pool, cfg, nil, logging.Discard())
-	require.NoError(t, err)
-	signer := common.HexToAddress("0x66a207cc338c4b654f440a6e2d784ae372f71eee")
-	_, err = db.Pool.Exec(ctx, `
+	db, s := hotSignerStore(t)
+	_, err := db.Pool.Exec(ctx, `
 INSERT INTO managed_tx (id, chain_id, signer, nonce, payload_fingerprint, state, fencing_token)
 SELECT gen_random_uuid(), 1337, $1, n, sha256(n::text::bytea),
        CASE WHEN n < 20000 THEN 'CONFIRMED' WHEN n < 22000 THEN 'TRACKING' ELSE 'ALLOCATED' END, 1
-FROM generate_series(0, 25999) n`, strings.ToLower(signer.Hex()))
+FROM generate_series(0, 25999) n`, strings.ToLower(hotSigner.Hex()))
 	require.NoError(t, err)
 	_, err = db.Pool.Exec(ctx, `ANALYZE managed_tx`)
 	require.NoError(t, err)
 
-	items, err := s.NextToSubmit(ctx, 1337, signer, 64)
+	items, err := s.NextToSubmit(ctx, 1337, hotSigner, 64)
 	require.NoError(t, err)
 	require.Len(t, items, 64)
 	assert.EqualValues(t, 22000, items[0].Tx.Nonce)
@@ -53,7 +62,7 @@ FROM generate_series(0, 25999) n`, strings.ToLower(signer.Hex()))
 	var raw []byte
 	require.NoError(t, db.Pool.QueryRow(ctx, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT t.id FROM managed_tx t
 WHERE t.chain_id = $1 AND t.signer = $2 AND t.state = 'ALLOCATED' AND `+notHeld+` ORDER BY t.nonce LIMIT 64`,
-		1337, strings.ToLower(signer.Hex())).Scan(&raw))
+		1337, strings.ToLower(hotSigner.Hex())).Scan(&raw))
 	require.NoError(t, json.Unmarshal(raw, &plan))
 	require.Len(t, plan, 1)
 	assert.False(t, strings.Contains(string(raw), `"Seq Scan"`), "no scan of the table")
@@ -62,7 +71,7 @@ WHERE t.chain_id = $1 AND t.signer = $2 AND t.state = 'ALLOCATED' AND `+notHeld+
 	// A hold: the one backing off at 22010 and everything after it wait.
 	_, err = db.Pool.Exec(ctx, `UPDATE managed_tx SET next_attempt_at = clock_timestamp() + interval '1 hour' WHERE nonce = 22010`)
 	require.NoError(t, err)
-	items, err = s.NextToSubmit(ctx, 1337, signer, 64)
+	items, err = s.NextToSubmit(ctx, 1337, hotSigner, 64)
 	require.NoError(t, err)
 	require.Len(t, items, 10)
 	assert.EqualValues(t, 22009, items[9].Tx.Nonce)
@@ -74,20 +83,15 @@ WHERE t.chain_id = $1 AND t.signer = $2 AND t.state = 'ALLOCATED' AND `+notHeld+
 func TestReorgWatch_ReadsOnlyTheWindow(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := pgtest.New(t)
-	cfg := config.Defaults()
-	cfg.TopicSubmit, cfg.TopicReceipt, cfg.TopicCompletion = "s", "r", "c"
-	s, err := NewStoreFromConfig(db.Pool, cfg, nil, logging.Discard())
-	require.NoError(t, err)
-	signer := common.HexToAddress("0x66a207cc338c4b654f440a6e2d784ae372f71eee")
+	db, s := hotSignerStore(t)
 	// 30,000 outcomes, the last 100 within the watch, two to a block.
-	_, err = db.Pool.Exec(ctx, `
+	_, err := db.Pool.Exec(ctx, `
 INSERT INTO managed_tx (id, chain_id, signer, nonce, payload_fingerprint, state, fencing_token,
                         receipt_block_number, receipt_block_hash, finalized_at)
 SELECT gen_random_uuid(), 1337, $1, n, sha256(n::text::bytea), 'CONFIRMED', 1,
        n / 2, '0x' || lpad(to_hex(n / 2), 64, '0'),
        clock_timestamp() - CASE WHEN n >= 29900 THEN interval '1 minute' ELSE interval '1 day' END
-FROM generate_series(0, 29999) n`, strings.ToLower(signer.Hex()))
+FROM generate_series(0, 29999) n`, strings.ToLower(hotSigner.Hex()))
 	require.NoError(t, err)
 	_, err = db.Pool.Exec(ctx, `ANALYZE managed_tx`)
 	require.NoError(t, err)
@@ -97,7 +101,7 @@ FROM generate_series(0, 29999) n`, strings.ToLower(signer.Hex()))
 	require.Len(t, refs, 1)
 	assert.True(t, refs[0].Reported, "outcomes within the watch")
 	assert.False(t, refs[0].Mined || refs[0].Stale, "and nothing else to look at")
-	blocks, err := s.ReportedBlocks(ctx, 1337, signer, 10*time.Minute)
+	blocks, err := s.ReportedBlocks(ctx, 1337, hotSigner, 10*time.Minute)
 	require.NoError(t, err)
 	assert.Len(t, blocks, 50)
 
@@ -106,7 +110,7 @@ FROM generate_series(0, 29999) n`, strings.ToLower(signer.Hex()))
 		args []any
 	}{
 		"signers with work": {signersWithWorkSQL, []any{time.Minute, 10 * time.Minute}},
-		"reported blocks":   {reportedBlocksSQL, []any{1337, strings.ToLower(signer.Hex()), 10 * time.Minute}},
+		"reported blocks":   {reportedBlocksSQL, []any{1337, strings.ToLower(hotSigner.Hex()), 10 * time.Minute}},
 	} {
 		var raw []byte
 		require.NoError(t, db.Pool.QueryRow(ctx, `EXPLAIN (FORMAT JSON) `+q.sql, q.args...).Scan(&raw))
