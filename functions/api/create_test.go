@@ -17,7 +17,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/txfence/txfence/shared/config"
-	"github.com/txfence/txfence/shared/postgres"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -247,17 +246,34 @@ func TestIssue3_LeaseLostMidBatch(t *testing.T) {
 	seed := b.create(t, b.insts[1], transfer(signer, 1, "seed"))
 	require.Equal(t, http.StatusAccepted, seed.status, "%s", seed.raw)
 
-	// Instance 0's next batch stalls after taking the nonce lease until the
-	// lease has expired by database time.
-	var fired atomic.Bool
+	// Instance 0's next batch stalls inside its allocation, after taking the
+	// nonce lease, until the lease has expired by database time: a trigger
+	// sleeps on the first stalled row it sees (a sequence, which a rollback
+	// does not undo, makes it fire once).
+	ctx := context.Background()
+	_, err := b.db.Pool.Exec(ctx, `
+CREATE SEQUENCE stall_once;
+CREATE FUNCTION stall_allocation() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF nextval('stall_once') = 1 THEN
+        PERFORM pg_sleep(2);
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER stall_allocation BEFORE INSERT ON managed_tx
+    FOR EACH ROW WHEN (NEW.request_id LIKE 'stalled-%') EXECUTE FUNCTION stall_allocation();`)
+	require.NoError(t, err)
 	entered := make(chan struct{})
-	b.insts[0].store.SetHooks(postgres.Hooks{AfterNonceLease: func() error {
-		if fired.CompareAndSwap(false, true) {
-			close(entered)
-			time.Sleep(2 * time.Second)
+	go func() {
+		defer close(entered)
+		for {
+			var fired bool
+			if err := b.db.Pool.QueryRow(ctx, `SELECT is_called FROM stall_once`).Scan(&fired); err != nil || fired {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
-		return nil
-	}})
+	}()
 	type sent struct {
 		requestID string
 		response

@@ -473,6 +473,46 @@ func TestIssue11_CommitLost(t *testing.T) {
 	}
 }
 
+// TestCommitLost_WhileQueued: the connection is lost after an allocation
+// was sent, while the server still waits for the signer's lease behind
+// another session (it would commit once the lease is free, since the whole
+// call was received). The answer must still match the database: the
+// instance ends the server session before it reads the outcome back, so
+// "nothing was written" stays true after the lease comes free. Without
+// that, the read found nothing, the answer said so, and the queued call
+// committed a moment later.
+func TestCommitLost_WhileQueued(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 0)
+	proxy := pgtest.NewProxy(t, b.db.URL)
+	inst := b.newInstance(t, "through-proxy", proxy.URL)
+	signer := signers(1)[0]
+	require.Equal(t, http.StatusAccepted, b.create(t, inst, transfer(signer, 1, "")).status) // the lease row exists
+
+	ctx := context.Background()
+	blocker, err := b.db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = blocker.Rollback(ctx) }()
+	_, err = blocker.Exec(ctx, `SELECT 1 FROM signer_lease WHERE signer = $1 AND scope = 'nonce' FOR UPDATE`, txm.CanonicalAddress(signer))
+	require.NoError(t, err)
+
+	proxy.CutNext(pgtest.CutWhileRunning)
+	r := b.create(t, inst, transfer(signer, 7, ""))
+	select {
+	case <-proxy.Hit():
+	default:
+		t.Fatalf("the proxy cut nothing (answer %d %s)", r.status, r.raw)
+	}
+	require.Equal(t, http.StatusServiceUnavailable, r.status, "%s", r.raw)
+	assert.False(t, strings.HasSuffix(r.prob.Type, "/outcome-unknown"), "the session was ended, so the outcome is known: %s", r.raw)
+	require.NoError(t, blocker.Rollback(ctx))
+	time.Sleep(500 * time.Millisecond) // what the queued call would need to commit
+	var rows int
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM managed_tx WHERE value = 7`).Scan(&rows))
+	assert.Zero(t, rows, "answered 'nothing was written', and nothing was")
+	assert.Equal(t, http.StatusAccepted, b.create(t, inst, transfer(signer, 8, "")).status, "the instance goes on")
+}
+
 // TestIssue11_LockTimeout: a lock held by another session makes a create
 // answer 503 within lock_timeout and a margin, not hang; the server stays
 // healthy and works once the lock is gone.

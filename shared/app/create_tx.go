@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"math/big"
 	"sync"
@@ -35,13 +34,12 @@ type CreateStore interface {
 	FindByRequestID(ctx context.Context, chainID uint64, signer common.Address, requestID string) (*txm.Tx, error)
 }
 
-// CreateTx allocates nonces for create requests. Requests for one signer
-// meet in one of Workers in-process slots (hash(chain, signer) % Workers),
-// which batches them: the first request to arrive at an idle slot leads, runs
-// a batch (all queued requests up to the batch size, whichever signers of
-// the slot they are for) as one database transaction in its own goroutine,
-// and hands leadership to a waiting request when its own result is in. No goroutine outlives its request. Across
-// instances only the signer's nonce lease serializes.
+// CreateTx allocates nonces for create requests. Requests wait in the
+// instance's dispatcher, which runs up to Workers allocation batches at once
+// (each one database call, for any number of signers), a signer in at most
+// one of them: the requests that arrive while a signer's batch is in flight
+// go together in its next. Across instances only the signer's nonce lease
+// serializes.
 type CreateTx struct {
 	store    CreateStore
 	relay    *Relay
@@ -50,7 +48,7 @@ type CreateTx struct {
 	cfg      config.Config
 	metrics  *metrics.Metrics
 	log      *slog.Logger
-	slots    []*slot
+	dispatch *dispatcher
 
 	// synced remembers, per signer, until when (this process's monotonic
 	// clock) the shared cursor's chain sync is known to be fresh, so that a
@@ -72,17 +70,13 @@ func NewCreateTx(store CreateStore, chains map[uint64]ChainReader, relay *Relay,
 			return nil, fmt.Errorf("new create tx: no chain reader for chain %d", ch.ID)
 		}
 	}
-	c := &CreateTx{store: store, relay: relay, chains: chains, policies: policies, cfg: cfg, metrics: m, log: log,
-		slots: make([]*slot, cfg.Workers), synced: map[signerKey]time.Time{}}
-	for i := range c.slots {
-		c.slots[i] = &slot{owner: fmt.Sprintf("%s/w%d", cfg.InstanceID, i)}
-	}
-	return c, nil
+	return &CreateTx{store: store, relay: relay, chains: chains, policies: policies, cfg: cfg, metrics: m, log: log,
+		dispatch: newDispatcher(cfg.InstanceID, cfg.Workers, cfg.BatchSize), synced: map[signerKey]time.Time{}}, nil
 }
 
 // Execute validates r, asks who's policy, answers a replay of a known
 // request id at once, and otherwise allocates a nonce through the signer's
-// slot. Invalid input returns a *txm.ValidationError, a refusal a
+// dispatcher. Invalid input returns a *txm.ValidationError, a refusal a
 // *txm.Refusal (ErrForbidden); nothing is written for either. A request
 // without a request id gets one (r.RequestID), so that every create can be
 // retried safely: after ErrOutcomeUnknown (the database connection was lost
@@ -90,7 +84,7 @@ func NewCreateTx(store CreateStore, chains map[uint64]ChainReader, relay *Relay,
 // with it.
 //
 // Its span, "create", has children for the gas estimate (when one is
-// needed), the wait in the signer's slot ("create.batch_wait") and, in the
+// needed), the wait in the dispatcher ("create.batch_wait") and, in the
 // trace of the request that leads the batch, the allocation transaction
 // ("create.allocate", linked to the other requests of the batch).
 func (c *CreateTx) Execute(ctx context.Context, who txm.Principal, r *txm.Request) (txm.Created, error) {
@@ -141,9 +135,15 @@ func (c *CreateTx) execute(ctx context.Context, who txm.Principal, r *txm.Reques
 		return txm.Created{}, err
 	}
 	r.Principal = who.ID
+	txID, err := uuid.NewV7()
+	if err != nil {
+		return txm.Created{}, fmt.Errorf("new tx id: %w", err)
+	}
 	if r.RequestID == "" {
-		// Made up here, so it cannot exist yet: no lookup.
-		r.RequestID, r.MadeUpID = "txf-"+uuid.NewString(), true
+		// Made up here, so it cannot exist yet: no lookup. It is the
+		// row's own time-ordered id, so the request id index grows at
+		// its end, like the primary key.
+		r.RequestID, r.MadeUpID = "txf-"+txID.String(), true
 	} else { // phase one of idempotency: answer known ids without queueing
 		existing, err := c.store.FindByRequestID(ctx, r.ChainID, r.From, r.RequestID)
 		switch {
@@ -188,7 +188,7 @@ func (c *CreateTx) execute(ctx context.Context, who txm.Principal, r *txm.Reques
 	if pol.HasRollingCaps() {
 		caps = map[string]txm.Policy{who.ID: pol}
 	}
-	created, err := c.enqueue(ctx, r, caps)
+	created, err := c.enqueue(ctx, r, txID.String(), caps)
 	switch {
 	case err != nil:
 		return created, err
@@ -273,18 +273,18 @@ type signerKey struct {
 	signer  common.Address
 }
 
-// waiter is one create request waiting in a slot.
+// waiter is one create request waiting for its allocation.
 type waiter struct {
-	req        *txm.Request
-	txID       string                // the row's id if it is created
-	caps       map[string]txm.Policy // rolling caps to pass
-	key        signerKey
-	enqueued   time.Time
-	wait       trace.Span        // create.batch_wait: ends when its batch starts
-	span       trace.SpanContext // the request's create span, linked from its batch
-	done       chan result       // buffered 1: the outcome
-	lead       chan struct{}     // buffered 1: you lead now
-	designated bool              // under slot.mu: chosen to lead next
+	req      *txm.Request
+	txID     string                // the row's id if it is created
+	caps     map[string]txm.Policy // rolling caps to pass
+	key      signerKey
+	enqueued time.Time
+	wait     trace.Span        // create.batch_wait: ends when its batch starts
+	span     trace.SpanContext // the request's create span, linked from its batch
+	done     chan result       // buffered 1: the outcome
+	lead     chan *job         // buffered 1: run this batch (w is in it)
+	taken    bool              // under dispatcher.mu: in a batch, no longer queued
 }
 
 type result struct {
@@ -292,59 +292,155 @@ type result struct {
 	err     error
 }
 
-// slot is one in-process writer for the signers that hash to it.
-type slot struct {
-	owner   string // lease owner id of this slot
-	mu      sync.Mutex
-	queue   []*waiter
-	leading bool
+// job is one allocation batch and the lane it runs in.
+type job struct {
+	lane  int
+	batch []*waiter
+}
+
+// dispatcher forms allocation batches. Requests queue in arrival order; up
+// to one batch per lane is in flight, and a signer is in at most one batch
+// in flight (so that its requests of one moment go in one transaction, and
+// the instance never queues on its own lease). A batch takes, in arrival
+// order, the queued requests of every signer that is not in flight, up to
+// the batch size, whatever their signers. While a batch is in flight, the
+// requests that arrive gather for the next: the in-flight batch is what
+// batches a hot signer, and a free lane starts a batch at once.
+//
+// A batch runs in the goroutine of its first request, which delivers every
+// result and then starts what became possible; no goroutine outlives its
+// request.
+type dispatcher struct {
+	size  int      // batch size
+	lanes []string // the lease owner of each lane
+
+	mu     sync.Mutex
+	queue  []*waiter
+	free   []int // lanes with no batch in flight
+	flying map[signerKey]bool
+}
+
+func newDispatcher(instanceID string, lanes, size int) *dispatcher {
+	d := &dispatcher{size: size, flying: map[signerKey]bool{}}
+	for i := 0; i < lanes; i++ {
+		d.lanes = append(d.lanes, fmt.Sprintf("%s/w%d", instanceID, i))
+		d.free = append(d.free, lanes-1-i)
+	}
+	return d
+}
+
+// formLocked forms a batch for each free lane while queued requests of
+// signers not in flight remain, and hands each to its first request.
+// Callers hold d.mu.
+func (d *dispatcher) formLocked() {
+	for len(d.free) > 0 && len(d.queue) > 0 {
+		var batch []*waiter
+		mine := map[signerKey]bool{}
+		rest := d.queue[:0]
+		for _, w := range d.queue {
+			if len(batch) < d.size && (mine[w.key] || !d.flying[w.key]) {
+				mine[w.key], d.flying[w.key] = true, true
+				w.taken = true
+				batch = append(batch, w)
+				continue
+			}
+			rest = append(rest, w)
+		}
+		clear(d.queue[len(rest):])
+		d.queue = rest
+		if len(batch) == 0 {
+			return
+		}
+		lane := d.free[len(d.free)-1]
+		d.free = d.free[:len(d.free)-1]
+		batch[0].lead <- &job{lane: lane, batch: batch}
+	}
+}
+
+// topUpLocked adds to j the queued requests that could have joined it (of
+// its signers, or of signers not in flight), up to the batch size. Callers
+// hold d.mu.
+func (d *dispatcher) topUpLocked(j *job) {
+	mine := map[signerKey]bool{}
+	for _, w := range j.batch {
+		mine[w.key] = true
+	}
+	rest := d.queue[:0]
+	for _, w := range d.queue {
+		if len(j.batch) < d.size && (mine[w.key] || !d.flying[w.key]) {
+			mine[w.key], d.flying[w.key] = true, true
+			w.taken = true
+			j.batch = append(j.batch, w)
+			continue
+		}
+		rest = append(rest, w)
+	}
+	clear(d.queue[len(rest):])
+	d.queue = rest
+}
+
+// landed frees j's lane and signers and forms what became possible.
+func (d *dispatcher) landed(j *job) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, w := range j.batch {
+		delete(d.flying, w.key)
+	}
+	d.free = append(d.free, j.lane)
+	d.formLocked()
+}
+
+// withdraw removes w from the queue if no batch has taken it.
+func (d *dispatcher) withdraw(w *waiter) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if w.taken {
+		return false
+	}
+	for i, q := range d.queue {
+		if q == w {
+			d.queue = append(d.queue[:i], d.queue[i+1:]...)
+			return true
+		}
+	}
+	return false
 }
 
 // batchTimeout bounds one batch; it runs detached from the leader's request
 // so that one cancelled client does not fail everyone in its batch.
 const batchTimeout = 30 * time.Second
 
-func (c *CreateTx) enqueue(ctx context.Context, r *txm.Request, caps map[string]txm.Policy) (txm.Created, error) {
-	key := signerKey{chainID: r.ChainID, signer: r.From}
-	id, err := uuid.NewV7()
-	if err != nil {
-		return txm.Created{}, fmt.Errorf("new tx id: %w", err)
-	}
-	h := fnv.New32a()
-	_, _ = h.Write(key.signer.Bytes())
-	_, _ = h.Write([]byte(fmt.Sprint(key.chainID)))
-	s := c.slots[int(h.Sum32()%uint32(len(c.slots)))]
+// enqueue queues r, to be created as txID, and waits for its allocation.
+func (c *CreateTx) enqueue(ctx context.Context, r *txm.Request, txID string, caps map[string]txm.Policy) (txm.Created, error) {
 	_, wait := c.metrics.Start(ctx, "create.batch_wait")
-	w := &waiter{req: r, txID: id.String(), caps: caps, key: key, enqueued: time.Now(), wait: wait,
-		span: trace.SpanContextFromContext(ctx), done: make(chan result, 1), lead: make(chan struct{}, 1)}
+	w := &waiter{req: r, txID: txID, caps: caps, key: signerKey{chainID: r.ChainID, signer: r.From}, enqueued: time.Now(),
+		wait: wait, span: trace.SpanContextFromContext(ctx), done: make(chan result, 1), lead: make(chan *job, 1)}
 
-	s.mu.Lock()
-	s.queue = append(s.queue, w)
-	lead := !s.leading
-	s.leading = true
-	s.mu.Unlock()
+	d := c.dispatch
 	c.metrics.QueueDepth(ctx, 1)
-	if lead {
-		c.lead(ctx, s, w)
-	}
+	d.mu.Lock()
+	d.queue = append(d.queue, w)
+	d.formLocked()
+	d.mu.Unlock()
 	for {
 		select {
 		case res := <-w.done:
 			return res.created, res.err
-		case <-w.lead:
-			c.lead(ctx, s, w)
+		case j := <-w.lead:
+			c.run(ctx, j)
 		case <-ctx.Done():
-			if s.withdraw(w) {
+			if d.withdraw(w) {
 				w.wait.End()
 				c.metrics.QueueDepth(context.WithoutCancel(ctx), -1)
 				return txm.Created{}, ctx.Err()
 			}
-			// Already in a running batch, or chosen to lead: see it through.
+			// Already in a batch: see it through (and run it, if it is w's
+			// to run).
 			select {
 			case res := <-w.done:
 				return res.created, res.err
-			case <-w.lead:
-				c.lead(context.WithoutCancel(ctx), s, w)
+			case j := <-w.lead:
+				c.run(context.WithoutCancel(ctx), j)
 				res := <-w.done
 				return res.created, res.err
 			}
@@ -352,80 +448,21 @@ func (c *CreateTx) enqueue(ctx context.Context, r *txm.Request, caps map[string]
 	}
 }
 
-// withdraw removes w from the queue if it is still waiting there and has not
-// been chosen to lead.
-func (s *slot) withdraw(w *waiter) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if w.designated {
-		return false
+// run runs j, after waiting up to BatchWait for more requests to join it
+// when it is short, and then lets the dispatcher go on.
+func (c *CreateTx) run(ctx context.Context, j *job) {
+	d := c.dispatch
+	if c.cfg.BatchWait > 0 && len(j.batch) < d.size {
+		time.Sleep(c.cfg.BatchWait)
+		d.mu.Lock()
+		d.topUpLocked(j)
+		d.mu.Unlock()
 	}
-	for i, q := range s.queue {
-		if q == w {
-			s.queue = append(s.queue[:i], s.queue[i+1:]...)
-			return true
-		}
-	}
-	return false
-}
-
-// lead runs batches from the slot's queue until self's own result is in,
-// then hands leadership to the oldest waiter (or marks the slot idle).
-func (c *CreateTx) lead(ctx context.Context, s *slot, self *waiter) {
-	for {
-		if c.cfg.BatchWait > 0 {
-			s.mu.Lock()
-			short := len(s.queue) < c.cfg.BatchSize
-			s.mu.Unlock()
-			if short {
-				time.Sleep(c.cfg.BatchWait) // let a hot signer's requests gather
-			}
-		}
-		s.mu.Lock()
-		batch := s.take(c.cfg.BatchSize)
-		if len(batch) == 0 {
-			s.leading = false
-			s.mu.Unlock()
-			return
-		}
-		s.mu.Unlock()
-		c.metrics.QueueDepth(ctx, -int64(len(batch)))
-
-		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
-		c.runBatch(bctx, s.owner, batch)
-		cancel()
-
-		mine := false
-		for _, w := range batch {
-			mine = mine || w == self
-		}
-		if !mine {
-			continue
-		}
-		s.mu.Lock()
-		if len(s.queue) == 0 {
-			s.leading = false
-			s.mu.Unlock()
-			return
-		}
-		next := s.queue[0]
-		next.designated = true
-		s.mu.Unlock()
-		next.lead <- struct{}{}
-		return
-	}
-}
-
-// take removes the first n waiters, whatever their signers. Callers hold s.mu.
-func (s *slot) take(n int) []*waiter {
-	n = min(n, len(s.queue))
-	batch := make([]*waiter, n)
-	copy(batch, s.queue[:n])
-	for _, w := range batch {
-		w.designated = false
-	}
-	s.queue = append(s.queue[:0:0], s.queue[n:]...)
-	return batch
+	c.metrics.QueueDepth(ctx, -int64(len(j.batch)))
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
+	c.runBatch(bctx, d.lanes[j.lane], j.batch)
+	cancel()
+	d.landed(j)
 }
 
 // runBatch allocates one batch, which may hold several signers' requests,

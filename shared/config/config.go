@@ -194,8 +194,8 @@ type Config struct {
 
 	NonceStateTimeout time.Duration // how long the chain's pending nonce is trusted
 	BatchSize         int           // creates per allocation transaction
-	BatchWait         time.Duration // how long a worker waits to fill a batch
-	Workers           int           // per-signer writer workers per instance
+	BatchWait         time.Duration // how long a short batch waits for more requests before it runs (0: not at all)
+	Workers           int           // allocation batches in flight per instance (a signer in at most one)
 
 	MaxGasLimit  uint64   // largest gas limit a create may ask for
 	MaxDataBytes int      // largest calldata a create may carry
@@ -263,8 +263,8 @@ func Defaults() Config {
 		},
 		NonceStateTimeout:   30 * time.Second,
 		BatchSize:           100,
-		BatchWait:           2 * time.Millisecond,
-		Workers:             16,
+		BatchWait:           0,
+		Workers:             4,
 		MaxGasLimit:         30_000_000,
 		MaxDataBytes:        128 * 1024,
 		MaxFeeCap:           new(big.Int).Mul(big.NewInt(10_000), big.NewInt(1_000_000_000)), // 10,000 gwei

@@ -108,7 +108,7 @@ var counters = [counterCount]struct{ name, description string }{
 type Stage int
 
 const (
-	// StageAllocation: a create's wait in its slot until its batch commits.
+	// StageAllocation: a create's wait in the dispatcher until its batch commits.
 	StageAllocation Stage = iota
 	// StageSubmit: a transaction's allocation to its first broadcast a node
 	// accepted.

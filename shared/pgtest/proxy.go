@@ -32,11 +32,21 @@ const (
 	// unreachable through the proxy (every connection closed, new ones
 	// refused) until Up.
 	CutAfterCommitAndDown
+	// CutWhileRunning forwards the commit and closes the client's side at
+	// once, before the server has answered (it may still be waiting for a
+	// lock), as a network partition would: the server, which sees its side
+	// stay open, goes on with it and commits unless its session is ended,
+	// the client cannot know, and the cancel request the client sends when
+	// its connection breaks is lost too.
+	CutWhileRunning
 )
 
 // Proxy is a TCP proxy in front of a test database that can cut a
-// connection at a COMMIT sent with the simple query protocol (how pgx
-// commits), as a network fault or a server crash would.
+// connection at a commit, as a network fault or a server crash would. A
+// commit is a COMMIT sent with the simple query protocol (how pgx commits
+// an explicit transaction), or the Sync that ends an extended-protocol call
+// of a statement that commits by itself in its implicit transaction: one
+// that calls a function named in Commits (txfence_allocate by default).
 type Proxy struct {
 	// URL is the database URL through the proxy.
 	URL string
@@ -45,9 +55,13 @@ type Proxy struct {
 	network  string
 	ln       net.Listener
 
-	mu    sync.Mutex
-	cut   Cut
-	down  bool
+	// Commits names the functions whose calls are commit points.
+	Commits []string
+
+	mu        sync.Mutex
+	cut       Cut
+	down      bool
+	partition bool // a CutWhileRunning happened: cancel requests are lost
 	conns map[net.Conn]bool
 	hit   chan struct{}
 }
@@ -60,7 +74,7 @@ func NewProxy(t testing.TB, url string) *Proxy {
 	if err != nil {
 		t.Fatalf("pgtest proxy: %v", err)
 	}
-	p := &Proxy{hit: make(chan struct{}, 16), conns: map[net.Conn]bool{}}
+	p := &Proxy{hit: make(chan struct{}, 16), conns: map[net.Conn]bool{}, Commits: []string{"txfence_allocate("}}
 	if filepath.IsAbs(cfg.Host) {
 		p.network, p.upstream = "unix", filepath.Join(cfg.Host, ".s.PGSQL."+strconv.Itoa(int(cfg.Port)))
 	} else {
@@ -106,6 +120,19 @@ func (p *Proxy) goDown() {
 	}
 }
 
+// cancelRequestCode is the protocol code of a CancelRequest message.
+const cancelRequestCode = 80877102
+
+// commits reports whether query calls one of p.Commits.
+func (p *Proxy) commits(query []byte) bool {
+	for _, f := range p.Commits {
+		if bytes.Contains(query, []byte(f)) {
+			return true
+		}
+	}
+	return false
+}
+
 // Hit is signalled each time a COMMIT was cut.
 func (p *Proxy) Hit() <-chan struct{} { return p.hit }
 
@@ -142,6 +169,7 @@ func (p *Proxy) relay(client net.Conn) {
 	}
 	closeBoth := func() { _ = client.Close(); _ = server.Close() }
 	var dropping atomic.Bool // set: what the server says is never delivered
+	var told atomic.Bool     // set: the cut was signalled already
 	serverDone := make(chan struct{})
 	go func() {
 		defer close(serverDone)
@@ -149,6 +177,12 @@ func (p *Proxy) relay(client net.Conn) {
 		buf := make([]byte, 32*1024)
 		for {
 			n, err := server.Read(buf)
+			if n > 0 && told.Load() {
+				if err != nil {
+					return
+				}
+				continue // the client is gone; the server's side stays open until it closes it
+			}
 			if n > 0 && dropping.Load() {
 				p.mu.Lock()
 				andDown := p.cut == CutAfterCommitAndDown
@@ -181,10 +215,20 @@ func (p *Proxy) relay(client net.Conn) {
 	if _, err := io.ReadFull(client, body); err != nil {
 		return
 	}
+	p.mu.Lock()
+	partition := p.partition
+	p.mu.Unlock()
+	if partition && n == 16 && binary.BigEndian.Uint32(body[:4]) == cancelRequestCode {
+		return // lost in the partition
+	}
 	if _, err := server.Write(append(head[:], body...)); err != nil {
 		return
 	}
-	// Then typed messages: a type byte, a length, a body.
+	// Then typed messages: a type byte, a length, a body. Prepared
+	// statements are remembered by name, so that a Bind of one that calls
+	// a committing function marks the next Sync as a commit.
+	statements := map[string]bool{} // name → its query commits
+	committing := false             // a committing call is bound, its Sync not sent
 	for {
 		var h [5]byte
 		if _, err := io.ReadFull(client, h[:]); err != nil {
@@ -196,7 +240,24 @@ func (p *Proxy) relay(client net.Conn) {
 			return
 		}
 		msg := append(h[:], body...)
-		if h[0] == 'Q' && bytes.EqualFold(bytes.TrimRight(bytes.TrimSpace(bytes.TrimRight(body, "\x00")), ";"), []byte("commit")) {
+		switch h[0] {
+		case 'P': // Parse: statement name, query, ...
+			if name, rest, ok := bytes.Cut(body, []byte{0}); ok {
+				query, _, _ := bytes.Cut(rest, []byte{0})
+				statements[string(name)] = p.commits(query)
+			}
+		case 'B': // Bind: portal name, statement name, ...
+			if _, rest, ok := bytes.Cut(body, []byte{0}); ok {
+				name, _, _ := bytes.Cut(rest, []byte{0})
+				committing = committing || statements[string(name)]
+			}
+		}
+		simpleCommit := h[0] == 'Q' && bytes.EqualFold(bytes.TrimRight(bytes.TrimSpace(bytes.TrimRight(body, "\x00")), ";"), []byte("commit"))
+		callCommit := h[0] == 'S' && committing
+		if h[0] == 'S' {
+			committing = false
+		}
+		if simpleCommit || callCommit {
 			p.mu.Lock()
 			cut := p.cut
 			if cut != CutAfterCommitAndDown {
@@ -207,6 +268,19 @@ func (p *Proxy) relay(client net.Conn) {
 			case CutBeforeCommit:
 				p.hit <- struct{}{}
 				return // closeBoth: the server sees the client go and rolls back
+			case CutWhileRunning:
+				p.mu.Lock()
+				p.partition = true
+				p.mu.Unlock()
+				dropping.Store(true)
+				told.Store(true)
+				if _, err := server.Write(msg); err != nil {
+					return
+				}
+				p.hit <- struct{}{}
+				_ = client.Close()
+				<-serverDone // the server's side stays open until it closes it
+				return
 			case CutAfterCommit, CutAfterCommitAndDown:
 				dropping.Store(true)
 				if _, err := server.Write(msg); err != nil {

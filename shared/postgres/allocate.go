@@ -1,13 +1,12 @@
 package postgres
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/big"
-	"sort"
+	"strconv"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -15,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/txfence/txfence/shared/config"
 	"github.com/txfence/txfence/shared/logging"
 	"github.com/txfence/txfence/shared/txm"
 )
@@ -41,308 +41,400 @@ FROM signer_nonce_cursor WHERE chain_id = $1 AND signer = $2`,
 	return c, nil
 }
 
-// Allocate implements txm.Allocator, in one transaction of two round trips
-// whatever the number of signers: the first takes every signer's nonce
-// lease (their row locks serialize allocators for those signers across
-// every instance until the transaction ends) and reads their cursors, the
-// request ids that exist and the capped principals' usage; the second
-// writes every signer's rows, usage, submit prompt and cursor and releases
-// the leases. Every write is fenced. Leases are taken in (chain, signer)
-// order, so allocators that share signers cannot deadlock. A batch spread
-// over many signers used to make two round trips per signer while it held
-// the locks of the ones before.
-func (s *Store) Allocate(ctx context.Context, batches []txm.AllocationBatch) ([][]txm.Created, []int64, error) {
-	order := make([]int, len(batches))
-	for i := range order {
-		order[i] = i
-	}
-	sort.Slice(order, func(a, b int) bool {
-		x, y := batches[order[a]], batches[order[b]]
-		if x.ChainID != y.ChainID {
-			return x.ChainID < y.ChainID
-		}
-		return bytes.Compare(x.Signer.Bytes(), y.Signer.Bytes()) < 0
-	})
-	results := make([][]txm.Created, len(batches))
-	var outbox []int64
-	err := WithTx(ctx, s.pool, func(tx pgx.Tx) error {
-		parts := make([]*signerAllocation, 0, len(order))
-		for _, i := range order {
-			if len(batches[i].Requests) > 0 {
-				parts = append(parts, &signerAllocation{index: i, b: batches[i]})
-			}
-		}
-		if len(parts) == 0 {
-			return nil
-		}
-		read := &pgx.Batch{}
-		for _, p := range parts {
-			s.queueRead(ctx, read, p)
-		}
-		lctx, span := s.metrics.Start(ctx, "allocate.lease")
-		err := tx.SendBatch(lctx, read).Close()
-		span.End()
-		if err != nil {
-			return fmt.Errorf("lease and read: %w", translate(err))
-		}
-		if s.hooks.AfterNonceLease != nil {
-			if err := s.hooks.AfterNonceLease(); err != nil {
-				return err
-			}
-		}
+// allocateSQL calls txfence_allocate (migrations/00009): the whole
+// allocation of a batch, every signer's, in one statement.
+const allocateSQL = `SELECT o_idx, o_outcome, o_tx_id::text, o_nonce, o_rule, o_group, o_token, o_acquired, o_outbox_id, o_created_at
+FROM txfence_allocate($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
+    $21, $22, $23, $24, $25)`
 
-		write := &pgx.Batch{}
-		for _, p := range parts {
-			if err := p.assign(); err != nil {
-				return err
-			}
-			s.queueWrite(write, p)
+// Allocate implements txm.Allocator with one call of txfence_allocate, sent
+// as one statement in an implicit transaction: it takes every signer's nonce
+// lease (the lease rows' locks serialize allocators for those signers across
+// every instance, taken in (chain, signer) order, so allocators that share
+// signers cannot deadlock), re-checks the request ids, applies the rolling
+// caps, numbers, writes every signer's rows, history, usage, submit prompt
+// and cursor, fenced, and releases the leases. No client round trip happens
+// while the locks are held: concurrent allocators for a hot signer queue on
+// the lease row and each goes through in the server's time. Before, a batch
+// held the lock across three round trips (reads, writes, COMMIT).
+//
+// When the connection is lost with the call sent, the outcome is unknown:
+// the server session that ran it is ended first (settle), so that what it
+// committed, or not, can be read back (ErrOutcomeUnknown).
+func (s *Store) Allocate(ctx context.Context, batches []txm.AllocationBatch) ([][]txm.Created, []int64, error) {
+	a := newAllocationArgs(batches)
+	results := make([][]txm.Created, len(batches))
+	for i, b := range batches {
+		results[i] = make([]txm.Created, len(b.Requests))
+	}
+	if len(a.group) == 0 {
+		return results, nil, nil
+	}
+	if err := s.ensureLeaseRows(ctx, a, false); err != nil {
+		return nil, nil, err
+	}
+	got, err := s.callAllocate(ctx, a, batches)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "TF004" {
+		// A lease row this process knew of is gone (a database restored or
+		// emptied): make them again and allocate once more.
+		if err := s.ensureLeaseRows(ctx, a, true); err != nil {
+			return nil, nil, err
 		}
-		wctx, span := s.metrics.Start(ctx, "allocate.write")
-		err = tx.SendBatch(wctx, write).Close()
-		span.End()
-		if err != nil {
-			return fmt.Errorf("write allocated: %w", translate(err))
-		}
-		for _, p := range parts {
-			if err := s.checkWritten(ctx, tx, p); err != nil {
-				return fmt.Errorf("allocate %d for %s: %w", len(p.b.Requests), txm.CanonicalAddress(p.b.Signer), err)
-			}
-			results[p.index] = p.results
-			if len(p.fresh) > 0 {
-				outbox = append(outbox, p.outboxID)
-			}
-		}
-		return nil
-	})
+		got, err = s.callAllocate(ctx, a, batches)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
+	return s.allocated(ctx, a, batches, got, results)
+}
+
+// callAllocate runs txfence_allocate for a and returns its answer.
+func (s *Store) callAllocate(ctx context.Context, a *allocationArgs, batches []txm.AllocationBatch) ([]allocated, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("allocate: %w", translate(err))
+	}
+	defer conn.Release()
+	backend := conn.Conn().PgConn().PID()
+	owner := batches[a.batch[0]].Owner
+	qctx, span := s.metrics.Start(ctx, "allocate.call")
+	rows, err := conn.Query(qctx, allocateSQL, a.args(owner, s.leases.cfg, s.topics.Submit)...)
+	var got []allocated
+	if err == nil {
+		for rows.Next() {
+			var r allocated
+			if err = rows.Scan(&r.idx, &r.outcome, &r.txID, &r.nonce, &r.rule, &r.group, &r.token, &r.acquired,
+				&r.outboxID, &r.createdAt); err != nil {
+				break
+			}
+			got = append(got, r)
+		}
+		rows.Close()
+		if err == nil {
+			err = rows.Err()
+		}
+	}
+	span.End()
+	if err != nil {
+		return nil, s.allocateFailed(ctx, a, batches, backend, err)
+	}
+	if len(got) != len(a.group) {
+		return nil, fmt.Errorf("allocate: %d answers for %d requests", len(got), len(a.group))
+	}
+	return got, nil
+}
+
+// ensureLeaseRows inserts the nonce lease rows (released, token 1) of a's
+// signers that this process has not seen yet (all of them when again), in
+// their own statement and in (chain, signer) order: txfence_allocate only
+// locks rows, so that its locks are always taken in one order.
+func (s *Store) ensureLeaseRows(ctx context.Context, a *allocationArgs, again bool) error {
+	var chains []int64
+	var signers []string
+	for g := range a.sChain {
+		key := leaseRowKey{a.sChain[g], a.sSigner[g]}
+		if _, ok := s.leaseRows.Load(key); !ok || again {
+			chains, signers = append(chains, key.chain), append(signers, key.signer)
+		}
+	}
+	if len(chains) == 0 {
+		return nil
+	}
+	_, err := s.pool.Exec(ctx, `
+INSERT INTO signer_lease (chain_id, signer, scope, owner, fencing_token, expires_at, updated_at)
+SELECT u.c, u.s, 'nonce', 'txfence', 1, '-infinity', clock_timestamp()
+FROM unnest($1::bigint[], $2::text[]) AS u(c, s)
+ORDER BY u.c, u.s
+ON CONFLICT DO NOTHING`, chains, signers)
+	if err != nil {
+		return fmt.Errorf("allocate: lease rows: %w", translate(err))
+	}
+	for i := range chains {
+		s.leaseRows.Store(leaseRowKey{chains[i], signers[i]}, true)
+	}
+	return nil
+}
+
+// leaseRowKey names a signer whose nonce lease row exists.
+type leaseRowKey struct {
+	chain  int64
+	signer string
+}
+
+// allocated is one row of txfence_allocate's answer.
+type allocated struct {
+	idx       int32 // 1-based, in the request arrays
+	outcome   string
+	txID      string
+	nonce     *int64
+	rule      *string
+	group     int32 // 1-based, in the signer arrays
+	token     int64
+	acquired  string
+	outboxID  *int64
+	createdAt time.Time
+}
+
+// allocated turns the function's answer into results: new rows, replays of
+// rows that exist (read afterwards, in one query, when the database held
+// them), refusals; it counts each signer's lease and logs its allocation.
+func (s *Store) allocated(ctx context.Context, a *allocationArgs, batches []txm.AllocationBatch, got []allocated,
+	results [][]txm.Created) ([][]txm.Created, []int64, error) {
+	fresh := map[string]*txm.Tx{}
+	var outbox []int64
+	seen := map[int32]bool{}
+	var stored []string // ids of existing rows to read
+	for _, r := range got {
+		b, k := a.batch[r.idx-1], a.index[r.idx-1]
+		req := batches[b].Requests[k]
+		switch r.outcome {
+		case "created":
+			t := &txm.Tx{ID: r.txID, Request: *req, Nonce: uint64(*r.nonce), Fingerprint: req.Fingerprint(),
+				State: txm.StateAllocated, CreatedAt: r.createdAt, UpdatedAt: r.createdAt}
+			fresh[t.ID] = t
+			results[b][k] = txm.Created{Outcome: txm.OutcomeCreated, Tx: t}
+		case "refused":
+			results[b][k] = txm.Created{Outcome: txm.OutcomeRefused, Refusal: batches[b].Caps[req.Principal].UsageRefusal(*r.rule)}
+		case "existing":
+			stored = append(stored, r.txID)
+		default:
+			return nil, nil, fmt.Errorf("allocate: unknown outcome %q", r.outcome)
+		}
+		if !seen[r.group] {
+			seen[r.group] = true
+			s.metrics.LeaseAcquire(ctx, r.acquired)
+			if r.outboxID != nil {
+				outbox = append(outbox, *r.outboxID)
+			}
+		}
+	}
+	existing := map[string]*txm.Tx{}
+	if len(stored) > 0 {
+		txs, err := s.txsByID(ctx, stored)
+		if err != nil {
+			return nil, nil, fmt.Errorf("read replayed: %w", err)
+		}
+		for _, t := range txs {
+			existing[t.ID] = t
+		}
+	}
+	for _, r := range got {
+		if r.outcome != "existing" {
+			continue
+		}
+		b, k := a.batch[r.idx-1], a.index[r.idx-1]
+		t := fresh[r.txID] // an earlier request of this batch with the same id
+		if t == nil {
+			t = existing[r.txID]
+		}
+		if t == nil {
+			return nil, nil, fmt.Errorf("allocate: replayed transaction %s not found", r.txID)
+		}
+		results[b][k] = txm.Resolve(t, batches[b].Requests[k].Fingerprint())
+	}
+	s.logAllocated(ctx, a, batches, got)
 	return results, outbox, nil
 }
 
-// signerAllocation is one signer's part of an allocation transaction: what
-// its reads found, the nonces it assigns, and what its writes did.
-type signerAllocation struct {
-	index    int // in Allocate's batches
-	b        txm.AllocationBatch
-	lease    txm.Lease
-	cur      txm.CursorState
-	existing map[string]*txm.Tx
-	usage    map[string]txm.Usage
-
-	results []txm.Created
-	fresh   []*txm.Tx
-	next    uint64 // the cursor after fresh
-
-	inserted, advanced, released int64 // rows each write affected; -1 when not sent
-	outboxID                     int64
-}
-
-// queueRead queues taking p's nonce lease and reading its cursor, the
-// request ids that exist (the idempotency re-check under the lease:
-// request ids that exist now are answered from the existing row and take
-// no nonce) and its capped principals' usage (read under the lease, so
-// that concurrent batches cannot both pass a cap).
-func (s *Store) queueRead(ctx context.Context, read *pgx.Batch, p *signerAllocation) {
-	p.existing, p.usage = map[string]*txm.Tx{}, map[string]txm.Usage{}
-	key := txm.LeaseKey{ChainID: p.b.ChainID, Signer: p.b.Signer, Scope: txm.ScopeNonce}
-	// Waiting for the lease behind other instances' allocations is the
-	// designed queue, bounded by statement_timeout and the request's
-	// context, not a stuck lock: lock_timeout is lifted for that one
-	// statement.
-	read.Queue(`SET LOCAL lock_timeout = 0`)
-	s.leases.queueAcquire(ctx, read, key, p.b.Owner, &p.lease)
-	read.Queue(`SET LOCAL lock_timeout TO DEFAULT`)
-	read.Queue(`SELECT next_nonce FROM signer_nonce_cursor WHERE chain_id = $1 AND signer = $2`,
-		int64(p.b.ChainID), txm.CanonicalAddress(p.b.Signer)).
-		QueryRow(func(row pgx.Row) error {
-			var next int64
-			switch err := row.Scan(&next); {
-			case errors.Is(err, pgx.ErrNoRows):
-			case err != nil:
-				return fmt.Errorf("read cursor: %w", translate(err))
-			default:
-				p.cur.Exists, p.cur.Next = true, uint64(next)
-			}
-			return nil
-		})
-	s.queueExisting(read, p.b, p.existing)
-	s.queueUsage(read, p.b, p.usage)
-}
-
-// assign answers p's requests: replays from the rows that exist, refusals
-// of capped principals past their caps, and nonces in order for the rest.
-func (p *signerAllocation) assign() error {
-	nonce := txm.NextNonce(p.cur, p.b.ChainPending)
-	p.results = make([]txm.Created, len(p.b.Requests))
-	for i, r := range p.b.Requests {
-		fp := r.Fingerprint()
-		if r.RequestID != "" {
-			if e, ok := p.existing[r.RequestID]; ok {
-				p.results[i] = txm.Resolve(e, fp)
-				continue
-			}
-		}
-		if pol, capped := p.b.Caps[r.Principal]; capped {
-			u := p.usage[r.Principal]
-			if err := pol.CheckUsage(r, u); err != nil {
-				p.results[i] = txm.Created{Outcome: txm.OutcomeRefused, Refusal: err}
-				continue
-			}
-			p.usage[r.Principal] = u.Add(r.Value)
-		}
-		id := ""
-		if i < len(p.b.TxIDs) {
-			id = p.b.TxIDs[i]
-		}
-		if id == "" {
-			u, err := uuid.NewV7()
-			if err != nil {
-				return fmt.Errorf("new tx id: %w", err)
-			}
-			id = u.String()
-		}
-		t := &txm.Tx{ID: id, Request: *r, Nonce: nonce, Fingerprint: fp, State: txm.StateAllocated}
-		nonce++
-		p.fresh = append(p.fresh, t)
-		p.results[i] = txm.Created{Outcome: txm.OutcomeCreated, Tx: t}
-		if r.RequestID != "" {
-			p.existing[r.RequestID] = t // a later duplicate in this batch replays this one
-		}
-	}
-	p.next = nonce
-	return nil
-}
-
-// queueWrite queues p's rows, usage, submit prompt and cursor, all fenced,
-// and the release of its lease.
-func (s *Store) queueWrite(write *pgx.Batch, p *signerAllocation) {
-	p.inserted, p.advanced, p.released = -1, -1, -1
-	if len(p.fresh) > 0 {
-		queueInsertAllocated(write, p.lease, p.fresh, &p.inserted)
-		s.queueRecordUsage(write, p.b, p.fresh)
-		queueOutbox(write, s.topics.Submit, p.lease.Key, &p.outboxID)
-	}
-	if len(p.fresh) > 0 || p.b.ChainPending != nil {
-		// Last, and fenced: if the lease lapsed while the batch ran, this
-		// matches nothing and the whole transaction rolls back.
-		write.Queue(`
-INSERT INTO signer_nonce_cursor AS c (chain_id, signer, next_nonce, chain_synced_at, fencing_token)
-SELECT $1::bigint, $2::text, $6::bigint, CASE WHEN $7::bool THEN clock_timestamp() END, $5::bigint
-WHERE `+fenceHeld+`
-ON CONFLICT (chain_id, signer) DO UPDATE
-SET next_nonce = EXCLUDED.next_nonce,
-    chain_synced_at = coalesce(EXCLUDED.chain_synced_at, c.chain_synced_at),
-    fencing_token = EXCLUDED.fencing_token,
-    updated_at = clock_timestamp()
-WHERE c.next_nonce <= EXCLUDED.next_nonce`, append(fenceArgs(p.lease), int64(p.next), p.b.ChainPending != nil)...).
-			Exec(rowsInto(&p.advanced))
-	}
-	write.Queue(releaseSQL, fenceArgs(p.lease)...).Exec(rowsInto(&p.released))
-}
-
-// checkWritten fails when one of p's writes matched nothing: the lease was
-// lost (fenced), or, for the cursor, it would have moved backwards.
-func (s *Store) checkWritten(ctx context.Context, tx pgx.Tx, p *signerAllocation) error {
-	op := ""
-	switch {
-	case p.inserted >= 0 && p.inserted != int64(len(p.fresh)):
-		op = "allocate_insert"
-	case p.advanced == 0:
-		op = "allocate_cursor"
-	case p.released == 0:
-		op = "lease_release"
-	}
-	if op != "" {
-		if err := s.leases.check(ctx, tx, p.lease, op, ""); err != nil {
-			return err // fenced
-		}
-		switch op {
-		case "allocate_insert":
-			return fmt.Errorf("insert allocated: %d of %d rows written", p.inserted, len(p.fresh))
-		case "allocate_cursor":
-			return fmt.Errorf("advance cursor to %d: it would move backwards", p.next)
-		default:
-			return s.leases.fenced(ctx, p.lease, op, "")
-		}
-	}
-	if len(p.fresh) > 0 {
-		ids := make([]string, len(p.fresh))
-		for i, t := range p.fresh {
-			ids[i] = t.ID
-		}
-		s.log.DebugContext(ctx, "allocated", slog.String(logging.KeySigner, txm.CanonicalAddress(p.b.Signer)),
-			slog.String(logging.KeyOwner, p.lease.Owner), slog.Int64(logging.KeyToken, p.lease.Token),
-			slog.Uint64(logging.KeyNonce, p.fresh[0].Nonce), slog.Int("count", len(p.fresh)), slog.Any(logging.KeyTxID, ids))
-	}
-	return nil
-}
-
-// rowsInto is a batch callback that stores the rows a statement affected.
-func rowsInto(n *int64) func(pgconn.CommandTag) error {
-	return func(tag pgconn.CommandTag) error {
-		*n = tag.RowsAffected()
-		return nil
-	}
-}
-
-// queueUsage queues the read, for each principal of b.Caps, of what it sent
-// from b's signer in the last hour and day (minute buckets), into out.
-func (s *Store) queueUsage(q *pgx.Batch, b txm.AllocationBatch, out map[string]txm.Usage) {
-	if len(b.Caps) == 0 {
+// logAllocated logs each signer's new rows with the lease token they were
+// written under.
+func (s *Store) logAllocated(ctx context.Context, a *allocationArgs, batches []txm.AllocationBatch, got []allocated) {
+	if !s.log.Enabled(ctx, slog.LevelDebug) {
 		return
 	}
-	principals := make([]string, 0, len(b.Caps))
-	for p := range b.Caps {
-		principals = append(principals, p)
+	type signer struct {
+		first uint64
+		token int64
+		ids   []string
 	}
-	q.Queue(`
-SELECT principal,
-    coalesce(sum(tx_count) FILTER (WHERE minute > clock_timestamp() - interval '1 hour'), 0),
-    coalesce(sum(value) FILTER (WHERE minute > clock_timestamp() - interval '1 hour'), 0)::text,
-    coalesce(sum(tx_count), 0), coalesce(sum(value), 0)::text
-FROM principal_usage
-WHERE principal = ANY($1::text[]) AND chain_id = $2 AND signer = $3 AND minute > clock_timestamp() - interval '24 hours'
-GROUP BY principal`, principals, int64(b.ChainID), txm.CanonicalAddress(b.Signer)).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var p, hv, dv string
-			var u txm.Usage
-			if err := rows.Scan(&p, &u.HourCount, &hv, &u.DayCount, &dv); err != nil {
-				return fmt.Errorf("read usage: %w", translate(err))
-			}
-			u.HourValue, u.DayValue = parseBig(&hv), parseBig(&dv)
-			out[p] = u
-		}
-		return nil
-	})
-}
-
-// queueRecordUsage queues adding the new rows of capped principals to this
-// minute's usage.
-func (s *Store) queueRecordUsage(q *pgx.Batch, b txm.AllocationBatch, fresh []*txm.Tx) {
-	var principals, values []string
-	for _, t := range fresh {
-		if _, capped := b.Caps[t.Principal]; !capped {
+	by := map[int32]*signer{}
+	for _, r := range got {
+		if r.outcome != "created" {
 			continue
 		}
-		v := "0"
-		if t.Value != nil {
-			v = t.Value.String()
+		g := by[r.group]
+		if g == nil {
+			g = &signer{first: uint64(*r.nonce), token: r.token}
+			by[r.group] = g
 		}
-		principals, values = append(principals, t.Principal), append(values, v)
+		g.ids = append(g.ids, r.txID)
 	}
-	if len(principals) == 0 {
-		return
+	for g, v := range by {
+		b := batches[a.batch[a.signerRequest[g-1]]]
+		s.log.DebugContext(ctx, "allocated", slog.String(logging.KeySigner, txm.CanonicalAddress(b.Signer)),
+			slog.String(logging.KeyOwner, b.Owner), slog.Int64(logging.KeyToken, v.token),
+			slog.Uint64(logging.KeyNonce, v.first), slog.Int("count", len(v.ids)), slog.Any(logging.KeyTxID, v.ids))
 	}
-	q.Queue(`
-INSERT INTO principal_usage AS p (principal, chain_id, signer, minute, tx_count, value)
-SELECT u.principal, $1, $2, date_trunc('minute', clock_timestamp()), count(*), sum(u.value::numeric)
-FROM unnest($3::text[], $4::text[]) AS u(principal, value)
-GROUP BY u.principal
-ON CONFLICT (principal, chain_id, signer, minute) DO UPDATE
-SET tx_count = p.tx_count + EXCLUDED.tx_count, value = p.value + EXCLUDED.value`,
-		int64(b.ChainID), txm.CanonicalAddress(b.Signer), principals, values)
+}
+
+// allocateFailed translates a failed call: fenced, a backwards cursor or a
+// held lease (raised by the function, naming the signer), a refusal of the
+// values (ErrInvalid), or a lost connection, which is settled first.
+func (s *Store) allocateFailed(ctx context.Context, a *allocationArgs, batches []txm.AllocationBatch, backend uint32, err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		var b txm.AllocationBatch
+		if g, _ := strconv.Atoi(pgErr.Hint); g >= 1 && g <= len(a.signerRequest) {
+			b = batches[a.batch[a.signerRequest[g-1]]]
+		}
+		key := txm.LeaseKey{ChainID: b.ChainID, Signer: b.Signer, Scope: txm.ScopeNonce}
+		switch pgErr.Code {
+		case "TF001":
+			return s.leases.fenced(ctx, txm.Lease{Key: key, Owner: b.Owner}, pgErr.Message, "")
+		case "TF002":
+			return fmt.Errorf("allocate for %s: advance cursor: it would move backwards", key)
+		case "TF003":
+			s.metrics.LeaseAcquire(ctx, "held")
+			return fmt.Errorf("acquire lease %s: %w", key, txm.ErrLeaseHeld)
+		case "TF004":
+			return err // a lease row is missing: Allocate makes it and tries again
+		}
+		return fmt.Errorf("allocate: %w", translate(err))
+	}
+	if pgconn.SafeToRetry(err) {
+		return fmt.Errorf("allocate: %w", translate(err)) // nothing was sent
+	}
+	// The call was sent and its answer is lost: it may have committed.
+	if serr := s.settle(ctx, backend); serr != nil {
+		s.log.WarnContext(ctx, "allocation outcome unknown and its session could not be ended; reading it back may not tell",
+			slog.Any("error", serr))
+	}
+	return fmt.Errorf("allocate: %w: %w", txm.ErrOutcomeUnknown, translate(err))
+}
+
+// settle ends the server session (backend process) that ran a call whose
+// answer was lost, and waits until it is gone, so that whatever it
+// committed is final and can be read back: the server may not have noticed
+// the connection go, and may still be waiting for a lock, running, or
+// committing. A session that is idle or runs something else has finished
+// the call. It gives up after settleTimeout (the database unreachable).
+func (s *Store) settle(ctx context.Context, backend uint32) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	for {
+		var ended bool
+		err := s.pool.QueryRow(ctx, `
+SELECT coalesce((SELECT pg_terminate_backend(pid, 1000) FROM pg_stat_activity
+                 WHERE pid = $1 AND state <> 'idle' AND query LIKE '%txfence_allocate(%'), true)`, int64(backend)).Scan(&ended)
+		if err == nil && ended {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if err == nil {
+				err = errors.New("the session did not end")
+			}
+			return fmt.Errorf("settle session %d: %w", backend, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// settleTimeout bounds settle.
+const settleTimeout = 2 * time.Second
+
+// allocationArgs are txfence_allocate's arrays: signers (s*, one per batch
+// with requests) and requests (in batch order).
+type allocationArgs struct {
+	sChain   []int64
+	sSigner  []string
+	sPending []*int64
+
+	group                                      []int32 // per request: its signer, 1-based
+	id, requestID, to, value                   []*string
+	lookup                                     []bool
+	fp, data                                   [][]byte
+	gas                                        []*int64
+	maxFee, maxPrio, gasPrice, meta, principal []*string
+	hourCount, dayCount                        []*int32
+	hourValue, dayValue                        []*string
+
+	batch, index  []int // per request: its batch and its index there
+	signerRequest []int // per signer: the index of its first request
+}
+
+func newAllocationArgs(batches []txm.AllocationBatch) *allocationArgs {
+	a := &allocationArgs{}
+	for bi, b := range batches {
+		if len(b.Requests) == 0 {
+			continue
+		}
+		a.sChain = append(a.sChain, int64(b.ChainID))
+		a.sSigner = append(a.sSigner, txm.CanonicalAddress(b.Signer))
+		var pending *int64
+		if b.ChainPending != nil {
+			p := int64(*b.ChainPending)
+			pending = &p
+		}
+		a.sPending = append(a.sPending, pending)
+		a.signerRequest = append(a.signerRequest, len(a.group))
+		g := int32(len(a.sChain))
+		for k, r := range b.Requests {
+			a.group = append(a.group, g)
+			a.batch, a.index = append(a.batch, bi), append(a.index, k)
+			id := ""
+			if k < len(b.TxIDs) {
+				id = b.TxIDs[k]
+			}
+			if id == "" {
+				id = uuid.Must(uuid.NewV7()).String()
+			}
+			a.id = append(a.id, &id)
+			a.requestID = append(a.requestID, optional(r.RequestID))
+			a.lookup = append(a.lookup, r.RequestID != "" && !r.MadeUpID)
+			fp := r.Fingerprint()
+			a.fp = append(a.fp, fp[:])
+			var to *string
+			if r.To != nil {
+				to = optional(txm.CanonicalAddress(*r.To))
+			}
+			a.to = append(a.to, to)
+			a.value = append(a.value, bigText(r.Value))
+			a.data = append(a.data, r.Data)
+			var gas *int64
+			if g := int64(r.Gas()); g > 0 {
+				gas = &g
+			}
+			a.gas = append(a.gas, gas)
+			a.maxFee = append(a.maxFee, bigText(r.MaxFeePerGas))
+			a.maxPrio = append(a.maxPrio, bigText(r.MaxPriorityFeePerGas))
+			a.gasPrice = append(a.gasPrice, bigText(r.GasPrice))
+			a.meta = append(a.meta, optional(string(r.Metadata)))
+			a.principal = append(a.principal, optional(r.Principal))
+			var hc, dc *int32
+			var hv, dv *string
+			if pol, capped := b.Caps[r.Principal]; capped {
+				if pol.Hourly.Count > 0 {
+					c := int32(pol.Hourly.Count)
+					hc = &c
+				}
+				if pol.Daily.Count > 0 {
+					c := int32(pol.Daily.Count)
+					dc = &c
+				}
+				hv, dv = bigText(pol.Hourly.Value), bigText(pol.Daily.Value)
+			}
+			a.hourCount, a.hourValue = append(a.hourCount, hc), append(a.hourValue, hv)
+			a.dayCount, a.dayValue = append(a.dayCount, dc), append(a.dayValue, dv)
+		}
+	}
+	return a
+}
+
+// args are allocateSQL's parameters.
+func (a *allocationArgs) args(owner string, lease config.Lease, topic string) []any {
+	return []any{owner, lease.Duration, lease.ClockSkew, topic, a.sChain, a.sSigner, a.sPending,
+		a.group, a.id, a.requestID, a.lookup, a.fp, a.to, a.value, a.data, a.gas, a.maxFee, a.maxPrio, a.gasPrice,
+		a.meta, a.principal, a.hourCount, a.hourValue, a.dayCount, a.dayValue}
+}
+
+// optional is s, nil when empty (a NULL).
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // PruneUsage deletes usage older than the longest window (a day).
@@ -351,109 +443,6 @@ func (s *Store) PruneUsage(ctx context.Context) error {
 		return fmt.Errorf("prune usage: %w", translate(err))
 	}
 	return nil
-}
-
-// queueExisting queues the read of the batch's request ids that already
-// exist, into out. Ids txfence made up for this request cannot exist.
-func (s *Store) queueExisting(q *pgx.Batch, b txm.AllocationBatch, out map[string]*txm.Tx) {
-	var ids []string
-	for _, r := range b.Requests {
-		if r.RequestID != "" && !r.MadeUpID {
-			ids = append(ids, r.RequestID)
-		}
-	}
-	if len(ids) == 0 {
-		return
-	}
-	q.Queue(`SELECT `+txColumns+` FROM `+txFrom+`
-WHERE t.chain_id = $1 AND t.signer = $2 AND t.request_id = ANY($3::text[])`,
-		int64(b.ChainID), txm.CanonicalAddress(b.Signer), ids).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			t, err := scanTx(rows)
-			if err != nil {
-				return fmt.Errorf("re-check request ids: %w", translate(err))
-			}
-			out[t.RequestID] = t
-		}
-		return nil
-	})
-}
-
-// queueInsertAllocated queues writing the new rows and their history in one
-// statement, fenced; inserted gets the number of rows written.
-func queueInsertAllocated(q *pgx.Batch, lease txm.Lease, fresh []*txm.Tx, inserted *int64) {
-	n := len(fresh)
-	ids := make([]string, n)
-	nonces := make([]int64, n)
-	reqIDs := make([]*string, n)
-	fps := make([][]byte, n)
-	tos := make([]*string, n)
-	values := make([]string, n)
-	datas := make([][]byte, n)
-	gas := make([]*int64, n)
-	maxFees, maxPrios, gasPrices := make([]*string, n), make([]*string, n), make([]*string, n)
-	metas := make([]*string, n)
-	principals := make([]*string, n)
-	for i, t := range fresh {
-		if t.Principal != "" {
-			principals[i] = &fresh[i].Principal
-		}
-		ids[i], nonces[i] = t.ID, int64(t.Nonce)
-		if t.RequestID != "" {
-			reqIDs[i] = &t.RequestID
-		}
-		fps[i] = t.Fingerprint[:]
-		if t.To != nil {
-			a := txm.CanonicalAddress(*t.To)
-			tos[i] = &a
-		}
-		values[i] = "0"
-		if t.Value != nil {
-			values[i] = t.Value.String()
-		}
-		datas[i] = t.Data
-		if datas[i] == nil {
-			datas[i] = []byte{}
-		}
-		if t.Gas() > 0 {
-			g := int64(t.Gas())
-			gas[i] = &g
-		}
-		maxFees[i], maxPrios[i], gasPrices[i] = bigText(t.MaxFeePerGas), bigText(t.MaxPriorityFeePerGas), bigText(t.GasPrice)
-		if len(t.Metadata) > 0 {
-			m := string(t.Metadata)
-			metas[i] = &m
-		}
-	}
-	q.Queue(`
-WITH ins AS (
-    INSERT INTO managed_tx (id, chain_id, signer, nonce, request_id, payload_fingerprint, to_address, value,
-        data, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, gas_price, metadata, state, principal,
-        fencing_token, created_at, updated_at)
-    SELECT u.id, $1::bigint, $2::text, u.nonce, u.request_id, u.fp, u.to_address, u.value::numeric,
-        u.data, u.gas, u.max_fee::numeric, u.max_prio::numeric, u.gas_price::numeric, u.meta::jsonb, 'ALLOCATED',
-        u.principal, $5::bigint, now(), now()
-    FROM unnest($6::uuid[], $7::bigint[], $8::text[], $9::bytea[], $10::text[], $11::text[], $12::bytea[],
-        $13::bigint[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[])
-        AS u(id, nonce, request_id, fp, to_address, value, data, gas, max_fee, max_prio, gas_price, meta, principal)
-    WHERE `+fenceHeld+`
-    RETURNING id, created_at
-), hist AS (
-    INSERT INTO tx_history (tx_id, to_state, reason, owner, fencing_token)
-    SELECT id, 'ALLOCATED', 'created', $4::text, $5::bigint FROM ins
-)
-SELECT coalesce(max(created_at), 'epoch'), count(*) FROM ins`,
-		append(fenceArgs(lease), ids, nonces, reqIDs, fps, tos, values, datas, gas, maxFees, maxPrios, gasPrices, metas, principals)...).
-		QueryRow(func(row pgx.Row) error {
-			var now time.Time
-			if err := row.Scan(&now, inserted); err != nil {
-				return fmt.Errorf("insert allocated: %w", translate(err))
-			}
-			for _, t := range fresh {
-				t.CreatedAt, t.UpdatedAt = now, now
-			}
-			return nil
-		})
 }
 
 func bigText(v *big.Int) *string {

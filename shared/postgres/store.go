@@ -3,6 +3,7 @@ package postgres
 import (
 	"errors"
 	"log/slog"
+	"sync"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -17,15 +18,6 @@ type Topics struct {
 	Completion string
 }
 
-// Hooks let tests stop an operation at a chosen point. Production leaves
-// them nil.
-type Hooks struct {
-	// AfterNonceLease runs inside an allocation transaction right after the
-	// nonce lease was taken, before anything is written. An error aborts the
-	// batch.
-	AfterNonceLease func() error
-}
-
 // Store implements the txm store ports over one pool.
 type Store struct {
 	pool    *pgxpool.Pool
@@ -33,8 +25,9 @@ type Store struct {
 	topics  Topics
 	metrics *metrics.Metrics
 	log     *slog.Logger
-	hooks   Hooks
 	shard   string // the shard this database is, "" with one database
+
+	leaseRows sync.Map // leaseRowKey → true: nonce lease rows known to exist
 }
 
 // NewStore returns a Store. leases must be over the same pool.
@@ -66,6 +59,3 @@ func (s *Store) SetShard(name string) { s.shard = name }
 
 // Shard is the shard this store's database is, "" with one database.
 func (s *Store) Shard() string { return s.shard }
-
-// SetHooks installs test hooks.
-func (s *Store) SetHooks(h Hooks) { s.hooks = h }

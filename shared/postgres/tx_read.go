@@ -109,6 +109,24 @@ func (s *Store) GetTx(ctx context.Context, id string) (*txm.Tx, error) {
 	return t, nil
 }
 
+// txsByID reads the transactions of ids that exist.
+func (s *Store) txsByID(ctx context.Context, ids []string) ([]*txm.Tx, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+txColumns+` FROM `+txFrom+` WHERE t.id = ANY($1::uuid[])`, ids)
+	if err != nil {
+		return nil, translate(err)
+	}
+	defer rows.Close()
+	var out []*txm.Tx
+	for rows.Next() {
+		t, err := scanTx(rows)
+		if err != nil {
+			return nil, translate(err)
+		}
+		out = append(out, t)
+	}
+	return out, translate(rows.Err())
+}
+
 // FindByRequestID implements txm.TxQueries.
 func (s *Store) FindByRequestID(ctx context.Context, chainID uint64, signer common.Address, requestID string) (*txm.Tx, error) {
 	t, err := scanTx(s.pool.QueryRow(ctx, `SELECT `+txColumns+` FROM `+txFrom+`

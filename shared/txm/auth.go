@@ -175,7 +175,7 @@ func (p Policy) Require(role Role) error {
 // CheckSend is every rule a create request must pass that does not depend
 // on what the principal sent before: the sender role, the signer, the value
 // cap, the allowlist. The rolling caps are checked where the usage is known
-// (CheckUsage).
+// (UsageRefusal).
 func (p Policy) CheckSend(r *Request) error {
 	if err := p.Require(RoleSender); err != nil {
 		return err
@@ -197,53 +197,26 @@ func (p Policy) CheckSend(r *Request) error {
 	return nil
 }
 
-// Usage is what a principal sent from one signer in the rolling windows.
-type Usage struct {
-	HourValue, DayValue *big.Int
-	HourCount, DayCount int
-}
-
-// Add is u with one more transaction of value.
-func (u Usage) Add(value *big.Int) Usage {
-	if value == nil {
-		value = new(big.Int)
+// UsageRefusal is the refusal of a request that would take the principal
+// past the rolling cap rule (RuleHourlyCount, RuleHourlyValue,
+// RuleDailyCount or RuleDailyValue). The caps are checked where what the
+// principal sent from the signer is known without a race: under the
+// signer's nonce lease, in the allocation itself (Allocator), which checks
+// them in this order and counts a request against a count cap when the count
+// would pass it (usage + 1 > cap) and against a value cap when the sent
+// value plus its own would pass it.
+func (p Policy) UsageRefusal(rule string) *Refusal {
+	switch rule {
+	case RuleHourlyCount:
+		return &Refusal{Rule: rule, Detail: fmt.Sprintf("%d transactions from this signer in the last hour is the cap", p.Hourly.Count)}
+	case RuleHourlyValue:
+		return &Refusal{Rule: rule, Detail: fmt.Sprintf("the hourly cap of %s wei from this signer would be passed", p.Hourly.Value)}
+	case RuleDailyCount:
+		return &Refusal{Rule: rule, Detail: fmt.Sprintf("%d transactions from this signer in the last 24 hours is the cap", p.Daily.Count)}
+	case RuleDailyValue:
+		return &Refusal{Rule: rule, Detail: fmt.Sprintf("the daily cap of %s wei from this signer would be passed", p.Daily.Value)}
 	}
-	sum := func(a *big.Int) *big.Int {
-		if a == nil {
-			return new(big.Int).Set(value)
-		}
-		return new(big.Int).Add(a, value)
-	}
-	return Usage{HourValue: sum(u.HourValue), DayValue: sum(u.DayValue), HourCount: u.HourCount + 1, DayCount: u.DayCount + 1}
-}
-
-// CheckUsage refuses a request that would take the principal past a
-// rolling cap, given what it already sent (u).
-func (p Policy) CheckUsage(r *Request, u Usage) error {
-	value := r.Value
-	if value == nil {
-		value = new(big.Int)
-	}
-	over := func(limit *big.Int, used *big.Int) bool {
-		if limit == nil {
-			return false
-		}
-		if used == nil {
-			used = new(big.Int)
-		}
-		return new(big.Int).Add(used, value).Cmp(limit) > 0
-	}
-	switch {
-	case p.Hourly.Count > 0 && u.HourCount+1 > p.Hourly.Count:
-		return &Refusal{Rule: RuleHourlyCount, Detail: fmt.Sprintf("%d transactions from this signer in the last hour is the cap", p.Hourly.Count)}
-	case over(p.Hourly.Value, u.HourValue):
-		return &Refusal{Rule: RuleHourlyValue, Detail: fmt.Sprintf("the hourly cap of %s wei from this signer would be passed", p.Hourly.Value)}
-	case p.Daily.Count > 0 && u.DayCount+1 > p.Daily.Count:
-		return &Refusal{Rule: RuleDailyCount, Detail: fmt.Sprintf("%d transactions from this signer in the last 24 hours is the cap", p.Daily.Count)}
-	case over(p.Daily.Value, u.DayValue):
-		return &Refusal{Rule: RuleDailyValue, Detail: fmt.Sprintf("the daily cap of %s wei from this signer would be passed", p.Daily.Value)}
-	}
-	return nil
+	return &Refusal{Rule: rule, Detail: "a rolling cap would be passed"}
 }
 
 // HasRollingCaps reports whether any rolling cap applies.

@@ -239,8 +239,7 @@ func TestIssue13_TraceSpans(t *testing.T) {
 		"create.batch_wait":   "create",
 		"chain.pending_nonce": "create", // the signer's first create: its nonce comes from the chain
 		"create.allocate":     "create",
-		"allocate.lease":      "create.allocate",
-		"allocate.write":      "create.allocate",
+		"allocate.call":       "create.allocate",
 	}, tree, "the create's spans and their parents")
 
 	submitRoot := onlyRoot(t, spans, "submit")

@@ -1,0 +1,200 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"math/big"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/txfence/txfence/shared/config"
+	"github.com/txfence/txfence/shared/logging"
+	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/shared/txm"
+)
+
+// allocStore is a Store over a fresh database, for the allocation tests.
+func allocStore(t *testing.T, db *pgtest.DB) *Store {
+	t.Helper()
+	cfg := config.Defaults()
+	cfg.TopicSubmit, cfg.TopicReceipt, cfg.TopicCompletion = "s", "r", "c"
+	s, err := NewStoreFromConfig(db.Pool, cfg, nil, logging.Discard())
+	require.NoError(t, err)
+	return s
+}
+
+func allocRequest(signer common.Address, principal, requestID string, value int64) *txm.Request {
+	to := common.HexToAddress("0xdead")
+	return &txm.Request{ChainID: 1, From: signer, To: &to, Value: big.NewInt(value), GasLimit: 21000,
+		RequestID: requestID, Principal: principal}
+}
+
+// TestAllocate_RollingCapsInOrder: the caps are checked under the lease, in
+// request order, against what the principal sent from the signer in the
+// window (earlier minutes and earlier requests of the batch), in the order
+// hourly count, hourly value, daily count, daily value; a refused request
+// takes no nonce and adds nothing to the usage, so a later, smaller one may
+// pass; usage is per signer.
+func TestAllocate_RollingCapsInOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.New(t)
+	s := allocStore(t, db)
+	a, b := common.HexToAddress("0xa1"), common.HexToAddress("0xb1")
+	// Sent an hour and a half ago: counts for the day only.
+	_, err := db.Pool.Exec(ctx, `INSERT INTO principal_usage (principal, chain_id, signer, minute, tx_count, value)
+VALUES ('svc', 1, $1, date_trunc('minute', clock_timestamp() - interval '90 minutes'), 3, 300)`, txm.CanonicalAddress(a))
+	require.NoError(t, err)
+	pol := txm.Policy{Principal: "svc", Hourly: txm.Limit{Count: 3, Value: big.NewInt(100)}, Daily: txm.Limit{Count: 6, Value: big.NewInt(450)}}
+	caps := map[string]txm.Policy{"svc": pol}
+	reqs := []*txm.Request{
+		allocRequest(a, "svc", "r1", 60),  // hour 60, day 360
+		allocRequest(a, "svc", "r2", 50),  // hourly value: 110 > 100
+		allocRequest(a, "svc", "r3", 40),  // hour 100, day 400
+		allocRequest(a, "svc", "r4", 0),   // hour 100, count 3, day 400
+		allocRequest(a, "svc", "r5", 0),   // hourly count: 4 > 3
+		allocRequest(a, "other", "r6", 5), // uncapped principal
+	}
+	got, _, err := s.Allocate(ctx, []txm.AllocationBatch{
+		{ChainID: 1, Signer: a, Owner: "o", Requests: reqs, Caps: caps},
+		{ChainID: 1, Signer: b, Owner: "o", Requests: []*txm.Request{allocRequest(b, "svc", "b1", 100)}, Caps: caps},
+	})
+	require.NoError(t, err)
+	want := []string{"", txm.RuleHourlyValue, "", "", txm.RuleHourlyCount, ""}
+	nonce := uint64(0)
+	for i, c := range got[0] {
+		if want[i] == "" {
+			require.Equal(t, txm.OutcomeCreated, c.Outcome, "request %d", i)
+			assert.Equal(t, nonce, c.Tx.Nonce, "request %d: refusals take no nonce", i)
+			nonce++
+			continue
+		}
+		require.Equal(t, txm.OutcomeRefused, c.Outcome, "request %d", i)
+		var ref *txm.Refusal
+		require.ErrorAs(t, c.Refusal, &ref)
+		assert.Equal(t, want[i], ref.Rule, "request %d", i)
+		assert.NotEmpty(t, ref.Detail)
+	}
+	require.Equal(t, txm.OutcomeCreated, got[1][0].Outcome, "usage is per signer")
+
+	// The next batch sees the usage written by this one: today 6
+	// transactions and 400 wei of svc's from a.
+	got, _, err = s.Allocate(ctx, []txm.AllocationBatch{{ChainID: 1, Signer: a, Owner: "o", Caps: map[string]txm.Policy{
+		"svc": {Principal: "svc", Daily: txm.Limit{Count: 7, Value: big.NewInt(450)}}},
+		Requests: []*txm.Request{allocRequest(a, "svc", "d1", 51), allocRequest(a, "svc", "d2", 50), allocRequest(a, "svc", "d3", 0)}}})
+	require.NoError(t, err)
+	var ref *txm.Refusal
+	require.ErrorAs(t, got[0][0].Refusal, &ref)
+	assert.Equal(t, txm.RuleDailyValue, ref.Rule)
+	assert.Equal(t, txm.OutcomeCreated, got[0][1].Outcome)
+	require.ErrorAs(t, got[0][2].Refusal, &ref)
+	assert.Equal(t, txm.RuleDailyCount, ref.Rule, "6 + 1 sent today is the cap of 7")
+}
+
+// TestAllocate_ReplaysInBatch: a request id given twice in one batch takes
+// one nonce and the second is its replay (or a conflict, with another
+// payload); one that exists already takes none.
+func TestAllocate_ReplaysInBatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.New(t)
+	s := allocStore(t, db)
+	a := common.HexToAddress("0xa2")
+	got, outbox, err := s.Allocate(ctx, []txm.AllocationBatch{{ChainID: 1, Signer: a, Owner: "o",
+		Requests: []*txm.Request{allocRequest(a, "", "x", 1)}}})
+	require.NoError(t, err)
+	require.Len(t, outbox, 1)
+	first := got[0][0].Tx
+	got, outbox, err = s.Allocate(ctx, []txm.AllocationBatch{{ChainID: 1, Signer: a, Owner: "o", Requests: []*txm.Request{
+		allocRequest(a, "", "y", 1), allocRequest(a, "", "x", 1), allocRequest(a, "", "y", 1), allocRequest(a, "", "y", 2),
+		allocRequest(a, "", "x", 9)}}})
+	require.NoError(t, err)
+	require.Len(t, outbox, 1)
+	assert.Equal(t, txm.OutcomeCreated, got[0][0].Outcome)
+	assert.EqualValues(t, 1, got[0][0].Tx.Nonce)
+	assert.Equal(t, txm.OutcomeReplayed, got[0][1].Outcome)
+	assert.Equal(t, first.ID, got[0][1].Tx.ID)
+	assert.Equal(t, txm.OutcomeReplayed, got[0][2].Outcome)
+	assert.Equal(t, got[0][0].Tx.ID, got[0][2].Tx.ID)
+	assert.Equal(t, txm.OutcomeConflict, got[0][3].Outcome)
+	assert.Equal(t, txm.OutcomeConflict, got[0][4].Outcome)
+	var rows, cursor int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM managed_tx), (SELECT next_nonce FROM signer_nonce_cursor)`).Scan(&rows, &cursor))
+	assert.Equal(t, 2, rows)
+	assert.Equal(t, 2, cursor)
+
+	// Nothing new: no prompt, the cursor stays.
+	_, outbox, err = s.Allocate(ctx, []txm.AllocationBatch{{ChainID: 1, Signer: a, Owner: "o", Requests: []*txm.Request{allocRequest(a, "", "x", 1)}}})
+	require.NoError(t, err)
+	assert.Empty(t, outbox)
+}
+
+// TestAllocate_ManySignersManyOwners: owners in separate pools allocate
+// batches over overlapping, randomly chosen sets of signers at once. Every
+// call locks its signers' lease rows in one order, so none deadlocks (a
+// deadlock would fail a batch), and every signer's nonces come out
+// contiguous, each signer's cursor one past its last, one submit prompt per
+// signer and batch.
+func TestAllocate_ManySignersManyOwners(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.New(t)
+	signers := make([]common.Address, 12)
+	for i := range signers {
+		signers[i] = common.BigToAddress(big.NewInt(int64(0xc00 + i)))
+	}
+	const owners, rounds = 4, 40
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	prompts, created := 0, 0
+	for o := 0; o < owners; o++ {
+		pool := pgtest.Pool(t, db.URL)
+		cfg := config.Defaults()
+		cfg.TopicSubmit, cfg.TopicReceipt, cfg.TopicCompletion = "s", "r", "c"
+		s, err := NewStoreFromConfig(pool, cfg, nil, logging.Discard())
+		require.NoError(t, err)
+		wg.Add(1)
+		go func(o int) {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(o), 7))
+			for r := 0; r < rounds; r++ {
+				var batches []txm.AllocationBatch
+				for _, i := range rng.Perm(len(signers))[:1+rng.IntN(len(signers))] {
+					var reqs []*txm.Request
+					for k := 0; k <= rng.IntN(3); k++ {
+						reqs = append(reqs, allocRequest(signers[i], "", fmt.Sprintf("%d-%d-%d-%d", o, r, i, k), 1))
+					}
+					batches = append(batches, txm.AllocationBatch{ChainID: 1, Signer: signers[i], Owner: fmt.Sprintf("owner-%d", o), Requests: reqs})
+				}
+				got, outbox, err := s.Allocate(ctx, batches)
+				if !assert.NoError(t, err) {
+					return
+				}
+				mu.Lock()
+				prompts += len(outbox)
+				for _, g := range got {
+					created += len(g)
+				}
+				mu.Unlock()
+				assert.Len(t, outbox, len(batches))
+			}
+		}(o)
+	}
+	wg.Wait()
+	var bad, rows, outbox int
+	require.NoError(t, db.Pool.QueryRow(ctx, `
+SELECT (SELECT count(*) FROM (
+            SELECT t.signer FROM managed_tx t JOIN signer_nonce_cursor c USING (chain_id, signer)
+            GROUP BY t.signer, c.next_nonce
+            HAVING min(t.nonce) <> 0 OR max(t.nonce) <> count(*) - 1 OR count(DISTINCT t.nonce) <> count(*)
+                OR c.next_nonce <> count(*)) x),
+       (SELECT count(*) FROM managed_tx), (SELECT count(*) FROM outbox)`).Scan(&bad, &rows, &outbox))
+	assert.Zero(t, bad, "signers whose nonces have a gap, a duplicate or a cursor not one past the last")
+	assert.Equal(t, created, rows)
+	assert.Equal(t, prompts, outbox)
+}
