@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -41,11 +42,12 @@ func BuildServer(ctx context.Context, path string) error {
 	return nil
 }
 
-// BenchDatabase starts a PostgreSQL server (durable: fsync and synchronous
-// commit on, as in production) with a migrated database txfence, and
-// returns its URL, a pool on it and what stops both.
-func BenchDatabase(ctx context.Context, durable bool) (string, *pgxpool.Pool, func(), error) {
-	pg, err := pgtest.Start(ctx, pgtest.Options{Durable: durable})
+// BenchDatabase starts a PostgreSQL server (opts.Durable: fsync and
+// synchronous commit on, as in production) with a migrated database
+// txfence, and returns its URL, a pool on it and what stops both. With
+// pg_stat_statements preloaded, the extension is created.
+func BenchDatabase(ctx context.Context, opts pgtest.Options) (string, *pgxpool.Pool, func(), error) {
+	pg, err := pgtest.Start(ctx, opts)
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -70,6 +72,12 @@ func BenchDatabase(ctx context.Context, durable bool) (string, *pgxpool.Pool, fu
 	if err := postgres.MigrateUp(ctx, pool); err != nil {
 		pool.Close()
 		return fail(err)
+	}
+	if slices.Contains(opts.Preload, "pg_stat_statements") {
+		if _, err := pool.Exec(ctx, `CREATE EXTENSION pg_stat_statements`); err != nil {
+			pool.Close()
+			return fail(err)
+		}
 	}
 	return url, pool, func() { pool.Close(); pg.Stop() }, nil
 }

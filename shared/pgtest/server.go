@@ -37,6 +37,9 @@ type Options struct {
 	TCP bool
 	// MaxConnections is max_connections (default 300).
 	MaxConnections int
+	// Preload is shared_preload_libraries (pg_stat_statements, say, for a
+	// benchmark that reports statement times).
+	Preload []string
 }
 
 // Server is a running ephemeral PostgreSQL server.
@@ -109,6 +112,9 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		"-c", "max_connections=" + strconv.Itoa(maxConns),
 		"-c", "shared_buffers=128MB",
 		"-c", "log_min_messages=warning",
+	}
+	if len(opts.Preload) > 0 {
+		args = append(args, "-c", "shared_preload_libraries="+strings.Join(opts.Preload, ","), "-c", "pg_stat_statements.track=all")
 	}
 	if !opts.Durable {
 		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")

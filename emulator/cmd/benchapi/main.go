@@ -30,6 +30,7 @@ import (
 	"github.com/txfence/txfence/emulator/loadgen"
 	"github.com/txfence/txfence/emulator/stack"
 	"github.com/txfence/txfence/shared/evm/evmtest"
+	"github.com/txfence/txfence/shared/pgtest"
 )
 
 func main() {
@@ -37,7 +38,8 @@ func main() {
 	naiveN := flag.Int("naive-n", 3000, "creates per naive scenario")
 	conc := flag.Int("c", 64, "concurrent clients (closed loop)")
 	rate := flag.Float64("rate", 5000, "offered creates/s of the latency scenario (hot signer, 3 processes)")
-	profile := flag.String("profile", "", "a directory: save a 2s CPU profile of the first API process of each scenario there")
+	profile := flag.String("profile", "", "a directory: save a 5s CPU profile of the first API process of each scenario there")
+	statements := flag.Bool("pg-statements", false, "report each scenario's most expensive statements on PostgreSQL's side (pg_stat_statements: calls, mean and total time, lock waits included)")
 	only := flag.String("only", "", "a regular expression: run only the scenarios whose key (hot1, hot3, naive3, p99, signers1000, ...) matches; the summary line shows 0 for the others")
 	flag.Parse()
 	filter, err := regexp.Compile(*only)
@@ -47,7 +49,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *n, *naiveN, *conc, *rate, *profile, filter); err != nil {
+	if err := run(ctx, *n, *naiveN, *conc, *rate, *profile, *statements, filter); err != nil {
 		fmt.Fprintln(os.Stderr, "benchapi:", err)
 		os.Exit(1)
 	}
@@ -98,16 +100,29 @@ type outcome struct {
 	res       loadgen.Result
 	rssMB     float64 // the highest peak RSS of its API processes
 	perCommit float64 // creates per committed database transaction
+	cpu       stack.CPUTimes
 }
 
-func run(ctx context.Context, n, naiveN, conc int, rate float64, profile string, only *regexp.Regexp) error {
+// cpuPer is CPU time per successful create of the servers, PostgreSQL and
+// the load generator, in µs.
+func (o outcome) cpuPer() string {
+	n := float64(max(len(o.res.Latencies), 1))
+	us := func(d time.Duration) float64 { return float64(d.Microseconds()) / n }
+	return fmt.Sprintf("cpu/create: api %.0fµs pg %.0fµs load %.0fµs", us(o.cpu.Procs), us(o.cpu.Postgres), us(o.cpu.Self))
+}
+
+func run(ctx context.Context, n, naiveN, conc int, rate float64, profile string, statements bool, only *regexp.Regexp) error {
 	server, cleanup, err := stack.BuildTempServer(ctx)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
 	fmt.Println("starting PostgreSQL (durable: fsync on, synchronous_commit on) and a simulated chain ...")
-	dbURL, pool, stopDB, err := stack.BenchDatabase(ctx, true)
+	opts := pgtest.Options{Durable: true}
+	if statements {
+		opts.Preload = []string{"pg_stat_statements"}
+	}
+	dbURL, pool, stopDB, err := stack.BenchDatabase(ctx, opts)
 	if err != nil {
 		return err
 	}
@@ -145,6 +160,11 @@ func run(ctx context.Context, n, naiveN, conc int, rate float64, profile string,
 		if _, err := pool.Exec(ctx, `TRUNCATE managed_tx, tx_attempt, tx_history, outbox, tx_completion, signer_nonce_cursor, signer_lease CASCADE`); err != nil {
 			return err
 		}
+		if statements {
+			if _, err := pool.Exec(ctx, `SELECT pg_stat_statements_reset()`); err != nil {
+				return err
+			}
+		}
 		o, err := runScenario(ctx, sc, server, dbURL, chain.URL, signers, conc, pool, profile)
 		if err != nil {
 			return fmt.Errorf("%s: %w", sc.name(), err)
@@ -157,7 +177,12 @@ func run(ctx context.Context, n, naiveN, conc int, rate float64, profile string,
 		} else if b := baseline[key]; b > 0 && sc.rate == 0 {
 			ratio = fmt.Sprintf("  ×%.1f vs naive", o.res.PerSecond()/b)
 		}
-		fmt.Printf("%s %s%s  rss %.0f MB  %.1f creates/commit\n", sc.name(), o.res, ratio, o.rssMB, o.perCommit)
+		fmt.Printf("%s %s%s  rss %.0f MB  %.1f creates/commit  %s\n", sc.name(), o.res, ratio, o.rssMB, o.perCommit, o.cpuPer())
+		if statements {
+			if err := printStatements(ctx, pool); err != nil {
+				return err
+			}
+		}
 		if err := stack.CheckContiguous(ctx, pool); err != nil {
 			return fmt.Errorf("%s: %w", sc.name(), err)
 		}
@@ -252,6 +277,11 @@ func runScenario(ctx context.Context, sc scenario, server, dbURL, rpcURL string,
 		return n
 	}
 	before := commits()
+	var pids []int
+	for _, p := range procs {
+		pids = append(pids, p.Process.Pid)
+	}
+	cpuBefore := stack.SampleCPU(pids)
 	var prof chan error
 	if profileFrom != "" {
 		prof = make(chan error, 1)
@@ -263,22 +293,48 @@ func runScenario(ctx context.Context, sc scenario, server, dbURL, rpcURL string,
 	if err != nil {
 		return outcome{}, err
 	}
+	cpu := stack.SampleCPU(pids).Sub(cpuBefore)
 	if prof != nil {
 		if err := <-prof; err != nil {
 			return outcome{}, err
 		}
 	}
 	time.Sleep(600 * time.Millisecond) // pg_stat_database is updated at most every 500ms
-	o := outcome{res: res, perCommit: float64(len(res.Latencies)) / max(commits()-before, 1)}
+	o := outcome{res: res, perCommit: float64(len(res.Latencies)) / max(commits()-before, 1), cpu: cpu}
 	for _, p := range procs {
 		o.rssMB = max(o.rssMB, peakRSS(p.Process.Pid))
 	}
 	return o, nil
 }
 
-// cpuProfile saves a 2s CPU profile of the process serving pprof at addr.
+// printStatements prints the statements that took the most time since the
+// last reset, nested ones (inside txfence_allocate) included: mean time
+// per call includes lock waits, so the allocation's critical section shows
+// as its total less the lock statement's.
+func printStatements(ctx context.Context, pool *pgxpool.Pool) error {
+	rows, err := pool.Query(ctx, `
+SELECT calls, total_exec_time / calls, total_exec_time, left(regexp_replace(query, '\s+', ' ', 'g'), 90)
+FROM pg_stat_statements WHERE calls > 10 ORDER BY total_exec_time DESC LIMIT 8`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	fmt.Printf("  %8s %9s %9s  %s\n", "calls", "mean ms", "total ms", "statement")
+	for rows.Next() {
+		var calls int64
+		var mean, total float64
+		var q string
+		if err := rows.Scan(&calls, &mean, &total, &q); err != nil {
+			return err
+		}
+		fmt.Printf("  %8d %9.3f %9.0f  %s\n", calls, mean, total, q)
+	}
+	return rows.Err()
+}
+
+// cpuProfile saves a 5s CPU profile of the process serving pprof at addr.
 func cpuProfile(ctx context.Context, addr, file string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/debug/pprof/profile?seconds=2", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/debug/pprof/profile?seconds=5", nil)
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/txfence/txfence/emulator/stack"
 	"github.com/txfence/txfence/shared/evm/evmtest"
+	"github.com/txfence/txfence/shared/pgtest"
 )
 
 func main() {
@@ -42,7 +43,7 @@ func run(ctx context.Context, runs int) error {
 		return err
 	}
 	defer cleanup()
-	dbURL, _, stopDB, err := stack.BenchDatabase(ctx, false)
+	dbURL, _, stopDB, err := stack.BenchDatabase(ctx, pgtest.Options{})
 	if err != nil {
 		return err
 	}

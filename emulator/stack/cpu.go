@@ -1,0 +1,74 @@
+package stack
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// CPUTimes is the CPU time (user + system) spent so far by the parts of a
+// benchmark: the processes given by pid, every postgres process of the
+// machine, and this process (the load generator).
+type CPUTimes struct {
+	Procs    time.Duration
+	Postgres time.Duration
+	Self     time.Duration
+}
+
+// Sub is the CPU spent between o and c.
+func (c CPUTimes) Sub(o CPUTimes) CPUTimes {
+	return CPUTimes{Procs: c.Procs - o.Procs, Postgres: c.Postgres - o.Postgres, Self: c.Self - o.Self}
+}
+
+// SampleCPU reads the CPU times of pids, of all postgres processes and of
+// this process from /proc. A process that cannot be read counts nothing.
+func SampleCPU(pids []int) CPUTimes {
+	var c CPUTimes
+	for _, pid := range pids {
+		c.Procs += procCPU(pid)
+	}
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		comm, err := os.ReadFile(filepath.Join(d, "comm"))
+		if err != nil || strings.TrimSpace(string(comm)) != "postgres" {
+			continue
+		}
+		pid, _ := strconv.Atoi(filepath.Base(d))
+		c.Postgres += procCPU(pid)
+	}
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		c.Self = time.Duration(syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime))
+	}
+	return c
+}
+
+// clockTick is USER_HZ, the unit of /proc/<pid>/stat's times (100 on Linux).
+const clockTick = 100
+
+// procCPU is utime + stime of pid, including its reaped children's.
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	// After the command: state(0) ... utime(11) stime(12) cutime(13) cstime(14).
+	if len(f) < 15 {
+		return 0
+	}
+	var ticks int64
+	for _, k := range []int{11, 12, 13, 14} {
+		n, _ := strconv.ParseInt(f[k], 10, 64)
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / clockTick
+}
