@@ -1,6 +1,7 @@
 package txm
 
 import (
+	"encoding/hex"
 	"fmt"
 	"strings"
 
@@ -10,7 +11,10 @@ import (
 // CanonicalAddress is the one form in which addresses are stored and compared:
 // 0x followed by 40 lower-case hex digits.
 func CanonicalAddress(a common.Address) string {
-	return strings.ToLower(a.Hex())
+	var b [42]byte
+	b[0], b[1] = '0', 'x'
+	hex.Encode(b[2:], a[:])
+	return string(b[:])
 }
 
 // ParseAddress accepts a 0x-prefixed 40-digit hex address. All-lower and
