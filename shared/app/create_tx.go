@@ -460,21 +460,36 @@ func (c *CreateTx) run(ctx context.Context, j *job) {
 	}
 	c.metrics.QueueDepth(ctx, -int64(len(j.batch)))
 	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
-	c.runBatch(bctx, d.lanes[j.lane], j.batch)
-	cancel()
-	d.landed(j)
+	defer cancel()
+	c.runBatch(bctx, d.lanes[j.lane], j.batch, func() { d.landed(j) })
 }
 
 // runBatch allocates one batch, which may hold several signers' requests,
 // in one database transaction, and delivers every waiter's result.
-func (c *CreateTx) runBatch(ctx context.Context, owner string, batch []*waiter) {
+func (c *CreateTx) runBatch(ctx context.Context, owner string, batch []*waiter, landed func()) {
 	for _, w := range batch {
 		w.wait.End()
 	}
-	deliver := func(w *waiter, res result) {
-		c.metrics.Latency(ctx, metrics.StageAllocation, time.Since(w.enqueued).Seconds())
-		w.done <- res
+	// Answers are given once the batch is over and the dispatcher has
+	// started what it made possible: a hot signer's next batch is on its way
+	// before this one's requests are woken to write their responses.
+	type answer struct {
+		w   *waiter
+		res result
 	}
+	var answers []answer
+	var outbox []int64
+	defer func() {
+		landed()
+		for _, a := range answers {
+			c.metrics.Latency(ctx, metrics.StageAllocation, time.Since(a.w.enqueued).Seconds())
+			a.w.done <- a.res
+		}
+		// One submit prompt per signer and batch, published after everyone
+		// has an answer.
+		c.relay.Publish(ctx, outbox)
+	}()
+	deliver := func(w *waiter, res result) { answers = append(answers, answer{w, res}) }
 	var keys []signerKey
 	groups := map[signerKey][]*waiter{}
 	for _, w := range batch {
@@ -500,7 +515,7 @@ func (c *CreateTx) runBatch(ctx context.Context, owner string, batch []*waiter) 
 	if len(members) == 0 {
 		return
 	}
-	results, outbox, err := c.allocate(ctx, owner, members, pending)
+	results, ob, err := c.allocate(ctx, owner, members, pending)
 	switch {
 	case errors.Is(err, txm.ErrInvalid) && len(batch) > 1:
 		// The database refused something validation let through: each
@@ -515,7 +530,7 @@ func (c *CreateTx) runBatch(ctx context.Context, owner string, batch []*waiter) 
 					continue
 				}
 				deliver(w, result{created: res[0][0]})
-				c.relay.Publish(ctx, ob)
+				outbox = append(outbox, ob...)
 			}
 		}
 		return
@@ -530,6 +545,7 @@ func (c *CreateTx) runBatch(ctx context.Context, owner string, batch []*waiter) 
 		}
 		return
 	}
+	outbox = ob
 	for g, ws := range members {
 		if pending[g] != nil { // this batch folded the chain's nonce in
 			c.markSynced(ws[0].key, started.Add(c.cfg.NonceStateTimeout))
@@ -538,9 +554,6 @@ func (c *CreateTx) runBatch(ctx context.Context, owner string, batch []*waiter) 
 			deliver(ws[i], result{created: res}) // the store logs each allocation with its token
 		}
 	}
-	// One submit prompt per signer and batch, published after everyone has
-	// an answer.
-	c.relay.Publish(ctx, outbox)
 }
 
 // allocate runs one allocation transaction for groups of waiters, one group
