@@ -62,8 +62,8 @@ type Proxy struct {
 	cut       Cut
 	down      bool
 	partition bool // a CutWhileRunning happened: cancel requests are lost
-	conns map[net.Conn]bool
-	hit   chan struct{}
+	conns     map[net.Conn]bool
+	hit       chan struct{}
 }
 
 // NewProxy starts a proxy to the database of url (a pgtest URL). It closes
