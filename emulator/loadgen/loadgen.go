@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -95,13 +96,13 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.To == "" {
 		cfg.To = "0x000000000000000000000000000000000000dEaD"
 	}
-	hosts := make([]string, len(cfg.URLs))
+	hosts, paths := make([]string, len(cfg.URLs)), make([]string, len(cfg.URLs))
 	for i, u := range cfg.URLs {
 		parsed, err := url.Parse(u)
 		if err != nil || parsed.Scheme != "http" || parsed.Host == "" {
 			return Result{}, fmt.Errorf("loadgen: %q is not an http:// URL", u)
 		}
-		hosts[i] = parsed.Host
+		hosts[i], paths[i] = parsed.Host, strings.TrimSuffix(parsed.Path, "/")+"/v1/transactions"
 	}
 	bodies := make([][]byte, len(cfg.Signers))
 	for i, s := range cfg.Signers {
@@ -179,7 +180,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 				if conns[u] == nil {
 					conns[u] = &clientConn{addr: hosts[u]}
 				}
-				status, err := conns[u].post(cfg.Timeout, "/v1/transactions", bodies[j.i%len(bodies)])
+				status, err := conns[u].post(cfg.Timeout, paths[u], bodies[j.i%len(bodies)])
 				d := time.Since(j.due)
 				statuses[status]++
 				if err != nil || status != http.StatusAccepted {

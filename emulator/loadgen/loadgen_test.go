@@ -24,7 +24,7 @@ func TestRun_LeanClient(t *testing.T) {
 		body, _ := io.ReadAll(r.Body)
 		n := requests.Add(1)
 		switch {
-		case r.Method != http.MethodPost || r.URL.Path != "/v1/transactions" || !strings.Contains(string(body), `"from":"0xa"`):
+		case r.Method != http.MethodPost || r.URL.Path != "/Api/v1/transactions" || !strings.Contains(string(body), `"from":"0xa"`):
 			w.WriteHeader(http.StatusBadRequest)
 		case n%10 == 0:
 			w.Header().Set("Connection", "close")
@@ -48,7 +48,8 @@ func TestRun_LeanClient(t *testing.T) {
 	}
 	srv.Start()
 	t.Cleanup(srv.Close)
-	res, err := Run(context.Background(), Config{URLs: []string{srv.URL}, ChainID: 1, Signers: []string{"0xa"}, Concurrency: 4, Requests: 500})
+	// A base URL with a path, as the local stack serves the API under /Api.
+	res, err := Run(context.Background(), Config{URLs: []string{srv.URL + "/Api"}, ChainID: 1, Signers: []string{"0xa"}, Concurrency: 4, Requests: 500})
 	require.NoError(t, err)
 	assert.Equal(t, 500, res.Requests)
 	conflicts := 0
