@@ -334,20 +334,7 @@ func newDispatcher(instanceID string, lanes, size int) *dispatcher {
 // Callers hold d.mu.
 func (d *dispatcher) formLocked() {
 	for len(d.free) > 0 && len(d.queue) > 0 {
-		var batch []*waiter
-		mine := map[signerKey]bool{}
-		rest := d.queue[:0]
-		for _, w := range d.queue {
-			if len(batch) < d.size && (mine[w.key] || !d.flying[w.key]) {
-				mine[w.key], d.flying[w.key] = true, true
-				w.taken = true
-				batch = append(batch, w)
-				continue
-			}
-			rest = append(rest, w)
-		}
-		clear(d.queue[len(rest):])
-		d.queue = rest
+		batch := d.takeLocked(nil)
 		if len(batch) == 0 {
 			return
 		}
@@ -357,26 +344,27 @@ func (d *dispatcher) formLocked() {
 	}
 }
 
-// topUpLocked adds to j the queued requests that could have joined it (of
-// its signers, or of signers not in flight), up to the batch size. Callers
-// hold d.mu.
-func (d *dispatcher) topUpLocked(j *job) {
+// takeLocked adds to batch, in arrival order and up to the batch size, the
+// queued requests that may join it: of its signers, or of signers not in
+// flight, which are then in flight. Callers hold d.mu.
+func (d *dispatcher) takeLocked(batch []*waiter) []*waiter {
 	mine := map[signerKey]bool{}
-	for _, w := range j.batch {
+	for _, w := range batch {
 		mine[w.key] = true
 	}
 	rest := d.queue[:0]
 	for _, w := range d.queue {
-		if len(j.batch) < d.size && (mine[w.key] || !d.flying[w.key]) {
+		if len(batch) < d.size && (mine[w.key] || !d.flying[w.key]) {
 			mine[w.key], d.flying[w.key] = true, true
 			w.taken = true
-			j.batch = append(j.batch, w)
+			batch = append(batch, w)
 			continue
 		}
 		rest = append(rest, w)
 	}
 	clear(d.queue[len(rest):])
 	d.queue = rest
+	return batch
 }
 
 // landed frees j's lane and signers and forms what became possible.
@@ -455,7 +443,7 @@ func (c *CreateTx) run(ctx context.Context, j *job) {
 	if c.cfg.BatchWait > 0 && len(j.batch) < d.size {
 		time.Sleep(c.cfg.BatchWait)
 		d.mu.Lock()
-		d.topUpLocked(j)
+		j.batch = d.takeLocked(j.batch)
 		d.mu.Unlock()
 	}
 	c.metrics.QueueDepth(ctx, -int64(len(j.batch)))
