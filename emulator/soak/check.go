@@ -404,6 +404,9 @@ SELECT created_at, coalesce(from_state, '-') || ' -> ' || to_state || coalesce('
        coalesce(': ' || reason, '') || ' (' || owner || ')'
 FROM tx_history WHERE tx_id = $1
 UNION ALL
+SELECT created_at, '- -> ALLOCATED: created (' || created_owner || ')'
+FROM managed_tx WHERE id = $1 AND created_owner IS NOT NULL
+UNION ALL
 SELECT created_at, format('attempt %s (%s) signed, max fee %s, broadcast %s times%s', attempt_no, kind,
        coalesce(max_fee_per_gas::text, gas_price::text), broadcast_count, coalesce(', last error: ' || last_error, ''))
 FROM tx_attempt WHERE tx_id = $1

@@ -142,8 +142,11 @@ func TestTxDetail(t *testing.T) {
 	require.NoError(t, json.Unmarshal(got.raw, &v))
 	assert.Equal(t, id, v.ID)
 	assert.Empty(t, v.AttemptList, "not signed yet")
-	require.NotEmpty(t, v.History)
+	require.Len(t, v.History, 1, "created, nothing since")
 	assert.Equal(t, txm.StateAllocated, v.History[0].To)
+	assert.Equal(t, "created", v.History[0].Reason)
+	assert.NotEmpty(t, v.History[0].Owner, "the allocating owner")
+	assert.Positive(t, v.History[0].Token, "the allocation's fencing token")
 	assert.NotContains(t, string(got.raw), "raw")
 
 	plain := b.do(t, inst, http.MethodGet, "/v1/transactions/"+id, nil)

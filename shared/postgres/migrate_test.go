@@ -3,7 +3,9 @@ package postgres
 import (
 	"context"
 	"testing"
+	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -75,4 +77,57 @@ VALUES (gen_random_uuid(), 1, $1, $2, $3, decode(repeat('ab', 32), 'hex'), 'ALLO
 	assert.ErrorIs(t, insert(3, "r0", signer), txm.ErrConflict, "a request id maps to one transaction")
 	assert.ErrorIs(t, insert(4, nil, "0x00000000000000000000000000000000000000A1"), txm.ErrInvalid, "addresses are stored lower-case")
 	assert.ErrorIs(t, insert(-1, nil, signer), txm.ErrInvalid)
+}
+
+// TestCreationHistory_Derived: a created transaction has no tx_history row
+// for its creation; its history still starts with it (reason created, the
+// allocating owner and token, the row's created_at), before the later
+// changes. Migrating down to 9 writes the row it would have had, so the
+// older readers see the same history; back up, nothing shows twice.
+func TestCreationHistory_Derived(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t, false)
+	pool := pgtest.Pool(t, url)
+	m, err := NewMigrator(pool)
+	require.NoError(t, err)
+	defer m.Close()
+	require.NoError(t, m.Up(ctx))
+	s := allocStore(t, &pgtest.DB{URL: url, Pool: pool})
+	a := common.HexToAddress("0xa7")
+	got, _, err := s.Allocate(ctx, []txm.AllocationBatch{{ChainID: 1, Signer: a, Owner: "alloc-owner",
+		Requests: []*txm.Request{allocRequest(a, "", "h1", 1)}}})
+	require.NoError(t, err)
+	tx := got[0][0].Tx
+	var written int
+	var allocToken int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM tx_history WHERE tx_id = $1), fencing_token FROM managed_tx WHERE id = $1`,
+		tx.ID).Scan(&written, &allocToken))
+	assert.Zero(t, written, "the creation is not written to tx_history")
+
+	_, err = pool.Exec(ctx, `INSERT INTO tx_history (tx_id, from_state, to_state, reason, owner, fencing_token)
+VALUES ($1, 'ALLOCATED', 'TRACKING', 'broadcast', 'submit-owner', 99)`, tx.ID)
+	require.NoError(t, err)
+	check := func(label string) {
+		t.Helper()
+		hs, err := s.TxHistory(ctx, tx.ID)
+		require.NoError(t, err, label)
+		require.Len(t, hs, 2, label)
+		assert.Equal(t, txm.HistoryEntry{To: txm.StateAllocated, Reason: "created", Owner: "alloc-owner", Token: allocToken,
+			CreatedAt: hs[0].CreatedAt}, hs[0], label)
+		assert.WithinDuration(t, tx.CreatedAt, hs[0].CreatedAt, time.Millisecond, label)
+		assert.Equal(t, txm.StateTracking, hs[1].To, label)
+		assert.Equal(t, "submit-owner", hs[1].Owner, label)
+	}
+	check("derived")
+
+	require.NoError(t, m.DownTo(ctx, 9))
+	var owner string
+	var token int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT owner, fencing_token FROM tx_history WHERE tx_id = $1 AND reason = 'created'`, tx.ID).
+		Scan(&owner, &token), "down writes the creation's history row")
+	assert.Equal(t, "alloc-owner", owner)
+	assert.Equal(t, allocToken, token)
+	require.NoError(t, m.Up(ctx))
+	check("up again: the row written by the down, once")
 }

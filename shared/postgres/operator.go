@@ -197,13 +197,27 @@ FROM tx_attempt WHERE tx_id = $1::uuid ORDER BY attempt_no`, txID)
 	return out, nil
 }
 
+// historySQL is a transaction's state changes, oldest first: its creation,
+// read from the row (migration 00010; older rows, and rows a migration down
+// and up again saw, have a history row for it instead), then tx_history.
+// The creation's time is the allocating transaction's start, so it sorts
+// before every later change.
+const historySQL = `
+SELECT from_state, to_state, sub_state, reason, owner, fencing_token, action, actor, created_at
+FROM (
+    SELECT '' AS from_state, 'ALLOCATED' AS to_state, '' AS sub_state, 'created' AS reason, created_owner AS owner,
+        created_token AS fencing_token, '' AS action, '' AS actor, created_at, 0::bigint AS id
+    FROM managed_tx WHERE id = $1::uuid AND created_owner IS NOT NULL
+    UNION ALL
+    SELECT coalesce(from_state, ''), to_state, coalesce(sub_state, ''), coalesce(reason, ''), owner, fencing_token,
+        coalesce(action, ''), coalesce(actor, ''), created_at, id
+    FROM tx_history WHERE tx_id = $1::uuid) h
+ORDER BY created_at, id`
+
 // TxHistory implements txm.OperatorQueries: every state change, oldest
 // first.
 func (s *Store) TxHistory(ctx context.Context, txID string) ([]txm.HistoryEntry, error) {
-	rows, err := s.pool.Query(ctx, `
-SELECT coalesce(from_state, ''), to_state, coalesce(sub_state, ''), coalesce(reason, ''), owner, fencing_token,
-    coalesce(action, ''), coalesce(actor, ''), created_at
-FROM tx_history WHERE tx_id = $1::uuid ORDER BY id`, txID)
+	rows, err := s.pool.Query(ctx, historySQL, txID)
 	if err != nil {
 		return nil, fmt.Errorf("tx history: %w", translate(err))
 	}
