@@ -92,8 +92,10 @@ func (v *chainView) load(ctx context.Context, numbers []uint64) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	var missing []uint64
+	asked := map[uint64]bool{}
 	for _, n := range numbers {
-		if _, ok := v.headers[n]; !ok {
+		if _, ok := v.headers[n]; !ok && !asked[n] {
+			asked[n] = true
 			missing = append(missing, n)
 		}
 	}
@@ -165,6 +167,18 @@ func (s *SweepFinality) Pass(ctx context.Context) (PassStats, error) {
 		}
 		if view != nil {
 			work = append(work, ref)
+		}
+	}
+	// Every block the signers' looks need, in one call per chain: a failure
+	// here is left to each signer's own load, which asks again for what is
+	// missing and reports it.
+	byChain := map[uint64][]uint64{}
+	for _, w := range work {
+		byChain[w.ChainID] = append(byChain[w.ChainID], blockHeights(w.MinedBlocks, w.ReportedBlocks)...)
+	}
+	for id, heights := range byChain {
+		if len(heights) > 0 {
+			_ = views[id].load(ctx, heights)
 		}
 	}
 	var mu sync.Mutex
@@ -292,31 +306,18 @@ type finalityLook struct {
 // the stale transactions below the chain's latest nonce (the only ones that
 // can be mined: a hot signer has thousands in flight), and whether a MINED
 // transaction's block is final or gone, or a reported block left the chain.
-// It reads only what the signer has (work): under load a pass read all of
-// it for every signer and took seconds. The headers it loads stay in the
-// pass's view for the writes.
+// It reads only what the signer has (work), and the blocks come with the
+// work (SignersWithWork): under load a pass read all of it for every signer
+// and took seconds. The headers it loads stay in the pass's view for the
+// writes.
 func (s *SweepFinality) look(ctx context.Context, view *chainView, work txm.SignerWork) (finalityLook, error) {
 	var look finalityLook
-	var err error
-	ref := work.SignerRef
-	var blocks []txm.Header
-	var mined []txm.Tracked
-	if work.Reported {
-		if blocks, err = s.store.ReportedBlocks(ctx, ref.ChainID, ref.Signer, s.watch()); err != nil {
-			return look, err
-		}
-	}
-	if work.Mined {
-		if mined, err = s.store.MinedTxs(ctx, ref.ChainID, ref.Signer); err != nil {
-			return look, err
-		}
-	}
 	if work.Stale {
-		if err := s.lookForReceipts(ctx, view, ref, &look); err != nil {
+		if err := s.lookForReceipts(ctx, view, work.SignerRef, &look); err != nil {
 			return look, err
 		}
 	}
-	return look, s.lookAtBlocks(ctx, view, blocks, mined, &look)
+	return look, s.lookAtBlocks(ctx, view, work.ReportedBlocks, work.MinedBlocks, &look)
 }
 
 // lookForReceipts looks up the receipts of the signer's stale transactions
@@ -344,12 +345,10 @@ func (s *SweepFinality) lookForReceipts(ctx context.Context, view *chainView, re
 }
 
 // lookAtBlocks loads the headers of reported blocks and MINED transactions'
-// blocks and notes work when one is final or no longer canonical.
-func (s *SweepFinality) lookAtBlocks(ctx context.Context, view *chainView, blocks []txm.Header, mined []txm.Tracked, look *finalityLook) error {
-	heights := receiptHeights(mined)
-	for _, b := range blocks {
-		heights = append(heights, b.Number)
-	}
+// receipt blocks (one per transaction) and notes work when one is final or
+// no longer canonical.
+func (s *SweepFinality) lookAtBlocks(ctx context.Context, view *chainView, reported, mined []txm.Header, look *finalityLook) error {
+	heights := blockHeights(mined, reported)
 	if len(heights) == 0 {
 		return nil
 	}
@@ -357,21 +356,31 @@ func (s *SweepFinality) lookAtBlocks(ctx context.Context, view *chainView, block
 		s.metrics.ReceiptCheck(ctx, "rpc_error")
 		return err
 	}
-	for _, b := range blocks {
+	for _, b := range reported {
 		if h := view.header(b.Number); h != nil && h.Hash != b.Hash {
 			look.work = true
 		}
 	}
-	for _, m := range mined {
-		r := m.Tx.Receipt
-		switch h := view.header(r.BlockNumber); {
+	for _, b := range mined {
+		switch h := view.header(b.Number); {
 		case h == nil:
 			s.metrics.ReceiptCheck(ctx, "node_behind") // waiting for the node, not a reorg
-		case h.Hash != r.BlockHash || s.isFinal(view, r.BlockNumber):
+		case h.Hash != b.Hash || s.isFinal(view, b.Number):
 			look.work = true
 		}
 	}
 	return nil
+}
+
+// blockHeights lists the heights of the blocks.
+func blockHeights(lists ...[]txm.Header) []uint64 {
+	var heights []uint64
+	for _, l := range lists {
+		for _, b := range l {
+			heights = append(heights, b.Number)
+		}
+	}
+	return heights
 }
 
 // receiptHeights lists the receipt blocks of MINED transactions.

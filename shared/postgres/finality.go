@@ -380,22 +380,25 @@ SELECT id, 'MINED', 'TRACKING', 'reorged', $7, $4::text, $5::bigint FROM moved`,
 }
 
 // signersWithWorkSQL finds the signers with MINED, stale TRACKING/STUCK or
-// recently reported transactions ($1 staleness, $2 the watch). The watch
-// window's start is a subquery so that it is computed once and bounds
-// managed_tx_finalized (clock_timestamp() itself is volatile: compared row
-// by row, it read every finished transaction).
+// recently reported transactions ($1 staleness, $2 the watch), with the
+// receipt block of each MINED one and the distinct blocks of the reported
+// ones: one row per block ('m', 'r') or per stale signer ('s'), grouped by
+// signer. The watch window's start is a subquery so that it is computed once
+// and bounds managed_tx_finalized (clock_timestamp() itself is volatile:
+// compared row by row, it read every finished transaction).
 const signersWithWorkSQL = `
-SELECT chain_id, signer, bool_or(k = 'm'), bool_or(k = 's'), bool_or(k = 'r') FROM (
-    SELECT DISTINCT chain_id, signer, 'm' AS k FROM managed_tx WHERE state = 'MINED'
+SELECT chain_id, signer, k, block, hash FROM (
+    SELECT chain_id, signer, 'm' AS k, nonce, receipt_block_number AS block, receipt_block_hash::text AS hash
+    FROM managed_tx WHERE state = 'MINED'
     UNION ALL
-    SELECT DISTINCT chain_id, signer, 's' FROM managed_tx
+    SELECT DISTINCT chain_id, signer, 's', 0::bigint, 0::bigint, ''::text FROM managed_tx
     WHERE state IN ('TRACKING', 'STUCK') AND updated_at <= clock_timestamp() - $1::interval
     UNION ALL
-    SELECT DISTINCT chain_id, signer, 'r' FROM managed_tx
-    WHERE $2::interval > '0s' AND state IN ('CONFIRMED', 'FAILED_FINAL') AND finalized_at >= (SELECT clock_timestamp() - $2::interval)
+    SELECT DISTINCT chain_id, signer, 'r', 0::bigint, receipt_block_number, receipt_block_hash::text FROM managed_tx
+    WHERE $2::interval > '0s' AND state IN ('CONFIRMED', 'FAILED_FINAL') AND receipt_block_number IS NOT NULL
+      AND finalized_at >= (SELECT clock_timestamp() - $2::interval)
 ) w
-GROUP BY chain_id, signer
-ORDER BY 1, 2`
+ORDER BY chain_id, signer, k, nonce, block`
 
 // SignersWithWork implements txm.ReceiptStore.
 func (s *Store) SignersWithWork(ctx context.Context, staleAfter, watch time.Duration) ([]txm.SignerWork, error) {
@@ -403,15 +406,30 @@ func (s *Store) SignersWithWork(ctx context.Context, staleAfter, watch time.Dura
 	if err != nil {
 		return nil, fmt.Errorf("signers with work: %w", translate(err))
 	}
-	work, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (txm.SignerWork, error) {
-		var w txm.SignerWork
-		var chainID int64
-		var signer string
-		err := r.Scan(&chainID, &signer, &w.Mined, &w.Stale, &w.Reported)
-		w.SignerRef = txm.SignerRef{ChainID: uint64(chainID), Signer: common.HexToAddress(signer)}
-		return w, err
-	})
-	if err != nil {
+	defer rows.Close()
+	var work []txm.SignerWork
+	for rows.Next() {
+		var chainID, block int64
+		var signer, kind, hash string
+		if err := rows.Scan(&chainID, &signer, &kind, &block, &hash); err != nil {
+			return nil, fmt.Errorf("signers with work: %w", translate(err))
+		}
+		ref := txm.SignerRef{ChainID: uint64(chainID), Signer: common.HexToAddress(signer)}
+		if len(work) == 0 || work[len(work)-1].SignerRef != ref {
+			work = append(work, txm.SignerWork{SignerRef: ref})
+		}
+		w := &work[len(work)-1]
+		h := txm.Header{Number: uint64(block), Hash: common.HexToHash(hash)}
+		switch kind {
+		case "m":
+			w.Mined, w.MinedBlocks = true, append(w.MinedBlocks, h)
+		case "s":
+			w.Stale = true
+		case "r":
+			w.Reported, w.ReportedBlocks = true, append(w.ReportedBlocks, h)
+		}
+	}
+	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("signers with work: %w", translate(err))
 	}
 	return work, nil

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/txfence/txfence/shared/config"
 	"github.com/txfence/txfence/shared/logging"
 	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/shared/txm"
 )
 
 // hotSigner is the signer whose many rows the plan tests write.
@@ -104,6 +106,7 @@ FROM generate_series(0, 29999) n`, strings.ToLower(hotSigner.Hex()))
 	blocks, err := s.ReportedBlocks(ctx, 1337, hotSigner, 10*time.Minute)
 	require.NoError(t, err)
 	assert.Len(t, blocks, 50)
+	assert.Equal(t, blocks, refs[0].ReportedBlocks, "the work carries the same blocks")
 
 	for name, q := range map[string]struct {
 		sql  string
@@ -116,4 +119,53 @@ FROM generate_series(0, 29999) n`, strings.ToLower(hotSigner.Hex()))
 		require.NoError(t, db.Pool.QueryRow(ctx, `EXPLAIN (FORMAT JSON) `+q.sql, q.args...).Scan(&raw))
 		assert.False(t, strings.Contains(string(raw), `"Seq Scan"`), "%s: no scan of the table", name)
 	}
+}
+
+// TestSignersWithWork_CarriesTheBlocks: the finality sweep's one query gives
+// each signer's MINED transactions' receipt blocks (one per transaction, in
+// nonce order) and its reported blocks (distinct), and marks stale signers,
+// so that a pass looks at a hundred signers without a query per signer.
+func TestSignersWithWork_CarriesTheBlocks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, s := hotSignerStore(t)
+	other := common.HexToAddress("0xb0b")
+	hash := func(n int) string { return fmt.Sprintf("0x%064x", n) }
+	insert := func(signer common.Address, nonce int, state string, block any, finalized bool, updatedAgo time.Duration) {
+		t.Helper()
+		var fin any
+		if finalized {
+			fin = time.Now()
+		}
+		var h any
+		if block != nil {
+			h = hash(block.(int))
+		}
+		_, err := db.Pool.Exec(ctx, `
+INSERT INTO managed_tx (id, chain_id, signer, nonce, payload_fingerprint, state, fencing_token,
+                        receipt_block_number, receipt_block_hash, finalized_at, updated_at)
+VALUES (gen_random_uuid(), 1337, $1, $2::bigint, sha256($2::bigint::text::bytea), $3, 1, $4, $5, $6, clock_timestamp() - $7::interval)`,
+			txm.CanonicalAddress(signer), nonce, state, block, h, fin, updatedAgo)
+		require.NoError(t, err)
+	}
+	insert(hotSigner, 2, "MINED", 11, false, 0)
+	insert(hotSigner, 0, "MINED", 10, false, 0)
+	insert(hotSigner, 1, "MINED", 10, false, 0)
+	insert(hotSigner, 3, "TRACKING", nil, false, time.Hour)
+	insert(other, 0, "CONFIRMED", 7, true, 0)
+	insert(other, 1, "CONFIRMED", 7, true, 0)
+	insert(other, 2, "FAILED_FINAL", 8, true, 0)
+	insert(other, 3, "TRACKING", nil, false, 0) // fresh: not stale
+
+	work, err := s.SignersWithWork(ctx, time.Minute, 10*time.Minute)
+	require.NoError(t, err)
+	require.Len(t, work, 2)
+	byAddr := map[common.Address]txm.SignerWork{work[0].Signer: work[0], work[1].Signer: work[1]}
+	hot, oth := byAddr[hotSigner], byAddr[other]
+	assert.True(t, hot.Mined && hot.Stale && !hot.Reported)
+	assert.Equal(t, []txm.Header{{Number: 10, Hash: common.HexToHash(hash(10))}, {Number: 10, Hash: common.HexToHash(hash(10))},
+		{Number: 11, Hash: common.HexToHash(hash(11))}}, hot.MinedBlocks, "one per MINED transaction, in nonce order")
+	assert.True(t, oth.Reported && !oth.Mined && !oth.Stale)
+	assert.Equal(t, []txm.Header{{Number: 7, Hash: common.HexToHash(hash(7))}, {Number: 8, Hash: common.HexToHash(hash(8))}},
+		oth.ReportedBlocks, "distinct blocks")
 }
