@@ -463,3 +463,60 @@ func TestDrainSigner_KeepsTheLeaseUntilWanted(t *testing.T) {
 	assert.Less(t, res.Broadcast, count, "it yielded with work left")
 	assert.Equal(t, before+1, prompts(), "one fresh prompt")
 }
+
+// TestDrainSigner_NothingToDoTakesNoLease: a prompt for a signer whose rows
+// another drain already took (most prompts of a busy signer) is answered
+// after one read, without taking the signer's chain lease; so is one whose
+// only ALLOCATED transaction is backing off. A transaction whose backoff
+// ran out, or a pending admin action, is drained as before.
+func TestDrainSigner_NothingToDoTakesNoLease(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 1)
+	n := w.Node(t, "A")
+	signer := w.Keys[0].Address
+	chainID := stacktest.ChainID().Uint64()
+	ctx := context.Background()
+	token := func() int64 {
+		var tok int64
+		require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT coalesce(max(fencing_token), 0) FROM signer_lease WHERE scope = 'chain' AND signer = $1`,
+			txm.CanonicalAddress(signer)).Scan(&tok))
+		return tok
+	}
+
+	ids := n.Allocate(t, signer, 3)
+	res, err := n.Drain.Execute(ctx, chainID, signer)
+	require.NoError(t, err)
+	require.Equal(t, 3, res.Broadcast)
+	took := token()
+	require.Positive(t, took, "the drain took the lease")
+
+	res, err = n.Drain.Execute(ctx, chainID, signer)
+	require.NoError(t, err)
+	assert.Equal(t, app.DrainResult{}, res)
+	assert.Equal(t, took, token(), "nothing to do: no lease taken")
+
+	backing := n.Allocate(t, signer, 1)[0]
+	_, err = w.DB.Pool.Exec(ctx, `UPDATE managed_tx SET next_attempt_at = clock_timestamp() + interval '1 hour' WHERE id = $1`, backing)
+	require.NoError(t, err)
+	res, err = n.Drain.Execute(ctx, chainID, signer)
+	require.NoError(t, err)
+	assert.Zero(t, res.Broadcast)
+	assert.Equal(t, took, token(), "only a transaction backing off: no lease taken")
+
+	_, err = w.DB.Pool.Exec(ctx, `UPDATE managed_tx SET next_attempt_at = NULL WHERE id = $1`, backing)
+	require.NoError(t, err)
+	res, err = n.Drain.Execute(ctx, chainID, signer)
+	require.NoError(t, err)
+	assert.Equal(t, 1, res.Broadcast, "its backoff ran out: drained")
+	assert.Greater(t, token(), took)
+	took = token()
+
+	_, _, _, err = n.Store.RecordAction(ctx, txm.ActionRequest{TxID: ids[0], ActionID: "a1", Kind: txm.ActionResubmit, Actor: "ops", Reason: "test"})
+	require.NoError(t, err)
+	_, err = n.Drain.Execute(ctx, chainID, signer)
+	require.NoError(t, err)
+	assert.Greater(t, token(), took, "a pending action: the drain took the lease")
+	var status string
+	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT status FROM tx_action WHERE action_id = 'a1'`).Scan(&status))
+	assert.NotEqual(t, "pending", status, "and carried it out")
+}

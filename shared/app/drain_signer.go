@@ -138,6 +138,14 @@ func (d *DrainSigner) drain(ctx context.Context, chainID uint64, signer common.A
 		return res, fmt.Errorf("drain: no key for signer %s: %w", txm.CanonicalAddress(signer), ErrNotServed)
 	}
 	key := txm.LeaseKey{ChainID: chainID, Signer: signer, Scope: txm.ScopeChain}
+	// Most prompts of a busy signer find its rows already drained (every
+	// allocation call prompts, and the drain that ran meanwhile took them
+	// all): such a prompt is acknowledged after one read, without taking
+	// and releasing the lease. Rows or actions written after the read come
+	// with prompts of their own.
+	if work, err := d.store.HasSubmitWork(ctx, chainID, signer); err != nil || !work {
+		return res, err
+	}
 	owner := d.cfg.InstanceID + "/submit/" + uuid.NewString()
 	start := time.Now()
 	for {

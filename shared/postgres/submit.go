@@ -40,6 +40,20 @@ func (s *Store) NextToSubmit(ctx context.Context, chainID uint64, signer common.
 	return out, nil
 }
 
+// HasSubmitWork implements txm.SubmitStore.
+func (s *Store) HasSubmitWork(ctx context.Context, chainID uint64, signer common.Address) (bool, error) {
+	var work bool
+	err := s.pool.QueryRow(ctx, `
+SELECT EXISTS (SELECT 1 FROM managed_tx t WHERE t.chain_id = $1 AND t.signer = $2 AND t.state = 'ALLOCATED' AND `+notHeld+`)
+    OR EXISTS (SELECT 1 FROM tx_action a JOIN managed_tx t ON t.id = a.tx_id
+               WHERE a.status = 'pending' AND t.chain_id = $1 AND t.signer = $2)`,
+		int64(chainID), txm.CanonicalAddress(signer)).Scan(&work)
+	if err != nil {
+		return false, fmt.Errorf("submit work: %w", translate(err))
+	}
+	return work, nil
+}
+
 // InFlight implements txm.SubmitStore.
 func (s *Store) InFlight(ctx context.Context, chainID uint64, signer common.Address) (int, error) {
 	var n int

@@ -136,6 +136,10 @@ type SubmitStore interface {
 	// nothing beyond a STUCK transaction no node has accepted yet (the later
 	// nonces could not be mined before it).
 	NextToSubmit(ctx context.Context, chainID uint64, signer common.Address, limit int) ([]SubmitItem, error)
+	// HasSubmitWork reports whether a drain of the signer would find
+	// anything to do: a pending admin action, or an ALLOCATED transaction
+	// NextToSubmit would return. It only reads, and takes no lease.
+	HasSubmitWork(ctx context.Context, chainID uint64, signer common.Address) (bool, error)
 	// InFlight counts the signer's broadcast-but-unmined transactions, STUCK
 	// ones included.
 	InFlight(ctx context.Context, chainID uint64, signer common.Address) (int, error)
