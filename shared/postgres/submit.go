@@ -223,9 +223,6 @@ func queueOutbox(b *pgx.Batch, topic string, key txm.LeaseKey, id *int64) {
 func (s *Store) MarkStuck(ctx context.Context, l txm.Lease, txID string, subState string, detail string) ([]int64, error) {
 	var outbox []int64
 	err := WithTx(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, completionLock); err != nil {
-			return fmt.Errorf("lock completions: %w", translate(err))
-		}
 		var f finalized
 		var from string
 		err := tx.QueryRow(ctx, `
