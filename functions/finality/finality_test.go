@@ -600,3 +600,66 @@ func TestSweepFinality_LeaseOnlyToWrite(t *testing.T) {
 	assert.Equal(t, total, st.Confirmed)
 	assert.Equal(t, map[string]int{"CONFIRMED": total}, w.States(t))
 }
+
+// TestFinalityRun_ASlowSignerHoldsUpNoOther: while one signer's sweep is
+// stuck (here in a hook, holding its lease; in production waiting for the
+// lease behind a hot signer's drain, or on a slow node), the sweep's later
+// passes go on confirming the other signers on time, and leave the stuck
+// one alone until its sweep is done. A pass that waited for its slowest
+// signer held every other signer's confirmations behind it.
+func TestFinalityRun_ASlowSignerHoldsUpNoOther(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 2)
+	n := w.Node(t, "n0")
+	for _, k := range w.Keys {
+		n.Allocate(t, k.Address, 1)
+		broadcastAndMine(t, w, n, k.Address, 1)
+	}
+	w.Mine(int(w.Cfg.Confirmations))
+
+	var once sync.Once
+	stuck, release := make(chan struct{}), make(chan struct{})
+	n.Finality.SetHooks(app.SweepHooks{BeforeWrite: func() {
+		first := false
+		once.Do(func() { first = true })
+		if first {
+			close(stuck)
+			<-release
+		}
+	}})
+	done := make(chan error, 1)
+	var st app.PassStats
+	go func() {
+		var err error
+		st, err = n.Finality.Run(ctx, 8*time.Second, 20*time.Millisecond)
+		done <- err
+	}()
+	<-stuck
+	var slow string
+	require.NoError(t, w.DB.Pool.QueryRow(ctx, `
+SELECT signer FROM signer_lease WHERE scope = 'chain' AND owner LIKE '%/finality/%' AND expires_at > clock_timestamp()`).Scan(&slow))
+	other := w.Keys[0].Address
+	if txm.CanonicalAddress(other) == slow {
+		other = w.Keys[1].Address
+	}
+	// The other signer's first transaction is confirmed, and a new one
+	// mined now is confirmed by a later pass, the stuck sweep still stuck.
+	n.Allocate(t, other, 1)
+	broadcastAndMine(t, w, n, other, 2)
+	w.Mine(int(w.Cfg.Confirmations))
+	confirmed := func(signer string) int {
+		var c int
+		require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM managed_tx WHERE signer = $1 AND state = 'CONFIRMED'`,
+			signer).Scan(&c))
+		return c
+	}
+	stacktest.WaitFor(t, "the other signer's confirmations while one sweep is stuck", func() bool {
+		return confirmed(txm.CanonicalAddress(other)) == 2
+	})
+	assert.Zero(t, confirmed(slow), "the stuck sweep wrote nothing yet")
+	close(release)
+	require.NoError(t, <-done)
+	assert.Equal(t, 1, confirmed(slow), "the stuck sweep finished")
+	assert.Equal(t, 3, st.Confirmed)
+	assert.Positive(t, st.Skipped, "passes left the signer being swept alone")
+}

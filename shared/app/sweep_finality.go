@@ -32,6 +32,9 @@ type SweepFinality struct {
 	metrics *metrics.Metrics
 	log     *slog.Logger
 	hooks   SweepHooks
+
+	busyMu sync.Mutex
+	busy   map[txm.SignerRef]bool // signers being swept in this process
 }
 
 // SweepHooks let tests stop a sweep at a chosen point. Production leaves
@@ -70,10 +73,67 @@ func (p *PassStats) add(o PassStats) {
 }
 
 // Run sweeps pass after pass for budget, pausing interval between passes.
+// A pass does not wait for the signers it started: a signer still being
+// swept (waiting for its lease behind a hot signer's drain, say) is left out
+// of the next passes until it is done, and the other signers are swept
+// again on time. Passes that waited for their slowest signer held every
+// other signer's confirmations behind it (finality lag p99 of 7-8 s in
+// bench-pipeline, most of it after the block was deep enough).
 func (s *SweepFinality) Run(ctx context.Context, budget, interval time.Duration) (PassStats, error) {
-	var total PassStats
-	err := runPasses(ctx, budget, interval, s.Pass, total.add)
-	return total, err
+	sw := s.sweeping()
+	err := runPasses(ctx, budget, interval, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, s.launch(ctx, sw)
+	}, func(struct{}) {})
+	st, serr := sw.wait()
+	return st, errors.Join(err, serr)
+}
+
+// sweeps are the signer sweeps a Run or a Pass started: at most workers at
+// once, and what they did.
+type sweeps struct {
+	slots chan struct{}
+	wg    sync.WaitGroup
+
+	mu     sync.Mutex
+	st     PassStats
+	failed int
+	last   error
+}
+
+func (s *SweepFinality) sweeping() *sweeps {
+	return &sweeps{slots: make(chan struct{}, max(s.cfg.ReceiptWorkers, 1))}
+}
+
+// wait waits for every sweep started and returns what they did, and the
+// last failure with how many failed.
+func (w *sweeps) wait() (PassStats, error) {
+	w.wg.Wait()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.last != nil {
+		return w.st, fmt.Errorf("%d signer sweeps failed, the last: %w", w.failed, w.last)
+	}
+	return w.st, nil
+}
+
+// claim marks ref as being swept by this process; false if it already is.
+func (s *SweepFinality) claim(ref txm.SignerRef) bool {
+	s.busyMu.Lock()
+	defer s.busyMu.Unlock()
+	if s.busy == nil {
+		s.busy = map[txm.SignerRef]bool{}
+	}
+	if s.busy[ref] {
+		return false
+	}
+	s.busy[ref] = true
+	return true
+}
+
+func (s *SweepFinality) unclaim(ref txm.SignerRef) {
+	s.busyMu.Lock()
+	defer s.busyMu.Unlock()
+	delete(s.busy, ref)
 }
 
 // chainView caches one pass's look at a chain, so that one pass sees one
@@ -138,16 +198,27 @@ func (s *SweepFinality) view(ctx context.Context, chain txm.Chain) (*chainView, 
 }
 
 // Pass sweeps every signer with work once, TXFENCE_RECEIPT_WORKERS signers
-// at a time: each signer's work is a few round trips to the database and
-// the node, so one after another a pass over a hundred signers took longer
-// than a block. Signers whose lease is held elsewhere are skipped this pass;
-// an RPC failure for one chain skips that chain and is returned after the
-// others were swept.
+// at a time, and returns when they are done: each signer's work is a few
+// round trips to the database and the node, so one after another a pass
+// over a hundred signers took longer than a block. Signers whose lease is
+// held elsewhere, or that another sweep of this process is sweeping, are
+// skipped this pass; an RPC failure for one chain skips that chain and is
+// returned after the others were swept.
 func (s *SweepFinality) Pass(ctx context.Context) (PassStats, error) {
-	var st PassStats
+	sw := s.sweeping()
+	err := s.launch(ctx, sw)
+	st, serr := sw.wait()
+	return st, errors.Join(err, serr)
+}
+
+// launch starts a sweep, in sw, of every signer with work that this process
+// is not sweeping yet, and returns once each has started (a worker slot
+// free). It reads the signers and each chain's head and blocks once for
+// all of them. What fails before a signer's sweep starts is returned.
+func (s *SweepFinality) launch(ctx context.Context, sw *sweeps) error {
 	refs, err := s.store.SignersWithWork(ctx, s.cfg.StaleReceiptTimeout, s.watch())
 	if err != nil {
-		return st, err
+		return err
 	}
 	views := map[uint64]*chainView{}
 	var errs []error
@@ -181,35 +252,33 @@ func (s *SweepFinality) Pass(ctx context.Context) (PassStats, error) {
 			_ = views[id].load(ctx, heights)
 		}
 	}
-	var mu sync.Mutex
-	inParallel(s.cfg.ReceiptWorkers, work, func(ref txm.SignerWork) {
-		one, err := s.sweepSigner(ctx, views[ref.ChainID], ref)
-		mu.Lock()
-		defer mu.Unlock()
-		st.add(one)
-		switch {
-		case errors.Is(err, ErrNoLease):
-			st.Skipped++
-		case err != nil:
-			errs = append(errs, fmt.Errorf("signer %s: %w", txm.CanonicalAddress(ref.Signer), err))
+	for _, ref := range work {
+		if !s.claim(ref.SignerRef) {
+			sw.mu.Lock()
+			sw.st.Skipped++
+			sw.mu.Unlock()
+			continue
 		}
-	})
-	return st, errors.Join(errs...)
-}
-
-// inParallel calls fn for every item, at most workers at once, and returns
-// when all calls have.
-func inParallel[T any](workers int, items []T, fn func(T)) {
-	slots := make(chan struct{}, max(workers, 1))
-	var wg sync.WaitGroup
-	for _, it := range items {
-		slots <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			fn(it)
+		sw.slots <- struct{}{}
+		sw.wg.Go(func() {
+			defer func() {
+				s.unclaim(ref.SignerRef)
+				<-sw.slots
+			}()
+			one, err := s.sweepSigner(ctx, views[ref.ChainID], ref)
+			sw.mu.Lock()
+			defer sw.mu.Unlock()
+			sw.st.add(one)
+			switch {
+			case errors.Is(err, ErrNoLease):
+				sw.st.Skipped++
+			case err != nil:
+				sw.failed++
+				sw.last = fmt.Errorf("signer %s: %w", txm.CanonicalAddress(ref.Signer), err)
+			}
 		})
 	}
-	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // sweepSigner looks without the signer's chain lease (the receipts of its
