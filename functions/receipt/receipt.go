@@ -58,7 +58,9 @@ func (h *Handler) Handle(ctx context.Context, e event.Event) error {
 	})
 }
 
-func init() { functions.CloudEvent("Receipt", handle) }
+// The Functions Framework's own CloudEvent serving can wedge under concurrent
+// pushes (see fnevent.Handler).
+func init() { functions.HTTP("Receipt", fnevent.Handler(handle)) }
 
 var lazy = deps.Lazy[*Handler]{Build: Build}
 

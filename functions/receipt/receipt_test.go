@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/txfence/txfence/emulator/bridge"
+	fnevent "github.com/txfence/txfence/functions/internal/event"
 	"github.com/txfence/txfence/functions/internal/stacktest"
 	"github.com/txfence/txfence/shared/app"
 	"github.com/txfence/txfence/shared/config"
@@ -62,16 +62,13 @@ func newSetup(t *testing.T, attempts int) *setup {
 	h, err := NewHandler(n.Receipts, w.Cfg.StaleReceiptTimeout, n.Metrics, logging.Discard())
 	require.NoError(t, err)
 	var answers atomic.Int32
-	p, err := cloudevents.NewHTTP()
-	require.NoError(t, err)
-	ceh, err := cloudevents.NewHTTPReceiveHandler(ctx, p, func(ctx context.Context, e event.Event) error {
+	ceh := fnevent.Handler(func(ctx context.Context, e event.Event) error {
 		err := h.Handle(ctx, e)
 		if err != nil {
 			answers.Add(1)
 		}
 		return err
 	})
-	require.NoError(t, err)
 	srv := httptest.NewServer(http.StripPrefix("/Receipt", ceh))
 	t.Cleanup(srv.Close)
 

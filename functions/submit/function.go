@@ -7,10 +7,13 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 
 	"github.com/txfence/txfence/functions/internal/deps"
+	fnevent "github.com/txfence/txfence/functions/internal/event"
 	"github.com/txfence/txfence/shared/app"
 )
 
-func init() { functions.CloudEvent("Submit", handle) }
+// The Functions Framework's own CloudEvent serving can wedge under concurrent
+// pushes (see fnevent.Handler).
+func init() { functions.HTTP("Submit", fnevent.Handler(handle)) }
 
 var lazy = deps.Lazy[*Handler]{Build: Build}
 
