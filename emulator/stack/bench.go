@@ -73,13 +73,51 @@ func BenchDatabase(ctx context.Context, opts pgtest.Options) (string, *pgxpool.P
 		pool.Close()
 		return fail(err)
 	}
-	if slices.Contains(opts.Preload, "pg_stat_statements") {
-		if _, err := pool.Exec(ctx, `CREATE EXTENSION pg_stat_statements`); err != nil {
-			pool.Close()
-			return fail(err)
-		}
+	if err := createStatements(ctx, pool, opts.Preload); err != nil {
+		pool.Close()
+		return fail(err)
 	}
 	return url, pool, func() { pool.Close(); pg.Stop() }, nil
+}
+
+// createStatements creates the pg_stat_statements extension when it is
+// preloaded.
+func createStatements(ctx context.Context, pool *pgxpool.Pool, preload []string) error {
+	if !slices.Contains(preload, "pg_stat_statements") {
+		return nil
+	}
+	_, err := pool.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pg_stat_statements`)
+	return err
+}
+
+// ResetStatements empties pg_stat_statements.
+func ResetStatements(ctx context.Context, pool *pgxpool.Pool) error {
+	_, err := pool.Exec(ctx, `SELECT pg_stat_statements_reset()`)
+	return err
+}
+
+// PrintStatements prints the limit statements that took the most time
+// since the last reset, nested ones (inside txfence_allocate) included,
+// with their calls, mean and total time (lock waits included) and rows.
+func PrintStatements(ctx context.Context, pool *pgxpool.Pool, limit int) error {
+	rows, err := pool.Query(ctx, `
+SELECT calls, total_exec_time / calls, total_exec_time, rows, left(regexp_replace(query, '\s+', ' ', 'g'), 90)
+FROM pg_stat_statements WHERE calls > 10 ORDER BY total_exec_time DESC LIMIT $1`, limit)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	fmt.Printf("  %8s %9s %9s %9s  %s\n", "calls", "mean ms", "total ms", "rows", "statement")
+	for rows.Next() {
+		var calls, n int64
+		var mean, total float64
+		var q string
+		if err := rows.Scan(&calls, &mean, &total, &n, &q); err != nil {
+			return err
+		}
+		fmt.Printf("  %8d %9.3f %9.0f %9d  %s\n", calls, mean, total, n, q)
+	}
+	return rows.Err()
 }
 
 // CheckContiguous fails when any signer's nonces in the database have a

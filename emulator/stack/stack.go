@@ -74,6 +74,7 @@ type Options struct {
 	FirstPort     int           // port of the first server (0: any free port)
 	DatabaseURL   string        // use this PostgreSQL instead of an ephemeral one
 	Durable       bool          // the ephemeral PostgreSQL keeps fsync and synchronous commit on
+	Preload       []string      // the ephemeral PostgreSQL's shared_preload_libraries (pg_stat_statements: the extension is created)
 	PubSubHost    string        // use this Pub/Sub emulator instead of pstest
 	RPCURL        string        // use this chain instead of the simulated one
 	ScheduleEvery time.Duration // Cloud Scheduler stand-in period (5s)
@@ -236,7 +237,7 @@ func (s *Stack) startDatabase(ctx context.Context) error {
 	if s.opts.DatabaseURL != "" {
 		s.DatabaseURL = s.opts.DatabaseURL
 	} else {
-		srv, err := pgtest.Start(ctx, pgtest.Options{Durable: s.opts.Durable})
+		srv, err := pgtest.Start(ctx, pgtest.Options{Durable: s.opts.Durable, Preload: s.opts.Preload})
 		if err != nil {
 			return err
 		}
@@ -258,7 +259,10 @@ func (s *Stack) startDatabase(ctx context.Context) error {
 		return err
 	}
 	defer pool.Close()
-	return postgres.MigrateUp(ctx, pool)
+	if err := postgres.MigrateUp(ctx, pool); err != nil {
+		return err
+	}
+	return createStatements(ctx, pool, s.opts.Preload)
 }
 
 // funderBalance is the funder's genesis balance: a billion ether.

@@ -161,7 +161,7 @@ func run(ctx context.Context, n, naiveN, conc int, rate float64, profile string,
 			return err
 		}
 		if statements {
-			if _, err := pool.Exec(ctx, `SELECT pg_stat_statements_reset()`); err != nil {
+			if err := stack.ResetStatements(ctx, pool); err != nil {
 				return err
 			}
 		}
@@ -179,7 +179,7 @@ func run(ctx context.Context, n, naiveN, conc int, rate float64, profile string,
 		}
 		fmt.Printf("%s %s%s  rss %.0f MB  %.1f creates/commit  %s\n", sc.name(), o.res, ratio, o.rssMB, o.perCommit, o.cpuPer())
 		if statements {
-			if err := printStatements(ctx, pool); err != nil {
+			if err := stack.PrintStatements(ctx, pool, 8); err != nil {
 				return err
 			}
 		}
@@ -305,31 +305,6 @@ func runScenario(ctx context.Context, sc scenario, server, dbURL, rpcURL string,
 		o.rssMB = max(o.rssMB, peakRSS(p.Process.Pid))
 	}
 	return o, nil
-}
-
-// printStatements prints the statements that took the most time since the
-// last reset, nested ones (inside txfence_allocate) included: mean time
-// per call includes lock waits, so the allocation's critical section shows
-// as its total less the lock statement's.
-func printStatements(ctx context.Context, pool *pgxpool.Pool) error {
-	rows, err := pool.Query(ctx, `
-SELECT calls, total_exec_time / calls, total_exec_time, left(regexp_replace(query, '\s+', ' ', 'g'), 90)
-FROM pg_stat_statements WHERE calls > 10 ORDER BY total_exec_time DESC LIMIT 8`)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	fmt.Printf("  %8s %9s %9s  %s\n", "calls", "mean ms", "total ms", "statement")
-	for rows.Next() {
-		var calls int64
-		var mean, total float64
-		var q string
-		if err := rows.Scan(&calls, &mean, &total, &q); err != nil {
-			return err
-		}
-		fmt.Printf("  %8d %9.3f %9.0f  %s\n", calls, mean, total, q)
-	}
-	return rows.Err()
 }
 
 // cpuProfile saves a 5s CPU profile of the process serving pprof at addr.

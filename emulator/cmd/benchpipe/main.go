@@ -58,6 +58,7 @@ type options struct {
 	serverLog     string
 	logLevel      string
 	pprof         string
+	statements    bool
 }
 
 func main() {
@@ -72,6 +73,7 @@ func main() {
 	flag.IntVar(&o.burst, "burst", 2000, "creates in the broadcast backlog")
 	flag.StringVar(&o.serverLog, "server-log", "", "append the function servers' logs to this file")
 	flag.StringVar(&o.logLevel, "log-level", "warn", "the function servers' TXFENCE_LOG_LEVEL")
+	flag.BoolVar(&o.statements, "pg-statements", false, "report the sustained load's most expensive statements on PostgreSQL's side (pg_stat_statements: calls, mean and total time, rows)")
 	flag.StringVar(&o.pprof, "pprof", "", "serve the function server's pprof on this loopback host:port (with -servers 1)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -100,6 +102,9 @@ func run(ctx context.Context, o options) error {
 			// The bench measures the pipeline, not the per-instance rate limits.
 			"TXFENCE_RATE_PER_SECOND=1000000", "TXFENCE_RATE_BURST=1000000", "TXFENCE_SIGNER_RATE_PER_SECOND=1000000",
 		},
+	}
+	if o.statements {
+		opts.Preload = []string{"pg_stat_statements"}
 	}
 	if o.pprof != "" {
 		if o.servers != 1 {
@@ -147,6 +152,11 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("warm-up: %w", err)
 	}
 
+	if o.statements {
+		if err := stack.ResetStatements(ctx, pool); err != nil {
+			return err
+		}
+	}
 	fmt.Printf("\nsustained load for %s: %d clients on the hot signer, %d over %d signers\n", o.duration, o.hotClients, o.spreadClients, o.signers)
 	start := time.Now()
 	results := make(chan loadgen.Result, 2)
@@ -171,6 +181,11 @@ func run(ctx context.Context, o options) error {
 	}
 	if err := waitFinal(ctx, pool, 5*time.Minute); err != nil {
 		return err
+	}
+	if o.statements {
+		if err := stack.PrintStatements(ctx, pool, 25); err != nil {
+			return err
+		}
 	}
 	st, err := stages(ctx, pool, start, s.Signers[0])
 	if err != nil {
