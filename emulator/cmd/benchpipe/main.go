@@ -341,6 +341,7 @@ func (st stageTimes) print(lags []time.Duration) (created, confirmed float64) {
 func finalityLags(ctx context.Context, s *stack.Stack, st stageTimes, confirmations uint64) ([]time.Duration, error) {
 	sealed := map[uint64]time.Time{}
 	var lags []time.Duration
+	late, lateMined := 0, 0 // lags over a second; of those, MINED written after the depth was reached
 	for _, t := range st {
 		n := t.block + confirmations - 1
 		at, ok := sealed[n]
@@ -355,6 +356,12 @@ func finalityLags(ctx context.Context, s *stack.Stack, st stageTimes, confirmati
 			sealed[n] = at
 		}
 		lags = append(lags, max(t.confirmed.Sub(at), 0))
+		if t.confirmed.Sub(at) > time.Second {
+			late++
+			if t.mined.After(at) {
+				lateMined++
+			}
+		}
 	}
 	slices.Sort(lags)
 	var mined []time.Duration
@@ -365,6 +372,7 @@ func finalityLags(ctx context.Context, s *stack.Stack, st stageTimes, confirmati
 	}
 	slices.Sort(mined)
 	fmt.Printf("  receipt lag (block sealed → MINED written)  p50 %4.0f ms  p99 %4.0f ms\n", ms(quantile(mined, 0.5)), ms(quantile(mined, 0.99)))
+	fmt.Printf("  finality lags over 1s: %d of %d; %d of them were MINED only after the depth was reached\n", late, len(lags), lateMined)
 	return lags, nil
 }
 
