@@ -198,3 +198,71 @@ SELECT (SELECT count(*) FROM (
 	assert.Equal(t, created, rows)
 	assert.Equal(t, prompts, outbox)
 }
+
+// TestAllocate_LeavesEachLeaseReleasedUnderItsToken: a call takes every
+// signer's nonce lease (a new token when the owner changes) and leaves it
+// released under that token, no longer wanted, its rows written with it;
+// the same owner's next call takes a new token too (the lease it left is
+// released). A lease another owner holds live refuses the call and
+// changes nothing.
+func TestAllocate_LeavesEachLeaseReleasedUnderItsToken(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.New(t)
+	s := allocStore(t, db)
+	a, b := common.HexToAddress("0xa1"), common.HexToAddress("0xb1")
+	call := func(owner string, n int) {
+		t.Helper()
+		var reqs []txm.AllocationBatch
+		for _, signer := range []common.Address{a, b} {
+			var rs []*txm.Request
+			for i := 0; i < n; i++ {
+				rs = append(rs, allocRequest(signer, "", "", 1))
+			}
+			reqs = append(reqs, txm.AllocationBatch{ChainID: 1, Signer: signer, Owner: owner, Requests: rs})
+		}
+		_, _, err := s.Allocate(ctx, reqs)
+		require.NoError(t, err)
+	}
+	leases := func() map[string]string {
+		t.Helper()
+		rows, err := db.Pool.Query(ctx, `
+SELECT signer, owner || ' ' || fencing_token || ' ' || (expires_at = '-infinity') || ' ' || (wanted_at IS NULL)
+FROM signer_lease WHERE scope = 'nonce'`)
+		require.NoError(t, err)
+		got := map[string]string{}
+		for rows.Next() {
+			var k, v string
+			require.NoError(t, rows.Scan(&k, &v))
+			got[k] = v
+		}
+		require.NoError(t, rows.Err())
+		return got
+	}
+	ka, kb := txm.CanonicalAddress(a), txm.CanonicalAddress(b)
+	call("x", 2)
+	assert.Equal(t, map[string]string{ka: "x 2 true true", kb: "x 2 true true"}, leases())
+	_, err := db.Pool.Exec(ctx, `UPDATE signer_lease SET wanted_at = clock_timestamp() WHERE signer = $1`, kb)
+	require.NoError(t, err)
+	call("x", 1)
+	call("y", 1)
+	assert.Equal(t, map[string]string{ka: "y 4 true true", kb: "y 4 true true"}, leases())
+	var tokens []int64
+	require.NoError(t, db.Pool.QueryRow(ctx, `
+SELECT array_agg(fencing_token ORDER BY signer, nonce) FROM managed_tx`).Scan(&tokens))
+	assert.Equal(t, []int64{2, 2, 3, 4, 2, 2, 3, 4}, tokens, "each row carries its call's token")
+
+	// Held live by another owner: refused, nothing written.
+	_, err = db.Pool.Exec(ctx, `UPDATE signer_lease SET owner = 'z', expires_at = clock_timestamp() + interval '1 minute' WHERE signer = $1`, kb)
+	require.NoError(t, err)
+	_, _, err = s.Allocate(ctx, []txm.AllocationBatch{
+		{ChainID: 1, Signer: a, Owner: "x", Requests: []*txm.Request{allocRequest(a, "", "", 1)}},
+		{ChainID: 1, Signer: b, Owner: "x", Requests: []*txm.Request{allocRequest(b, "", "", 1)}},
+	})
+	require.ErrorIs(t, err, txm.ErrLeaseHeld)
+	got := leases()
+	assert.Equal(t, "y 4 true true", got[ka], "the other signer's lease is untouched")
+	var rowsNow int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM managed_tx`).Scan(&rowsNow))
+	assert.Equal(t, 8, rowsNow)
+}
