@@ -42,8 +42,8 @@ FROM signer_nonce_cursor WHERE chain_id = $1 AND signer = $2`,
 }
 
 // allocateSQL calls txfence_allocate (migrations/00009, last changed in
-// 00011): the whole
-// allocation of a batch, every signer's, in one statement.
+// 00011): the whole allocation of a batch, every signer's, in one
+// statement.
 const allocateSQL = `SELECT o_idx, o_outcome, o_tx_id::text, o_nonce, o_rule, o_group, o_token, o_acquired, o_outbox_id, o_created_at
 FROM txfence_allocate($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
     $21, $22, $23, $24, $25)`
