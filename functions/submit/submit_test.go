@@ -390,9 +390,9 @@ func TestDrainSigner_KeepsTheLeaseUntilWanted(t *testing.T) {
 	signer := w.Keys[0].Address
 	chainID := stacktest.ChainID().Uint64()
 	ctx := context.Background()
-	const count = 8 * 64 // eight batches, each held up 100ms: longer than drainHold
+	const count = 2 * app.DrainBatch // two batches, each held up longer than drainHold
 	persisted := make(chan struct{}, 4*count)
-	n.Drain.SetHooks(app.SubmitHooks{AfterPersist: func() { persisted <- struct{}{}; time.Sleep(100 * time.Millisecond) }})
+	n.Drain.SetHooks(app.SubmitHooks{AfterPersist: func() { persisted <- struct{}{}; time.Sleep(600 * time.Millisecond) }})
 	key := txm.LeaseKey{ChainID: chainID, Signer: signer, Scope: txm.ScopeChain}
 	prompts := func() int {
 		var k int
@@ -519,4 +519,65 @@ func TestDrainSigner_NothingToDoTakesNoLease(t *testing.T) {
 	var status string
 	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT status FROM tx_action WHERE action_id = 'a1'`).Scan(&status))
 	assert.NotEqual(t, "pending", status, "and carried it out")
+}
+
+// slowSigner signs as a remote signer does: after a round trip. It counts
+// its signatures.
+type slowSigner struct {
+	txm.Signer
+	delay  time.Duration
+	signed *atomic.Int64
+}
+
+func (s slowSigner) SignTx(ctx context.Context, tx *types.Transaction, chainID *big.Int) (*types.Transaction, error) {
+	time.Sleep(s.delay)
+	s.signed.Add(1)
+	return s.Signer.SignTx(ctx, tx, chainID)
+}
+
+// TestDrainSigner_ASlowSignerLetsWaitersIn: a drain of a backlog whose
+// signer answers in 20ms (as Cloud KMS does) ends each batch's signing
+// after a bounded time, so an invocation that wants the signer's lease
+// (receipts, confirmations: they wait up to a second) is let in soon, not
+// after the whole backlog was signed in one batch (5 s here). The backlog
+// still drains whole without a fresh prompt.
+func TestDrainSigner_ASlowSignerLetsWaitersIn(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 1)
+	var signed atomic.Int64
+	w.WrapSigner = func(s txm.Signer) txm.Signer { return slowSigner{Signer: s, delay: 20 * time.Millisecond, signed: &signed} }
+	n := w.Node(t, "A")
+	signer := w.Keys[0].Address
+	chainID := stacktest.ChainID().Uint64()
+	ctx := context.Background()
+	key := txm.LeaseKey{ChainID: chainID, Signer: signer, Scope: txm.ScopeChain}
+	const count = 250
+	n.Allocate(t, signer, count)
+	done := make(chan app.DrainResult, 1)
+	go func() {
+		res, err := n.Drain.Execute(ctx, chainID, signer)
+		assert.NoError(t, err)
+		done <- res
+	}()
+
+	stacktest.WaitFor(t, "the drain to be signing", func() bool { return signed.Load() >= 3 })
+	_, _, err := n.Leases.Acquire(ctx, key, "waiter")
+	require.ErrorIs(t, err, txm.ErrLeaseHeld, "the drain holds the lease")
+	asked := time.Now()
+	require.NoError(t, n.Leases.Want(ctx, key, "waiter"))
+	var l txm.Lease
+	stacktest.WaitFor(t, "the drain to let the lease go", func() bool {
+		l, _, err = n.Leases.Acquire(ctx, key, "waiter")
+		return err == nil
+	})
+	waited := time.Since(asked)
+	require.NoError(t, n.Leases.Release(ctx, l))
+	t.Logf("the waiter got the lease after %s", waited.Round(time.Millisecond))
+	assert.Less(t, waited, 2*time.Second, "let in after a batch, not after the backlog")
+
+	res := <-done
+	assert.Equal(t, count, res.Broadcast)
+	assert.Equal(t, 1, res.HandedOver)
+	assert.False(t, res.Yielded, "it took the lease back")
+	assert.Equal(t, map[string]int{"TRACKING": count}, w.States(t))
 }
