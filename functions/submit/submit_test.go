@@ -545,7 +545,9 @@ func TestDrainSigner_ASlowSignerLetsWaitersIn(t *testing.T) {
 	t.Parallel()
 	w := stacktest.NewWorld(t, 1)
 	var signed atomic.Int64
-	w.WrapSigner = func(s txm.Signer) txm.Signer { return slowSigner{Signer: s, delay: 20 * time.Millisecond, signed: &signed} }
+	w.WrapSigner = func(s txm.Signer) txm.Signer {
+		return slowSigner{Signer: s, delay: 20 * time.Millisecond, signed: &signed}
+	}
 	n := w.Node(t, "A")
 	signer := w.Keys[0].Address
 	chainID := stacktest.ChainID().Uint64()
