@@ -338,15 +338,20 @@ func (st stageTimes) print(lags []time.Duration) (created, confirmed float64) {
 		fmt.Printf("  %-10s %8d %10.0f %10.0f %10.0f %10.0f\n", part.name, len(c), rate(c), rate(tr), rate(mi), rate(co))
 		created, confirmed = rate(c), rate(co)
 	}
-	var toTracking, toConfirmed []time.Duration
-	for _, t := range st {
-		toTracking = append(toTracking, t.tracking.Sub(t.created))
-		toConfirmed = append(toConfirmed, t.confirmed.Sub(t.created))
+	for _, hot := range []bool{true, false} {
+		var toTracking, toConfirmed []time.Duration
+		for _, t := range st {
+			if t.hot == hot {
+				toTracking = append(toTracking, t.tracking.Sub(t.created))
+				toConfirmed = append(toConfirmed, t.confirmed.Sub(t.created))
+			}
+		}
+		slices.Sort(toTracking)
+		slices.Sort(toConfirmed)
+		name := map[bool]string{true: "hot", false: "others"}[hot]
+		fmt.Printf("  %-6s created → TRACKING   p50 %6.0f ms  p99 %6.0f ms\n", name, ms(quantile(toTracking, 0.5)), ms(quantile(toTracking, 0.99)))
+		fmt.Printf("  %-6s created → CONFIRMED  p50 %6.0f ms  p99 %6.0f ms\n", name, ms(quantile(toConfirmed, 0.5)), ms(quantile(toConfirmed, 0.99)))
 	}
-	slices.Sort(toTracking)
-	slices.Sort(toConfirmed)
-	fmt.Printf("  created → TRACKING   p50 %6.0f ms  p99 %6.0f ms\n", ms(quantile(toTracking, 0.5)), ms(quantile(toTracking, 0.99)))
-	fmt.Printf("  created → CONFIRMED  p50 %6.0f ms  p99 %6.0f ms\n", ms(quantile(toConfirmed, 0.5)), ms(quantile(toConfirmed, 0.99)))
 	fmt.Printf("  finality lag (block at depth sealed → CONFIRMED written)  p50 %4.0f ms  p99 %4.0f ms  max %4.0f ms\n",
 		ms(quantile(lags, 0.5)), ms(quantile(lags, 0.99)), ms(quantile(lags, 1)))
 	return created, confirmed
