@@ -31,6 +31,7 @@ import (
 	"math/big"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"slices"
 	"syscall"
 	"time"
@@ -60,6 +61,7 @@ type options struct {
 	logLevel      string
 	pprof         string
 	statements    bool
+	cpuProfile    string
 }
 
 func main() {
@@ -75,6 +77,7 @@ func main() {
 	flag.StringVar(&o.serverLog, "server-log", "", "append the function servers' logs to this file")
 	flag.StringVar(&o.logLevel, "log-level", "warn", "the function servers' TXFENCE_LOG_LEVEL")
 	flag.BoolVar(&o.statements, "pg-statements", false, "report the sustained load's most expensive statements on PostgreSQL's side (pg_stat_statements: calls, mean and total time, rows)")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (the chain, Pub/Sub fake, push bridge and load clients) during the sustained load to this file")
 	flag.StringVar(&o.pprof, "pprof", "", "serve the function server's pprof on this loopback host:port (with -servers 1)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -165,6 +168,16 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	fmt.Printf("\nsustained load for %s: %d clients on the hot signer, %d over %d signers\n", o.duration, o.hotClients, o.spreadClients, o.signers)
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+	}
 	start := time.Now()
 	results := make(chan loadgen.Result, 2)
 	errs := make(chan error, 2)
@@ -186,6 +199,7 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("%d creates failed: %v", r.Errors, r.Statuses)
 		}
 	}
+	pprof.StopCPUProfile()
 	if err := waitFinal(ctx, pool, 5*time.Minute); err != nil {
 		return err
 	}

@@ -96,8 +96,15 @@ func HandlePrompt(ctx context.Context, e event.Event, m *metrics.Metrics, log *s
 		span.SetAttributes(attribute.String("txfence.event_id", e.ID()), attribute.Int64("txfence.chain_id", int64(chainID)),
 			attribute.String("txfence.signer", txm.CanonicalAddress(signer)))
 	}
+	start := time.Now()
 	summary, err := work(ctx, chainID, signer)
-	attrs := []any{slog.String(logging.KeyEventID, e.ID()), slog.String(logging.KeySigner, txm.CanonicalAddress(signer)), slog.String("result", summary)}
+	// took is the work's own time; waited, the time from the publish to the
+	// delivery (a backlog in the subscription, or retries).
+	attrs := []any{slog.String(logging.KeyEventID, e.ID()), slog.String(logging.KeySigner, txm.CanonicalAddress(signer)), slog.String("result", summary),
+		slog.Duration("took", time.Since(start))}
+	if !e.Time().IsZero() {
+		attrs = append(attrs, slog.Duration("waited", max(start.Sub(e.Time()), 0)))
+	}
 	switch {
 	case errors.Is(err, app.ErrNotServed):
 		metrics.SetResult(span, "dropped", false)
