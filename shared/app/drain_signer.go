@@ -240,11 +240,12 @@ func (d *DrainSigner) drainHeld(ctx context.Context, key txm.LeaseKey, lease txm
 			res.Full = true
 			return false, nil
 		}
-		items, err := d.store.NextToSubmit(ctx, key.ChainID, key.Signer, min(room, DrainBatch))
+		limit := min(room, DrainBatch)
+		items, err := d.store.NextToSubmit(ctx, key.ChainID, key.Signer, limit)
 		if err != nil || len(items) == 0 {
 			return false, err
 		}
-		more, err := d.submitBatch(ctx, log, lease, chain, sig, items, res)
+		more, err := d.submitBatch(ctx, log, lease, chain, sig, items, len(items) < limit, res)
 		if err != nil || !more {
 			return false, err
 		}
@@ -264,9 +265,12 @@ func (d *DrainSigner) promptAgain(ctx context.Context, key txm.LeaseKey, res *Dr
 
 // submitBatch signs what has no attempt yet, persists those attempts, then
 // broadcasts every item in nonce order and marks the accepted ones
-// TRACKING. It reports whether draining should go on.
+// TRACKING. It reports whether draining should go on. last says the items
+// are all the signer had: once every one of them is TRACKING the drain
+// ends without reading again (rows written since come with prompts of
+// their own, as for HasSubmitWork).
 func (d *DrainSigner) submitBatch(ctx context.Context, log *slog.Logger, lease txm.Lease, chain txm.Chain, sig txm.Signer,
-	items []txm.SubmitItem, res *DrainResult) (bool, error) {
+	items []txm.SubmitItem, last bool, res *DrainResult) (bool, error) {
 	if first := items[0]; first.Attempt != nil && feesFault(first.Tx.SubState) {
 		// Its last broadcast was refused as underpriced: replace it first.
 		r, err := d.work.replace(ctx, lease, chain, sig, txm.Tracked{Tx: first.Tx, Attempts: []txm.Attempt{*first.Attempt}},
@@ -278,6 +282,7 @@ func (d *DrainSigner) submitBatch(ctx context.Context, log *slog.Logger, lease t
 	}
 	fresh := make([]txm.Attempt, 0, len(items)) // capacity fixed: items point into it
 	sctx, span := d.metrics.Start(ctx, "submit.sign")
+	given := len(items)
 	items, signFailed, signErr := d.signFresh(sctx, chain, sig, items, &fresh)
 	span.End()
 	switch {
@@ -297,11 +302,14 @@ func (d *DrainSigner) submitBatch(ctx context.Context, log *slog.Logger, lease t
 	if h := d.hooks.AfterPersist; h != nil && len(fresh) > 0 {
 		h()
 	}
-	// The fence is checked once per batch before the chain sees anything;
-	// a stale holder that slips past it can only rebroadcast bytes that are
-	// already persisted, which is harmless.
-	if err := d.leases.Check(ctx, lease); err != nil {
-		return false, err
+	// The fence is checked once per batch before the chain sees anything
+	// (the attempts' fenced write just did, if there were any); a stale
+	// holder that slips past it can only rebroadcast bytes that are already
+	// persisted, which is harmless.
+	if len(fresh) == 0 {
+		if err := d.leases.Check(ctx, lease); err != nil {
+			return false, err
+		}
 	}
 
 	// One round trip for the whole batch, in nonce order; the answers are
@@ -366,7 +374,7 @@ func (d *DrainSigner) submitBatch(ctx context.Context, log *slog.Logger, lease t
 		r, err := d.work.failed(ctx, lease, signFailed, reasonSigningFailed, signErr)
 		return d.settleErr(ctx, lease, signFailed, r, err, res)
 	}
-	return true, nil
+	return !last || len(items) < given, nil // the signing budget left some
 }
 
 // errSuggestFees means the chain could not suggest fees for the first
