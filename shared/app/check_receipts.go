@@ -93,18 +93,21 @@ func (c *CheckReceipts) check(ctx context.Context, chainID uint64, signer common
 	}
 	if len(found) > 0 {
 		key := txm.LeaseKey{ChainID: chainID, Signer: signer, Scope: txm.ScopeChain}
+		var ids []int64
 		err := withChainLease(ctx, c.leases, key, c.cfg.InstanceID+"/receipt/"+uuid.NewString(), wantIt, c.cfg.Lease.RenewEvery, c.log,
 			func(l txm.Lease, _ *leaseKeeper) error {
 				pctx, span := c.metrics.Start(ctx, "receipt.persist")
-				ids, err := c.store.MarkMined(pctx, l, found)
+				var err error
+				ids, err = c.store.MarkMined(pctx, l, found)
 				span.End()
 				if err != nil {
 					return err
 				}
 				recordReceiptLatency(ctx, c.metrics, tracked, found)
-				c.relay.Publish(ctx, ids)
 				return nil
 			})
+		// Relayed with the lease let go, for whoever waits for it.
+		c.relay.Publish(ctx, ids)
 		if err != nil {
 			return 0, err
 		}

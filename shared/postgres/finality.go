@@ -476,36 +476,6 @@ WHERE c.seq > $1 AND ($3::text[] IS NULL OR c.signer = ANY($3::text[])) ORDER BY
 	return out, rows.Err()
 }
 
-// reportedBlocksSQL lists a signer's blocks of outcomes reported within the
-// watch ($1 chain, $2 signer, $3 the watch; the window as in
-// signersWithWorkSQL).
-const reportedBlocksSQL = `
-SELECT DISTINCT receipt_block_number, receipt_block_hash::text FROM managed_tx
-WHERE chain_id = $1 AND signer = $2 AND state IN ('CONFIRMED', 'FAILED_FINAL') AND receipt_block_number IS NOT NULL
-  AND finalized_at >= (SELECT clock_timestamp() - $3::interval)
-ORDER BY 1`
-
-// ReportedBlocks implements txm.ReceiptStore.
-func (s *Store) ReportedBlocks(ctx context.Context, chainID uint64, signer common.Address, watch time.Duration) ([]txm.Header, error) {
-	if watch <= 0 {
-		return nil, nil
-	}
-	rows, err := s.pool.Query(ctx, reportedBlocksSQL, int64(chainID), txm.CanonicalAddress(signer), watch)
-	if err != nil {
-		return nil, fmt.Errorf("reported blocks: %w", translate(err))
-	}
-	blocks, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (txm.Header, error) {
-		var n int64
-		var h string
-		err := r.Scan(&n, &h)
-		return txm.Header{Number: uint64(n), Hash: common.HexToHash(h)}, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("reported blocks: %w", translate(err))
-	}
-	return blocks, nil
-}
-
 // ReopenBlock implements txm.ReceiptStore.
 func (s *Store) ReopenBlock(ctx context.Context, l txm.Lease, block txm.Header, detail string) ([]txm.Tracked, error) {
 	var ids []string

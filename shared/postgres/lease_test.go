@@ -167,7 +167,9 @@ func TestIssue2_LeaseRace(t *testing.T) {
 func TestIssue2_TakeoverFencing(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
-	cfg := config.Lease{Duration: 1500 * time.Millisecond, ClockSkew: 200 * time.Millisecond}
+	// Long enough that A's eight fenced attempts below fit in B's lease on
+	// a loaded machine (1.5s did not always, alongside other packages).
+	cfg := config.Lease{Duration: 3 * time.Second, ClockSkew: 200 * time.Millisecond}
 	insts := newInstances(t, db, 3, cfg)
 	a, b, c := insts[0], insts[1], insts[2]
 	ctx := context.Background()
@@ -200,7 +202,7 @@ func TestIssue2_TakeoverFencing(t *testing.T) {
 	require.ErrorIs(t, a.leases.Check(ctx, la), txm.ErrFenced)
 	// B's writes succeed, and so do they from any pool, as long as B holds
 	// (renewed first: on a loaded machine the checks above can outlast its
-	// 1.5s lease, and then B is rightly fenced too).
+	// lease, and then B is rightly fenced too).
 	lb2, err := b.leases.Renew(ctx, lb)
 	require.NoError(t, err)
 	require.Equal(t, lb.Token, lb2.Token, "a renewal keeps the token")

@@ -129,9 +129,6 @@ type ReceiptStore interface {
 	// untouched for staleAfter, or outcomes reported within watch (with a
 	// receipt block), which of the three each has, and the blocks.
 	SignersWithWork(ctx context.Context, staleAfter, watch time.Duration) ([]SignerWork, error)
-	// ReportedBlocks lists the receipt blocks of the signer's outcomes
-	// reported within watch.
-	ReportedBlocks(ctx context.Context, chainID uint64, signer common.Address, watch time.Duration) ([]Header, error)
 	// ConsumedExternally ends open transactions whose nonce another
 	// transaction took, FAILED_FINAL `nonce_consumed_externally`, each with a
 	// completion and its outbox row.
