@@ -161,10 +161,12 @@ func (d *DrainSigner) drain(ctx context.Context, chainID uint64, signer common.A
 	}
 	owner := d.cfg.InstanceID + "/submit/" + uuid.NewString()
 	start := time.Now()
+	relay := &behind{relay: d.relay, ctx: ctx}
+	defer relay.wait()
 	for {
 		var handed *txm.Lease
 		err := withChainLease(ctx, d.leases, key, owner, awaitIt, d.cfg.Lease.RenewEvery, d.log, func(lease txm.Lease, keeper *leaseKeeper) error {
-			wanted, err := d.drainHeld(ctx, key, lease, keeper, chain, sig, start, &res)
+			wanted, err := d.drainHeld(ctx, key, lease, keeper, chain, sig, start, relay, &res)
 			if wanted {
 				handed = &lease
 			}
@@ -211,7 +213,7 @@ func awaitTaken(ctx context.Context, leases txm.LeaseStore, l txm.Lease) {
 // reports wanted (and stops) once another invocation marked the lease
 // wanted; at the end of the budget it prompts Submit again and stops.
 func (d *DrainSigner) drainHeld(ctx context.Context, key txm.LeaseKey, lease txm.Lease, keeper *leaseKeeper, chain txm.Chain, sig txm.Signer,
-	start time.Time, res *DrainResult) (wanted bool, err error) {
+	start time.Time, relay *behind, res *DrainResult) (wanted bool, err error) {
 	log := d.log.With(slog.String(logging.KeySigner, txm.CanonicalAddress(key.Signer)), slog.String(logging.KeyOwner, lease.Owner),
 		slog.Int64(logging.KeyToken, lease.Token))
 	if err := d.work.runActions(ctx, d.store, lease, chain, sig); err != nil {
@@ -245,7 +247,7 @@ func (d *DrainSigner) drainHeld(ctx context.Context, key txm.LeaseKey, lease txm
 		if err != nil || len(items) == 0 {
 			return false, err
 		}
-		more, err := d.submitBatch(ctx, log, lease, chain, sig, items, len(items) < limit, res)
+		more, err := d.submitBatch(ctx, log, lease, chain, sig, items, len(items) < limit, relay, res)
 		if err != nil || !more {
 			return false, err
 		}
@@ -270,7 +272,7 @@ func (d *DrainSigner) promptAgain(ctx context.Context, key txm.LeaseKey, res *Dr
 // ends without reading again (rows written since come with prompts of
 // their own, as for HasSubmitWork).
 func (d *DrainSigner) submitBatch(ctx context.Context, log *slog.Logger, lease txm.Lease, chain txm.Chain, sig txm.Signer,
-	items []txm.SubmitItem, last bool, res *DrainResult) (bool, error) {
+	items []txm.SubmitItem, last bool, relay *behind, res *DrainResult) (bool, error) {
 	if first := items[0]; first.Attempt != nil && feesFault(first.Tx.SubState) {
 		// Its last broadcast was refused as underpriced: replace it first.
 		r, err := d.work.replace(ctx, lease, chain, sig, txm.Tracked{Tx: first.Tx, Attempts: []txm.Attempt{*first.Attempt}},
@@ -359,7 +361,7 @@ func (d *DrainSigner) submitBatch(ctx context.Context, log *slog.Logger, lease t
 		return false, err
 	}
 	res.Broadcast += len(done)
-	d.relay.Publish(ctx, ids)
+	relay.publish(ids)
 	switch {
 	case refused != nil:
 		reason := txm.ReasonOf(refusal)
@@ -479,4 +481,34 @@ func (d *DrainSigner) sign(ctx context.Context, chain txm.Chain, sig txm.Signer,
 		gas = g
 	}
 	return signAttempt(ctx, sig, t, txm.AttemptOriginal, 1, gas, firstFees(t, fees))
+}
+
+// behind relays a drain's receipt prompts while the drain goes on with its
+// next batch, one relay at a time (each waits for the one before): under
+// load a relay took as long as a batch's database work. The drain waits for
+// the last before it returns, so nothing is left running after the
+// invocation.
+type behind struct {
+	relay *Relay
+	ctx   context.Context
+	done  chan struct{} // closed when the last relay started has ended
+}
+
+func (b *behind) publish(ids []int64) {
+	if b.relay == nil || len(ids) == 0 {
+		return
+	}
+	b.wait()
+	done := make(chan struct{})
+	b.done = done
+	go func() {
+		defer close(done)
+		b.relay.Publish(b.ctx, ids)
+	}()
+}
+
+func (b *behind) wait() {
+	if b.done != nil {
+		<-b.done
+	}
 }
