@@ -377,6 +377,7 @@ func (st stageTimes) print(lags []time.Duration) (created, confirmed float64) {
 func finalityLags(ctx context.Context, s *stack.Stack, st stageTimes, confirmations uint64) ([]time.Duration, error) {
 	sealed := map[uint64]time.Time{}
 	var lags []time.Duration
+	parts := map[bool][]time.Duration{} // hot or not
 	late, lateMined := 0, 0 // lags over a second; of those, MINED written after the depth was reached
 	for _, t := range st {
 		n := t.block + confirmations - 1
@@ -392,6 +393,7 @@ func finalityLags(ctx context.Context, s *stack.Stack, st stageTimes, confirmati
 			sealed[n] = at
 		}
 		lags = append(lags, max(t.confirmed.Sub(at), 0))
+		parts[t.hot] = append(parts[t.hot], lags[len(lags)-1])
 		if t.confirmed.Sub(at) > time.Second {
 			late++
 			if t.mined.After(at) {
@@ -400,6 +402,11 @@ func finalityLags(ctx context.Context, s *stack.Stack, st stageTimes, confirmati
 		}
 	}
 	slices.Sort(lags)
+	for _, hot := range []bool{true, false} {
+		slices.Sort(parts[hot])
+		fmt.Printf("  %-6s finality lag  p50 %4.0f ms  p99 %4.0f ms\n", map[bool]string{true: "hot", false: "others"}[hot],
+			ms(quantile(parts[hot], 0.5)), ms(quantile(parts[hot], 0.99)))
+	}
 	var mined []time.Duration
 	for _, t := range st {
 		if at, ok := s.Chain.SealedAt(t.blockHash); ok {
