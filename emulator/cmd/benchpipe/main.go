@@ -378,7 +378,7 @@ func finalityLags(ctx context.Context, s *stack.Stack, st stageTimes, confirmati
 	sealed := map[uint64]time.Time{}
 	var lags []time.Duration
 	parts := map[bool][]time.Duration{} // hot or not
-	late, lateMined := 0, 0 // lags over a second; of those, MINED written after the depth was reached
+	late, lateMined := 0, 0             // lags over a second; of those, MINED written after the depth was reached
 	for _, t := range st {
 		n := t.block + confirmations - 1
 		at, ok := sealed[n]
