@@ -323,48 +323,112 @@ func (s *SweepFinality) sweepSigner(ctx context.Context, view *chainView, work t
 		if err := s.checkReported(ctx, l, view, work.ReportedBlocks, &st); err != nil {
 			return err
 		}
-		mined, err := s.store.MinedTxs(ctx, ref.ChainID, ref.Signer)
-		if err != nil || len(mined) == 0 {
+		blocks, reorg := s.finalBlocks(view, work.MinedBlocks, look.found)
+		if reorg {
+			ids, err := s.finalizeMined(ctx, l, view, ref, &st)
+			relayed = append(relayed, ids...)
 			return err
 		}
-		if err := view.load(ctx, receiptHeights(mined)); err != nil {
-			s.metrics.ReceiptCheck(ctx, "rpc_error")
-			return err
+		if len(blocks) == 0 {
+			return nil
 		}
 		if s.hooks.BeforeWrite != nil {
 			s.hooks.BeforeWrite()
 		}
-		var final []string
-		for _, m := range mined {
-			r := m.Tx.Receipt
-			h := view.header(r.BlockNumber)
-			if h == nil {
-				// The node is behind (a lagging or load-balanced node): only a
-				// different hash at the same height is a reorg (counted by
-				// look).
-				continue
-			}
-			if h.Hash != r.BlockHash {
-				if err := s.reorged(ctx, l, view, m, h, &st); err != nil {
-					return err
-				}
-				continue
-			}
-			if s.isFinal(view, r.BlockNumber) {
-				final = append(final, m.Tx.ID)
-				if r.Status == 1 {
-					st.Confirmed++
-				} else {
-					st.Failed++
-				}
-				s.metrics.Latency(ctx, metrics.StageConfirmation, time.Since(m.Tx.CreatedAt).Seconds())
-			}
-		}
-		ids, err := s.store.Finalize(ctx, l, final)
+		final, ids, err := s.store.FinalizeBlocks(ctx, l, blocks)
 		relayed = append(relayed, ids...)
+		for _, f := range final {
+			if f.State == txm.StateConfirmed {
+				st.Confirmed++
+			} else {
+				st.Failed++
+			}
+			s.metrics.Latency(ctx, metrics.StageConfirmation, time.Since(f.CreatedAt).Seconds())
+		}
 		return err
 	})
 	return st, err
+}
+
+// finalBlocks lists the canonical blocks, among the receipt blocks of the
+// signer's MINED transactions the pass read and of the receipts its look
+// found, that are final in view: FinalizeBlocks ends what is MINED in them
+// by the blocks alone, without reading the transactions under the lease.
+// It reports a reorg when one of the MINED transactions' blocks is no longer
+// canonical: then finalizeMined reads and settles each one. A block the
+// node does not have yet (a lagging node) waits.
+func (s *SweepFinality) finalBlocks(view *chainView, mined []txm.Header, found []txm.Mined) (blocks []txm.Header, reorg bool) {
+	seen := map[txm.Header]bool{}
+	consider := func(b txm.Header) bool {
+		if seen[b] {
+			return false
+		}
+		seen[b] = true
+		h := view.header(b.Number)
+		switch {
+		case h == nil:
+		case h.Hash != b.Hash:
+			return true
+		case s.isFinal(view, b.Number):
+			blocks = append(blocks, b)
+		}
+		return false
+	}
+	for _, b := range mined {
+		if consider(b) {
+			reorg = true
+		}
+	}
+	for _, m := range found {
+		// A receipt read since the pass's headers: a different hash is the
+		// next pass's to judge.
+		consider(txm.Header{Number: m.Receipt.BlockNumber, Hash: m.Receipt.BlockHash})
+	}
+	return blocks, reorg
+}
+
+// finalizeMined reads the signer's MINED transactions under its lease and
+// settles each: back to TRACKING when its block left the chain, final when
+// its block is final.
+func (s *SweepFinality) finalizeMined(ctx context.Context, l txm.Lease, view *chainView, ref txm.SignerRef, st *PassStats) ([]int64, error) {
+	mined, err := s.store.MinedTxs(ctx, ref.ChainID, ref.Signer)
+	if err != nil || len(mined) == 0 {
+		return nil, err
+	}
+	if err := view.load(ctx, receiptHeights(mined)); err != nil {
+		s.metrics.ReceiptCheck(ctx, "rpc_error")
+		return nil, err
+	}
+	if s.hooks.BeforeWrite != nil {
+		s.hooks.BeforeWrite()
+	}
+	var final []string
+	for _, m := range mined {
+		r := m.Tx.Receipt
+		h := view.header(r.BlockNumber)
+		if h == nil {
+			// The node is behind (a lagging or load-balanced node): only a
+			// different hash at the same height is a reorg (counted by
+			// look).
+			continue
+		}
+		if h.Hash != r.BlockHash {
+			if err := s.reorged(ctx, l, view, m, h, st); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if s.isFinal(view, r.BlockNumber) {
+			final = append(final, m.Tx.ID)
+			if r.Status == 1 {
+				st.Confirmed++
+			} else {
+				st.Failed++
+			}
+			s.metrics.Latency(ctx, metrics.StageConfirmation, time.Since(m.Tx.CreatedAt).Seconds())
+		}
+	}
+	return s.store.Finalize(ctx, l, final)
 }
 
 // finalityLook is what a sweep of one signer found before taking its lease.
@@ -410,6 +474,15 @@ func (s *SweepFinality) lookForReceipts(ctx context.Context, view *chainView, re
 	if look.found, err = findReceipts(ctx, view.chain, look.stale, look.latest); err != nil {
 		s.metrics.ReceiptCheck(ctx, "rpc_error")
 		return err
+	}
+	// Their blocks, so that one already final is ended in the same hold of
+	// the lease; without them it is the next pass's.
+	heights := make([]uint64, len(look.found))
+	for i, m := range look.found {
+		heights[i] = m.Receipt.BlockNumber
+	}
+	if err := view.load(ctx, heights); err != nil {
+		s.metrics.ReceiptCheck(ctx, "rpc_error")
 	}
 	// Receipts to write, or stale ones without a receipt whose nonce another
 	// transaction may have taken.

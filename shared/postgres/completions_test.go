@@ -167,3 +167,87 @@ WHERE o.topic = 'c'`)
 	require.NoError(t, rows.Err())
 	assert.Equal(t, total, n)
 }
+
+// TestFinalizeBlocks_EndsOnlyWhatIsMinedInThoseBlocks: FinalizeBlocks ends
+// the signer's MINED transactions whose receipt is in one of the given
+// blocks (number and hash), each with its completion, and leaves alone a
+// transaction mined at the same height in another block (a reorg), one in
+// a block not given, one not MINED, and another signer's in the same
+// block. A lease that was taken over moves nothing; nothing in the blocks
+// is no error.
+func TestFinalizeBlocks_EndsOnlyWhatIsMinedInThoseBlocks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.New(t)
+	cfg := config.Defaults()
+	cfg.TopicSubmit, cfg.TopicReceipt, cfg.TopicCompletion = "s", "r", "c"
+	s, err := NewStoreFromConfig(db.Pool, cfg, nil, logging.Discard())
+	require.NoError(t, err)
+	signer, other := common.HexToAddress("0xa1"), common.HexToAddress("0xa2")
+	hashA, hashB := common.HexToHash("0xaa"), common.HexToHash("0xbb")
+	insert := func(who common.Address, nonce int, state string, status int, block int64, hash common.Hash) string {
+		var id string
+		require.NoError(t, db.Pool.QueryRow(ctx, `
+WITH t AS (
+    INSERT INTO managed_tx (id, chain_id, signer, nonce, payload_fingerprint, state, fencing_token,
+                            receipt_attempt_no, receipt_status, receipt_block_number, receipt_block_hash)
+    VALUES (gen_random_uuid(), 1, $1::text, $2::bigint, sha256(($1::text || $2::bigint::text)::bytea), $3, 1,
+            1, $4, $5, $6)
+    RETURNING id)
+INSERT INTO tx_attempt (tx_id, attempt_no, tx_hash, raw_tx, nonce, gas_limit, fencing_token)
+SELECT id, 1, '0x' || encode(sha256(($1::text || $2::bigint::text)::bytea), 'hex'), '\x01', $2::bigint, 21000, 1 FROM t
+RETURNING tx_id::text`, txm.CanonicalAddress(who), nonce, state, status, block, hash.Hex()).Scan(&id))
+		return id
+	}
+	ok := insert(signer, 0, "MINED", 1, 10, hashA)
+	reverted := insert(signer, 1, "MINED", 0, 10, hashA)
+	forked := insert(signer, 2, "MINED", 1, 11, hashB) // block 11 is given with hash A below
+	later := insert(signer, 3, "MINED", 1, 12, hashA)
+	tracking := insert(signer, 4, "TRACKING", 1, 10, hashA)
+	others := insert(other, 0, "MINED", 1, 10, hashA)
+	states := func() map[string]string {
+		got := map[string]string{}
+		rows, err := db.Pool.Query(ctx, `SELECT id::text, state FROM managed_tx`)
+		require.NoError(t, err)
+		defer rows.Close()
+		for rows.Next() {
+			var id, st string
+			require.NoError(t, rows.Scan(&id, &st))
+			got[id] = st
+		}
+		return got
+	}
+	key := txm.LeaseKey{ChainID: 1, Signer: signer, Scope: txm.ScopeChain}
+	l, _, err := s.Leases().Acquire(ctx, key, "finality")
+	require.NoError(t, err)
+
+	blocks := []txm.Header{{Number: 10, Hash: hashA}, {Number: 11, Hash: hashA}}
+	final, outbox, err := s.FinalizeBlocks(ctx, l, blocks)
+	require.NoError(t, err)
+	require.Len(t, final, 2)
+	assert.Equal(t, ok, final[0].TxID)
+	assert.Equal(t, txm.StateConfirmed, final[0].State)
+	assert.Equal(t, reverted, final[1].TxID)
+	assert.Equal(t, txm.StateFailedFinal, final[1].State)
+	assert.False(t, final[0].CreatedAt.IsZero())
+	assert.Len(t, outbox, 2, "one completion message each")
+	assert.Equal(t, map[string]string{ok: "CONFIRMED", reverted: "FAILED_FINAL", forked: "MINED", later: "MINED",
+		tracking: "TRACKING", others: "MINED"}, states())
+	completions, err := s.CompletionsAfter(ctx, 0, 10, nil)
+	require.NoError(t, err)
+	require.Len(t, completions, 2)
+
+	final, outbox, err = s.FinalizeBlocks(ctx, l, blocks)
+	require.NoError(t, err, "nothing left in those blocks")
+	assert.Empty(t, final)
+	assert.Empty(t, outbox)
+
+	// Taken over: the old holder moves nothing.
+	_, err = db.Pool.Exec(ctx, `UPDATE signer_lease SET expires_at = clock_timestamp() - interval '1 minute'`)
+	require.NoError(t, err)
+	_, _, err = s.Leases().Acquire(ctx, key, "another")
+	require.NoError(t, err)
+	_, _, err = s.FinalizeBlocks(ctx, l, []txm.Header{{Number: 12, Hash: hashA}})
+	require.ErrorIs(t, err, txm.ErrFenced)
+	assert.Equal(t, "MINED", states()[later])
+}

@@ -191,32 +191,68 @@ type finalized struct {
 	state    string
 	subState string
 	nonce    int64
-	fork     bool
-	hash     *string
+	fork      bool
+	hash      *string
+	createdAt time.Time
 }
 
 // Finalize implements txm.ReceiptStore.
 func (s *Store) Finalize(ctx context.Context, l txm.Lease, txIDs []string) ([]int64, error) {
 	return s.report(ctx, l, "finalize", "MINED", txIDs, `
-WITH moved AS (
-    -- A mined cancel or placeholder took the nonce instead of the payload.
-    UPDATE managed_tx t SET
-        state = CASE WHEN t.receipt_status = 1 AND a.kind IN ('original', 'replace') THEN 'CONFIRMED' ELSE 'FAILED_FINAL' END,
-        sub_state = CASE a.kind WHEN 'cancel' THEN 'cancelled' WHEN 'placeholder' THEN 'placeholder'
-            ELSE CASE WHEN t.receipt_status = 1 THEN NULL ELSE 'reverted' END END,
-        finalized_at = clock_timestamp(), fork_pending = false,
-        fencing_token = $5::bigint, updated_at = clock_timestamp()
+WITH moved AS (`+finalSet+`
     FROM tx_attempt a
     WHERE t.id = ANY($6::uuid[]) AND a.tx_id = t.id AND a.attempt_no = t.receipt_attempt_no
       AND `+moveFinal.guard()+` AND `+fenceHeld+`
-    RETURNING t.id, t.chain_id, t.signer::text, t.state, t.sub_state, t.nonce, a.tx_hash,
+    `+finalizeMoved)
+}
+
+// finalizeMoved ends a finalizing statement: its moved rows go to
+// history, and are returned as report reads them.
+const finalizeMoved = `
+    RETURNING t.id, t.chain_id, t.signer::text, t.state, t.sub_state, t.nonce, a.tx_hash, t.created_at,
         (SELECT o.fork_pending FROM managed_tx o WHERE o.id = t.id) AS fork
 ), hist AS (
     INSERT INTO tx_history (tx_id, from_state, to_state, sub_state, reason, owner, fencing_token)
     SELECT id, 'MINED', state, sub_state, 'final', $4::text, $5::bigint FROM moved
 )
-SELECT m.id::text, m.chain_id, m.signer, m.state, coalesce(m.sub_state, ''), m.nonce, m.fork, m.tx_hash
-FROM moved m ORDER BY m.nonce`)
+SELECT m.id::text, m.chain_id, m.signer, m.state, coalesce(m.sub_state, ''), m.nonce, m.fork, m.tx_hash, m.created_at
+FROM moved m ORDER BY m.nonce`
+
+// finalSet is what Finalize and FinalizeBlocks set on a transaction whose
+// receipt block is final (a mined cancel or placeholder took the nonce
+// instead of the payload).
+const finalSet = `
+    UPDATE managed_tx t SET
+        state = CASE WHEN t.receipt_status = 1 AND a.kind IN ('original', 'replace') THEN 'CONFIRMED' ELSE 'FAILED_FINAL' END,
+        sub_state = CASE a.kind WHEN 'cancel' THEN 'cancelled' WHEN 'placeholder' THEN 'placeholder'
+            ELSE CASE WHEN t.receipt_status = 1 THEN NULL ELSE 'reverted' END END,
+        finalized_at = clock_timestamp(), fork_pending = false,
+        fencing_token = $5::bigint, updated_at = clock_timestamp()`
+
+// FinalizeBlocks implements txm.ReceiptStore.
+func (s *Store) FinalizeBlocks(ctx context.Context, l txm.Lease, blocks []txm.Header) ([]txm.Final, []int64, error) {
+	if len(blocks) == 0 {
+		return nil, nil, nil
+	}
+	numbers, hashes := make([]int64, len(blocks)), make([]string, len(blocks))
+	for i, b := range blocks {
+		numbers[i], hashes[i] = int64(b.Number), b.Hash.Hex()
+	}
+	done, outbox, err := s.reportMoved(ctx, l, "finalize", "MINED", -1, "", `
+WITH moved AS (`+finalSet+`
+    FROM tx_attempt a, unnest($6::bigint[], $7::text[]) AS b(number, hash)
+    WHERE t.chain_id = $1::bigint AND t.signer = $2::text
+      AND t.receipt_block_number = b.number AND t.receipt_block_hash = b.hash
+      AND a.tx_id = t.id AND a.attempt_no = t.receipt_attempt_no
+      AND `+moveFinal.guard()+` AND `+fenceHeld+finalizeMoved, numbers, hashes)
+	if err != nil {
+		return nil, nil, err
+	}
+	final := make([]txm.Final, len(done))
+	for i, f := range done {
+		final[i] = txm.Final{TxID: f.id, State: txm.State(f.state), CreatedAt: f.createdAt}
+	}
+	return final, outbox, nil
 }
 
 // report runs a statement that moves the transactions txIDs to a reported
@@ -229,16 +265,25 @@ func (s *Store) report(ctx context.Context, l txm.Lease, op, from string, txIDs 
 	if len(txIDs) == 0 {
 		return nil, nil
 	}
+	_, outbox, err := s.reportMoved(ctx, l, op, from, len(txIDs), txIDs[0], sql, append([]any{txIDs}, args...)...)
+	return outbox, err
+}
+
+// reportMoved is report for a statement that moves what its own predicate
+// finds (its parameters from $6 are args): want is how many must move, or
+// -1 for any number (none moved is then fine unless the lease was lost).
+// It returns what moved.
+func (s *Store) reportMoved(ctx context.Context, l txm.Lease, op, from string, want int, txID, sql string, args ...any) ([]finalized, []int64, error) {
 	var outbox []int64
+	var done []finalized
 	err := WithTx(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, sql, append(append(fenceArgs(l), txIDs), args...)...)
+		rows, err := tx.Query(ctx, sql, append(fenceArgs(l), args...)...)
 		if err != nil {
 			return fmt.Errorf("%s: %w", op, translate(err))
 		}
-		var done []finalized
 		for rows.Next() {
 			var f finalized
-			if err := rows.Scan(&f.id, &f.chainID, &f.signer, &f.state, &f.subState, &f.nonce, &f.fork, &f.hash); err != nil {
+			if err := rows.Scan(&f.id, &f.chainID, &f.signer, &f.state, &f.subState, &f.nonce, &f.fork, &f.hash, &f.createdAt); err != nil {
 				rows.Close()
 				return fmt.Errorf("%s: %w", op, translate(err))
 			}
@@ -248,19 +293,22 @@ func (s *Store) report(ctx context.Context, l txm.Lease, op, from string, txIDs 
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("%s: %w", op, translate(err))
 		}
-		if len(done) != len(txIDs) {
-			if err := s.leases.check(ctx, tx, l, op, txIDs[0]); err != nil {
+		if len(done) != want && (want >= 0 || len(done) == 0) {
+			if err := s.leases.check(ctx, tx, l, op, txID); err != nil {
 				return err
 			}
-			return fmt.Errorf("%s: %d of %d were %s", op, len(done), len(txIDs), from)
+			if want < 0 {
+				return nil
+			}
+			return fmt.Errorf("%s: %d of %d were %s", op, len(done), want, from)
 		}
 		outbox, err = s.writeCompletions(ctx, tx, done)
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return outbox, nil
+	return done, outbox, nil
 }
 
 // writeCompletions writes one completion and one completion-topic outbox
@@ -522,7 +570,7 @@ WITH moved AS (
         finalized_at = clock_timestamp(), fork_pending = false, next_attempt_at = NULL, stuck_since = NULL,
         fencing_token = $5::bigint, updated_at = clock_timestamp()
     WHERE t.id = ANY($6::uuid[]) AND `+moveConsumed.guard()+` AND `+fenceHeld+`
-    RETURNING t.id, t.chain_id, t.signer::text, t.nonce,
+    RETURNING t.id, t.chain_id, t.signer::text, t.nonce, t.created_at,
         (SELECT o.state FROM managed_tx o WHERE o.id = t.id) AS from_state,
         (SELECT o.fork_pending FROM managed_tx o WHERE o.id = t.id) AS fork
 ), outcomes AS (
@@ -531,5 +579,5 @@ WITH moved AS (
     INSERT INTO tx_history (tx_id, from_state, to_state, sub_state, reason, owner, fencing_token)
     SELECT id, from_state, 'FAILED_FINAL', 'nonce_consumed_externally', $7, $4::text, $5::bigint FROM moved
 )
-SELECT id::text, chain_id, signer, 'FAILED_FINAL', 'nonce_consumed_externally', nonce, fork, NULL::text FROM moved ORDER BY nonce`, detail)
+SELECT id::text, chain_id, signer, 'FAILED_FINAL', 'nonce_consumed_externally', nonce, fork, NULL::text, created_at FROM moved ORDER BY nonce`, detail)
 }

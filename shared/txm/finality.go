@@ -122,6 +122,12 @@ type ReceiptStore interface {
 	// Finalize moves MINED transactions to their final state and writes a
 	// completion and a completion outbox row for each, in one transaction.
 	Finalize(ctx context.Context, l Lease, txIDs []string) ([]int64, error)
+	// FinalizeBlocks moves the signer's MINED transactions whose receipt is
+	// in one of blocks (number and hash: the canonical blocks the caller
+	// found final) to their final outcome, as Finalize does, and returns
+	// them and their outbox rows. What is not MINED in those blocks when it
+	// runs is left alone.
+	FinalizeBlocks(ctx context.Context, l Lease, blocks []Header) ([]Final, []int64, error)
 	// Reorged moves a MINED transaction back to TRACKING: its receipt block
 	// left the canonical chain.
 	Reorged(ctx context.Context, l Lease, txID string, detail string) error
@@ -179,4 +185,11 @@ type ResubmitStore interface {
 	// OldestPending is, for each signer with non-final transactions, the
 	// age of its oldest, for the pending_oldest_age_seconds gauge.
 	OldestPending(ctx context.Context) ([]SignerAge, error)
+}
+
+// Final is a transaction FinalizeBlocks moved to its final outcome.
+type Final struct {
+	TxID      string
+	State     State // CONFIRMED or FAILED_FINAL
+	CreatedAt time.Time
 }
