@@ -185,12 +185,12 @@ const completionLock = `SELECT pg_advisory_xact_lock(7342001)`
 
 // finalized is a transaction that reached a reported outcome.
 type finalized struct {
-	id       string
-	chainID  int64
-	signer   string
-	state    string
-	subState string
-	nonce    int64
+	id        string
+	chainID   int64
+	signer    string
+	state     string
+	subState  string
+	nonce     int64
 	fork      bool
 	hash      *string
 	createdAt time.Time
