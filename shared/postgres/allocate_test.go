@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -18,12 +19,13 @@ import (
 	"github.com/txfence/txfence/shared/txm"
 )
 
-// allocStore is a Store over a fresh database, for the allocation tests.
-func allocStore(t *testing.T, db *pgtest.DB) *Store {
+// testStore is a Store over pool with the default configuration and test
+// topics.
+func testStore(t *testing.T, pool *pgxpool.Pool) *Store {
 	t.Helper()
 	cfg := config.Defaults()
 	cfg.TopicSubmit, cfg.TopicReceipt, cfg.TopicCompletion = "s", "r", "c"
-	s, err := NewStoreFromConfig(db.Pool, cfg, nil, logging.Discard())
+	s, err := NewStoreFromConfig(pool, cfg, nil, logging.Discard())
 	require.NoError(t, err)
 	return s
 }
@@ -44,7 +46,7 @@ func TestAllocate_RollingCapsInOrder(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := pgtest.New(t)
-	s := allocStore(t, db)
+	s := testStore(t, db.Pool)
 	a, b := common.HexToAddress("0xa1"), common.HexToAddress("0xb1")
 	// Sent an hour and a half ago: counts for the day only.
 	_, err := db.Pool.Exec(ctx, `INSERT INTO principal_usage (principal, chain_id, signer, minute, tx_count, value)
@@ -103,7 +105,7 @@ func TestAllocate_ReplaysInBatch(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := pgtest.New(t)
-	s := allocStore(t, db)
+	s := testStore(t, db.Pool)
 	a := common.HexToAddress("0xa2")
 	got, outbox, err := s.Allocate(ctx, []txm.AllocationBatch{{ChainID: 1, Signer: a, Owner: "o",
 		Requests: []*txm.Request{allocRequest(a, "", "x", 1)}}})
@@ -153,11 +155,7 @@ func TestAllocate_ManySignersManyOwners(t *testing.T) {
 	var mu sync.Mutex
 	prompts, created := 0, 0
 	for o := 0; o < owners; o++ {
-		pool := pgtest.Pool(t, db.URL)
-		cfg := config.Defaults()
-		cfg.TopicSubmit, cfg.TopicReceipt, cfg.TopicCompletion = "s", "r", "c"
-		s, err := NewStoreFromConfig(pool, cfg, nil, logging.Discard())
-		require.NoError(t, err)
+		s := testStore(t, pgtest.Pool(t, db.URL))
 		wg.Add(1)
 		go func(o int) {
 			defer wg.Done()
@@ -209,7 +207,7 @@ func TestAllocate_LeavesEachLeaseReleasedUnderItsToken(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := pgtest.New(t)
-	s := allocStore(t, db)
+	s := testStore(t, db.Pool)
 	a, b := common.HexToAddress("0xa1"), common.HexToAddress("0xb1")
 	call := func(owner string, n int) {
 		t.Helper()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,8 +13,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/txfence/txfence/shared/config"
-	"github.com/txfence/txfence/shared/logging"
 	"github.com/txfence/txfence/shared/pgtest"
 	"github.com/txfence/txfence/shared/txm"
 )
@@ -31,11 +30,7 @@ func TestCompletions_SeqsBecomeVisibleInOrder(t *testing.T) {
 	const signers, perSigner, chunk = 16, 24, 3
 	var stores []*Store
 	for i := 0; i < 2; i++ {
-		cfg := config.Defaults()
-		cfg.TopicSubmit, cfg.TopicReceipt, cfg.TopicCompletion = "s", "r", "c"
-		s, err := NewStoreFromConfig(pgtest.Pool(t, db.URL), cfg, nil, logging.Discard())
-		require.NoError(t, err)
-		stores = append(stores, s)
+		stores = append(stores, testStore(t, pgtest.Pool(t, db.URL)))
 	}
 	type work struct {
 		store *Store
@@ -47,18 +42,7 @@ func TestCompletions_SeqsBecomeVisibleInOrder(t *testing.T) {
 		addr := common.HexToAddress(fmt.Sprintf("0x%040x", 0x1000+g))
 		var ids []string
 		for n := 0; n < perSigner; n++ {
-			var id string
-			require.NoError(t, db.Pool.QueryRow(ctx, `
-WITH t AS (
-    INSERT INTO managed_tx (id, chain_id, signer, nonce, payload_fingerprint, state, fencing_token,
-                            receipt_attempt_no, receipt_status, receipt_block_number, receipt_block_hash)
-    VALUES (gen_random_uuid(), 1, $1::text, $2::bigint, sha256(($1::text || $2::bigint::text)::bytea), 'MINED', 1,
-            1, 1, 10, '0x' || repeat('a', 64))
-    RETURNING id)
-INSERT INTO tx_attempt (tx_id, attempt_no, tx_hash, raw_tx, nonce, gas_limit, fencing_token)
-SELECT id, 1, '0x' || encode(sha256(($1::text || $2::bigint::text)::bytea), 'hex'), '\x01', $2::bigint, 21000, 1 FROM t
-RETURNING tx_id::text`, txm.CanonicalAddress(addr), n).Scan(&id))
-			ids = append(ids, id)
+			ids = append(ids, insertTx(t, db, addr, n, "MINED", 1, 10, common.HexToHash("0x"+strings.Repeat("a", 64))))
 		}
 		s := stores[g%2]
 		l, _, err := s.Leases().Acquire(ctx, txm.LeaseKey{ChainID: 1, Signer: addr, Scope: txm.ScopeChain}, fmt.Sprintf("owner-%d", g%2))
@@ -179,32 +163,15 @@ func TestFinalizeBlocks_EndsOnlyWhatIsMinedInThoseBlocks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := pgtest.New(t)
-	cfg := config.Defaults()
-	cfg.TopicSubmit, cfg.TopicReceipt, cfg.TopicCompletion = "s", "r", "c"
-	s, err := NewStoreFromConfig(db.Pool, cfg, nil, logging.Discard())
-	require.NoError(t, err)
+	s := testStore(t, db.Pool)
 	signer, other := common.HexToAddress("0xa1"), common.HexToAddress("0xa2")
 	hashA, hashB := common.HexToHash("0xaa"), common.HexToHash("0xbb")
-	insert := func(who common.Address, nonce int, state string, status int, block int64, hash common.Hash) string {
-		var id string
-		require.NoError(t, db.Pool.QueryRow(ctx, `
-WITH t AS (
-    INSERT INTO managed_tx (id, chain_id, signer, nonce, payload_fingerprint, state, fencing_token,
-                            receipt_attempt_no, receipt_status, receipt_block_number, receipt_block_hash)
-    VALUES (gen_random_uuid(), 1, $1::text, $2::bigint, sha256(($1::text || $2::bigint::text)::bytea), $3, 1,
-            1, $4, $5, $6)
-    RETURNING id)
-INSERT INTO tx_attempt (tx_id, attempt_no, tx_hash, raw_tx, nonce, gas_limit, fencing_token)
-SELECT id, 1, '0x' || encode(sha256(($1::text || $2::bigint::text)::bytea), 'hex'), '\x01', $2::bigint, 21000, 1 FROM t
-RETURNING tx_id::text`, txm.CanonicalAddress(who), nonce, state, status, block, hash.Hex()).Scan(&id))
-		return id
-	}
-	ok := insert(signer, 0, "MINED", 1, 10, hashA)
-	reverted := insert(signer, 1, "MINED", 0, 10, hashA)
-	forked := insert(signer, 2, "MINED", 1, 11, hashB) // block 11 is given with hash A below
-	later := insert(signer, 3, "MINED", 1, 12, hashA)
-	tracking := insert(signer, 4, "TRACKING", 1, 10, hashA)
-	others := insert(other, 0, "MINED", 1, 10, hashA)
+	ok := insertTx(t, db, signer, 0, "MINED", 1, 10, hashA)
+	reverted := insertTx(t, db, signer, 1, "MINED", 0, 10, hashA)
+	forked := insertTx(t, db, signer, 2, "MINED", 1, 11, hashB) // block 11 is given with hash A below
+	later := insertTx(t, db, signer, 3, "MINED", 1, 12, hashA)
+	tracking := insertTx(t, db, signer, 4, "TRACKING", 1, 10, hashA)
+	others := insertTx(t, db, other, 0, "MINED", 1, 10, hashA)
 	states := func() map[string]string {
 		got := map[string]string{}
 		rows, err := db.Pool.Query(ctx, `SELECT id::text, state FROM managed_tx`)
@@ -250,4 +217,22 @@ RETURNING tx_id::text`, txm.CanonicalAddress(who), nonce, state, status, block, 
 	_, _, err = s.FinalizeBlocks(ctx, l, []txm.Header{{Number: 12, Hash: hashA}})
 	require.ErrorIs(t, err, txm.ErrFenced)
 	assert.Equal(t, "MINED", states()[later])
+}
+
+// insertTx writes a transaction of who on chain 1 in state with a receipt
+// (status, block) and its one attempt, and returns its id.
+func insertTx(t *testing.T, db *pgtest.DB, who common.Address, nonce int, state string, status int, block int64, hash common.Hash) string {
+	t.Helper()
+	var id string
+	require.NoError(t, db.Pool.QueryRow(context.Background(), `
+WITH t AS (
+    INSERT INTO managed_tx (id, chain_id, signer, nonce, payload_fingerprint, state, fencing_token,
+                            receipt_attempt_no, receipt_status, receipt_block_number, receipt_block_hash)
+    VALUES (gen_random_uuid(), 1, $1::text, $2::bigint, sha256(($1::text || $2::bigint::text)::bytea), $3, 1,
+            1, $4, $5, $6)
+    RETURNING id)
+INSERT INTO tx_attempt (tx_id, attempt_no, tx_hash, raw_tx, nonce, gas_limit, fencing_token)
+SELECT id, 1, '0x' || encode(sha256(($1::text || $2::bigint::text)::bytea), 'hex'), '\x01', $2::bigint, 21000, 1 FROM t
+RETURNING tx_id::text`, txm.CanonicalAddress(who), nonce, state, status, block, hash.Hex()).Scan(&id))
+	return id
 }

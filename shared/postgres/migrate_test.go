@@ -93,7 +93,7 @@ func TestCreationHistory_Derived(t *testing.T) {
 	require.NoError(t, err)
 	defer m.Close()
 	require.NoError(t, m.Up(ctx))
-	s := allocStore(t, &pgtest.DB{URL: url, Pool: pool})
+	s := testStore(t, pool)
 	a := common.HexToAddress("0xa7")
 	got, _, err := s.Allocate(ctx, []txm.AllocationBatch{{ChainID: 1, Signer: a, Owner: "alloc-owner",
 		Requests: []*txm.Request{allocRequest(a, "", "h1", 1)}}})

@@ -12,8 +12,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/txfence/txfence/shared/config"
-	"github.com/txfence/txfence/shared/logging"
 	"github.com/txfence/txfence/shared/pgtest"
 	"github.com/txfence/txfence/shared/txm"
 )
@@ -25,10 +23,7 @@ var hotSigner = common.HexToAddress("0x66a207cc338c4b654f440a6e2d784ae372f71eee"
 func hotSignerStore(t *testing.T) (*pgtest.DB, *Store) {
 	t.Helper()
 	db := pgtest.New(t)
-	cfg := config.Defaults()
-	cfg.TopicSubmit, cfg.TopicReceipt, cfg.TopicCompletion = "s", "r", "c"
-	s, err := NewStoreFromConfig(db.Pool, cfg, nil, logging.Discard())
-	require.NoError(t, err)
+	s := testStore(t, db.Pool)
 	return db, s
 }
 

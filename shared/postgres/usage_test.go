@@ -7,8 +7,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/txfence/txfence/shared/config"
-	"github.com/txfence/txfence/shared/logging"
 	"github.com/txfence/txfence/shared/pgtest"
 )
 
@@ -19,10 +17,7 @@ func TestIssue11_UsagePruned(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := pgtest.New(t)
-	cfg := config.Defaults()
-	cfg.TopicSubmit, cfg.TopicReceipt, cfg.TopicCompletion = "s", "r", "c"
-	s, err := NewStoreFromConfig(db.Pool, cfg, nil, logging.Discard())
-	require.NoError(t, err)
+	s := testStore(t, db.Pool)
 	for _, age := range []string{"1 minute", "23 hours", "24 hours 59 minutes", "25 hours 1 minute", "3 days"} {
 		_, err := db.Pool.Exec(ctx, `INSERT INTO principal_usage (principal, chain_id, signer, minute, tx_count, value)
 VALUES ('svc', 1, '0x0000000000000000000000000000000000000001', date_trunc('minute', clock_timestamp() - $1::interval), 1, '5')`, age)
