@@ -31,7 +31,8 @@ func scanAttemptInto(a *txm.Attempt, hash string, maxFee, maxPrio, gasPrice *str
 }
 
 // trackedTxs loads up to limit (0: all) transactions matching where (over
-// alias t, parameters from $1) with all their attempts, in nonce order.
+// alias t, parameters from $1) with all their attempts, in nonce order; the
+// attempts in a second query, only for transactions that have some.
 func (s *Store) trackedTxs(ctx context.Context, where string, limit int, args ...any) ([]txm.Tracked, error) {
 	q := `SELECT ` + txColumns + ` FROM ` + txFrom + ` WHERE ` + where + ` ORDER BY t.nonce`
 	if limit > 0 {
@@ -51,7 +52,9 @@ func (s *Store) trackedTxs(ctx context.Context, where string, limit int, args ..
 			return nil, fmt.Errorf("load tracked: %w", translate(err))
 		}
 		byID[t.ID] = len(out)
-		ids = append(ids, t.ID)
+		if t.Attempts > 0 { // the number of its latest attempt
+			ids = append(ids, t.ID)
+		}
 		out = append(out, txm.Tracked{Tx: t})
 	}
 	rows.Close()
@@ -59,7 +62,8 @@ func (s *Store) trackedTxs(ctx context.Context, where string, limit int, args ..
 		return nil, fmt.Errorf("load tracked: %w", translate(err))
 	}
 	if len(ids) == 0 {
-		return nil, nil
+		// None signed yet (a drain's fresh rows): no second round trip.
+		return out, nil
 	}
 	arows, err := s.pool.Query(ctx, `SELECT `+attemptColumns+` FROM tx_attempt at WHERE at.tx_id = ANY($1::uuid[]) ORDER BY at.tx_id, at.attempt_no`, ids)
 	if err != nil {

@@ -113,8 +113,12 @@ func (s *Store) MarkTracking(ctx context.Context, l txm.Lease, done []txm.Broadc
 	}
 	var outbox []int64
 	err := WithTx(ctx, s.pool, func(tx pgx.Tx) error {
+		// The move and the receipt prompt go in one round trip; a move that
+		// falls short rolls the prompt back with it.
 		var moved, unstuck int
-		err := tx.QueryRow(ctx, `
+		var prompt int64
+		b := &pgx.Batch{}
+		b.Queue(`
 WITH u AS (
     SELECT * FROM unnest($6::uuid[], $7::int[], $8::text[]) AS u(id, no, outcome)
 ), moved AS (
@@ -134,9 +138,15 @@ WITH u AS (
     WHERE from_state <> 'TRACKING'
 )
 SELECT count(*), count(*) FILTER (WHERE from_state = 'STUCK') FROM moved`,
-			append(fenceArgs(l), ids, nos, outcomes)...).Scan(&moved, &unstuck)
-		if err != nil {
-			return fmt.Errorf("mark tracking: %w", translate(err))
+			append(fenceArgs(l), ids, nos, outcomes)...).QueryRow(func(row pgx.Row) error {
+			if err := row.Scan(&moved, &unstuck); err != nil {
+				return fmt.Errorf("mark tracking: %w", translate(err))
+			}
+			return nil
+		})
+		queueOutbox(b, s.topics.Receipt, l.Key, &prompt)
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
 		}
 		if moved != len(done) {
 			if err := s.leases.check(ctx, tx, l, "mark_tracking", ids[0]); err != nil {
@@ -144,11 +154,7 @@ SELECT count(*), count(*) FILTER (WHERE from_state = 'STUCK') FROM moved`,
 			}
 			return fmt.Errorf("mark tracking: %d of %d moved", moved, len(done))
 		}
-		id, err := s.writeOutbox(ctx, tx, s.topics.Receipt, l.Key)
-		if err != nil {
-			return err
-		}
-		outbox = append(outbox, id)
+		outbox = append(outbox, prompt)
 		if unstuck > 0 {
 			// A STUCK transaction no node had accepted held the later
 			// nonces back; they may go now.

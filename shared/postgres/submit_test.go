@@ -160,3 +160,44 @@ VALUES (gen_random_uuid(), 1337, $1, $2::bigint, sha256($2::bigint::text::bytea)
 	assert.Equal(t, []txm.Header{{Number: 7, Hash: common.HexToHash(hash(7))}, {Number: 8, Hash: common.HexToHash(hash(8))}},
 		oth.ReportedBlocks, "distinct blocks")
 }
+
+// TestMarkTracking_FencedWritesNoPrompt: MarkTracking moves the batch and
+// writes one receipt prompt in the same transaction; under a lease that
+// was taken over it moves nothing and leaves no prompt behind.
+func TestMarkTracking_FencedWritesNoPrompt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.New(t)
+	s := testStore(t, db.Pool)
+	signer := common.HexToAddress("0xa1")
+	first := insertTx(t, db, signer, 0, "ALLOCATED", 1, 1, common.Hash{})
+	second := insertTx(t, db, signer, 1, "ALLOCATED", 1, 1, common.Hash{})
+	key := txm.LeaseKey{ChainID: 1, Signer: signer, Scope: txm.ScopeChain}
+	prompts := func() int {
+		var n int
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE topic = 'r'`).Scan(&n))
+		return n
+	}
+	state := func(id string) string {
+		var st string
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT state FROM managed_tx WHERE id = $1`, id).Scan(&st))
+		return st
+	}
+
+	l, _, err := s.Leases().Acquire(ctx, key, "drain")
+	require.NoError(t, err)
+	outbox, err := s.MarkTracking(ctx, l, []txm.Broadcasted{{TxID: first, AttemptNo: 1}})
+	require.NoError(t, err)
+	assert.Len(t, outbox, 1)
+	assert.Equal(t, 1, prompts())
+	assert.Equal(t, "TRACKING", state(first))
+
+	_, err = db.Pool.Exec(ctx, `UPDATE signer_lease SET expires_at = clock_timestamp() - interval '1 minute'`)
+	require.NoError(t, err)
+	_, _, err = s.Leases().Acquire(ctx, key, "another")
+	require.NoError(t, err)
+	_, err = s.MarkTracking(ctx, l, []txm.Broadcasted{{TxID: second, AttemptNo: 1}})
+	require.ErrorIs(t, err, txm.ErrFenced)
+	assert.Equal(t, 1, prompts(), "the fenced move left no prompt")
+	assert.Equal(t, "ALLOCATED", state(second))
+}
