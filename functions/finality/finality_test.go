@@ -22,6 +22,7 @@ import (
 	"github.com/txfence/txfence/shared/evm/rpcproxy"
 	"github.com/txfence/txfence/shared/pgtest"
 	"github.com/txfence/txfence/shared/pubsub"
+	"github.com/txfence/txfence/shared/pubsub/pubsubtest"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -662,4 +663,77 @@ SELECT signer FROM signer_lease WHERE scope = 'chain' AND owner LIKE '%/finality
 	assert.Equal(t, 1, confirmed(slow), "the stuck sweep finished")
 	assert.Equal(t, 3, st.Confirmed)
 	assert.Positive(t, st.Skipped, "passes left the signer being swept alone")
+}
+
+// TestFinality_OutcomesNumberedAfterAFault: a finality write commits its
+// outcomes and numbers them after the commit, under the feed's lock. When
+// the numbering cannot run (here the lock is held elsewhere until the
+// pass's context ends; in production the instance crashed or lost the
+// database after its commit), the transactions are CONFIRMED and their
+// outcomes wait, unnumbered: not in the feed, not on the topic. Once the
+// fault heals, the next pass numbers them: each appears in the feed and on
+// the topic exactly once, in seq order.
+func TestFinality_OutcomesNumberedAfterAFault(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 1).WithPubSub(t)
+	n := w.Node(t, "n0")
+	signer := w.Keys[0].Address
+	const total = 5
+	ids := n.Allocate(t, signer, total)
+	broadcastAndMine(t, w, n, signer, total)
+	w.Mine(int(w.Cfg.Confirmations))
+
+	holder, err := w.DB.Pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer holder.Release()
+	_, err = holder.Exec(ctx, `SELECT pg_advisory_lock(7342001)`)
+	require.NoError(t, err)
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	st, err := n.Finality.Pass(pctx)
+	cancel()
+	require.NoError(t, err, "the write committed; the numbering is left for later")
+	assert.Equal(t, total, st.Confirmed)
+	require.Equal(t, map[string]int{"CONFIRMED": total}, w.States(t))
+	assert.Empty(t, feed(t, n, 0, 100), "not numbered: not in the feed yet")
+	var pending int
+	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM completion_pending`).Scan(&pending))
+	assert.Equal(t, total, pending)
+
+	_, err = holder.Exec(ctx, `SELECT pg_advisory_unlock(7342001)`)
+	require.NoError(t, err)
+	st, err = n.Finality.Pass(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, st.Confirmed, "nothing confirmed twice")
+	items := feed(t, n, 0, 100)
+	require.Len(t, items, total, "the next pass numbered them")
+	want := map[string]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	for i, it := range items {
+		assert.True(t, want[it.TxID], "each outcome once")
+		delete(want, it.TxID)
+		if i > 0 {
+			assert.Greater(t, it.Seq, items[i-1].Seq)
+		}
+		assert.False(t, it.NewFork)
+	}
+	var msgs []pubsubtest.Received
+	for len(msgs) < total {
+		more, err := w.PubSub.Pull(ctx, w.Cfg.TopicCompletion+"-sub", 100, 2*time.Second)
+		require.NoError(t, err)
+		if len(more) == 0 {
+			break
+		}
+		msgs = append(msgs, more...)
+	}
+	require.Len(t, msgs, total, "and relayed them to the topic")
+	for i, m := range msgs {
+		var body txm.CompletionMessage
+		require.NoError(t, json.Unmarshal(m.Data, &body))
+		assert.Equal(t, items[i].Seq, body.Seq, "topic and feed agree")
+		assert.Equal(t, fmt.Sprint(body.Seq), m.Attributes["seq"])
+	}
+	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM completion_pending`).Scan(&pending))
+	assert.Zero(t, pending)
 }

@@ -215,7 +215,14 @@ func (s *SweepFinality) Pass(ctx context.Context) (PassStats, error) {
 // is not sweeping yet, and returns once each has started (a worker slot
 // free). It reads the signers and each chain's head and blocks once for
 // all of them. What fails before a signer's sweep starts is returned.
+// First it numbers the outcomes that writes recorded and left unnumbered
+// (they crashed after their commit).
 func (s *SweepFinality) launch(ctx context.Context, sw *sweeps) error {
+	numbered, err := s.store.NumberCompletions(ctx)
+	if err != nil {
+		return err
+	}
+	s.relay.Publish(ctx, numbered)
 	refs, err := s.store.SignersWithWork(ctx, s.cfg.StaleReceiptTimeout, s.watch())
 	if err != nil {
 		return err

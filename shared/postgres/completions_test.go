@@ -22,7 +22,9 @@ import (
 // a reader follows the feed with its cursor. Every outcome reaches the
 // reader exactly once: no seq becomes visible after a larger one was read
 // (the reader would skip it for good). Each outcome's outbox message
-// carries the seq and newFork its completion row was given.
+// carries the seq and newFork its completion row was given, and is
+// returned, to be relayed, by exactly one of the calls (the one that
+// numbered it: its own, or one that ran meanwhile).
 func TestCompletions_SeqsBecomeVisibleInOrder(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -91,6 +93,8 @@ func TestCompletions_SeqsBecomeVisibleInOrder(t *testing.T) {
 	}
 	sem := make(chan struct{}, 8)
 	var wg sync.WaitGroup
+	var relayMu sync.Mutex
+	relayed := map[int64]int{}
 	for _, k := range order {
 		wg.Add(1)
 		sem <- struct{}{}
@@ -102,7 +106,11 @@ func TestCompletions_SeqsBecomeVisibleInOrder(t *testing.T) {
 				if !assert.NoError(t, err) {
 					return
 				}
-				assert.Len(t, out, len(j.ids), "one outbox row per outcome")
+				relayMu.Lock()
+				for _, id := range out {
+					relayed[id]++
+				}
+				relayMu.Unlock()
 			}
 		}(bySigner[k])
 	}
@@ -124,6 +132,13 @@ func TestCompletions_SeqsBecomeVisibleInOrder(t *testing.T) {
 		assert.Equal(t, txm.StateConfirmed, c.State)
 	}
 	assert.Equal(t, last, seen[len(seen)-1].Seq)
+	assert.Len(t, relayed, total, "one outbox row per outcome, returned by some call")
+	for id, n := range relayed {
+		assert.Equal(t, 1, n, "outbox row %d returned by %d calls", id, n)
+	}
+	var pending int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM completion_pending`).Scan(&pending))
+	assert.Zero(t, pending, "every recorded outcome numbered")
 
 	// The outbox messages carry the seqs and newFork of the rows.
 	rows, err := db.Pool.Query(ctx, `

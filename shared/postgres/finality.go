@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math"
 	"strconv"
 	"time"
@@ -184,7 +185,7 @@ func promptPayload(k txm.LeaseKey) []byte {
 
 // completionLock serializes writers of tx_completion until they commit, so
 // that seqs become visible in order and a feed reader that has seen seq N
-// never later finds a smaller one appear. writeCompletions takes it.
+// never later finds a smaller one appear. numberCompletions takes it.
 const completionLock = `SELECT pg_advisory_xact_lock(7342001)`
 
 // finalized is a transaction that reached a reported outcome.
@@ -262,9 +263,9 @@ WITH moved AS (`+finalSet+`
 // report runs a statement that moves the transactions txIDs to a reported
 // outcome (its parameters: the lease, then the ids as $6, then args; its
 // rows: id, chain id, signer, state, sub-state, nonce, fork, hash) and
-// writes their completions and completion outbox rows, in one transaction
-// (the completions under completionLock). All of txIDs must move (they were in state from);
-// otherwise nothing is written.
+// records their outcomes, in one transaction, then numbers them (their
+// completions and completion outbox rows, see numberCompletions). All of
+// txIDs must move (they were in state from); otherwise nothing is written.
 func (s *Store) report(ctx context.Context, l txm.Lease, op, from string, txIDs []string, sql string, args ...any) ([]int64, error) {
 	if len(txIDs) == 0 {
 		return nil, nil
@@ -306,29 +307,27 @@ func (s *Store) reportMoved(ctx context.Context, l txm.Lease, op, from string, w
 			}
 			return fmt.Errorf("%s: %d of %d were %s", op, len(done), want, from)
 		}
-		outbox, err = s.writeCompletions(ctx, tx, done)
-		return err
+		return s.writeCompletions(ctx, tx, done)
 	})
 	if err != nil {
 		return nil, nil, err
 	}
+	if len(done) > 0 {
+		outbox = s.numberAfter(ctx, op)
+	}
 	return done, outbox, nil
 }
 
-// writeCompletions writes one completion and one completion-topic outbox
-// row per outcome, in one round trip for any number: it takes
-// completionLock, writes both (the seq and newFork of each message are
-// filled in by the statement that assigns them) and notifies waiting
-// readers, pipelined. The lock is taken here, after the caller moved its
-// rows, so that it is held for this statement and the COMMIT only: before,
-// it was taken first and held across four more round trips, and under load
-// every signer's confirmations queued on it (54 ms a call in
-// bench-pipeline -pg-statements). Seqs follow the order of done. newFork
-// is set when the transaction was reorged since its last report or was
-// reported before.
-func (s *Store) writeCompletions(ctx context.Context, tx pgx.Tx, done []finalized) ([]int64, error) {
+// writeCompletions records one reported outcome per transaction in done,
+// in the caller's transaction (the one that moved them), as pending: the
+// message is built here, its seq and newFork when it is numbered
+// (numberCompletions, after the commit). Numbering inside the moving
+// transaction held the feed's lock through its COMMIT, and every signer's
+// confirmations queued on that one lock (50 ms a call in
+// bench-pipeline -pg-statements).
+func (s *Store) writeCompletions(ctx context.Context, tx pgx.Tx, done []finalized) error {
 	if len(done) == 0 {
-		return nil, nil
+		return nil
 	}
 	n := len(done)
 	ids, chains, signers, states, forks := make([]string, n), make([]int64, n), make([]string, n), make([]string, n), make([]bool, n)
@@ -339,7 +338,7 @@ func (s *Store) writeCompletions(ctx context.Context, tx pgx.Tx, done []finalize
 		if f.subState != "" {
 			subs[i] = &done[i].subState
 		}
-		// Seq and NewFork are set by the statement.
+		// Seq and NewFork are set when it is numbered.
 		msg := txm.CompletionMessage{Type: txm.EventFor(txm.State(f.state)), TxID: f.id, ChainID: uint64(f.chainID),
 			Signer: f.signer, State: txm.State(f.state), SubState: f.subState, Nonce: uint64(f.nonce), Shard: s.shard}
 		if f.hash != nil {
@@ -355,39 +354,94 @@ func (s *Store) writeCompletions(ctx context.Context, tx pgx.Tx, done []finalize
 		}
 		attrs[i], _ = json.Marshal(attr)
 	}
-	var outbox []int64
-	b := &pgx.Batch{}
-	b.Queue(completionLock)
-	b.Queue(`
-WITH u AS (
-    SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::bool[], $6::text[], $7::jsonb[], $8::jsonb[])
-        WITH ORDINALITY AS u(id, chain_id, signer, state, fork, sub, payload, attrs, ord)
+	tag, err := tx.Exec(ctx, `
+INSERT INTO completion_pending (tx_id, chain_id, signer, state, new_fork, sub_state, payload, attributes)
+SELECT u.id, u.chain_id, u.signer, u.state, u.fork, u.sub, u.payload, u.attrs
+FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::bool[], $6::text[], $7::jsonb[], $8::jsonb[])
+    WITH ORDINALITY AS u(id, chain_id, signer, state, fork, sub, payload, attrs, ord)
+ORDER BY u.ord`, ids, chains, signers, states, forks, subs, payloads, attrs)
+	if err != nil {
+		return fmt.Errorf("write completions: %w", translate(err))
+	}
+	if tag.RowsAffected() != int64(n) {
+		return fmt.Errorf("write completions: %d rows for %d outcomes", tag.RowsAffected(), n)
+	}
+	return nil
+}
+
+// numberCompletionsSQL numbers every pending outcome, in the order they
+// were recorded: each becomes a tx_completion row and a completion-topic
+// outbox row carrying its seq and newFork (set when the transaction was
+// reorged since its last report, or was reported before, here or earlier
+// in the same numbering). It runs under completionLock, so seqs become
+// visible in order.
+const numberCompletionsSQL = `
+WITH p AS (
+    DELETE FROM completion_pending RETURNING *
+), q AS (
+    SELECT p.*, row_number() OVER (PARTITION BY p.tx_id ORDER BY p.id) AS k FROM p ORDER BY p.id
+), n AS (
+    SELECT q.*, nextval(pg_get_serial_sequence('tx_completion', 'seq')) AS seq,
+        q.new_fork OR q.k > 1 OR EXISTS (SELECT 1 FROM tx_completion c WHERE c.tx_id = q.tx_id) AS fork
+    FROM q
 ), c AS (
-    INSERT INTO tx_completion (tx_id, chain_id, signer, state, new_fork, sub_state)
-    SELECT u.id, u.chain_id, u.signer, u.state,
-        u.fork OR EXISTS (SELECT 1 FROM tx_completion p WHERE p.tx_id = u.id), u.sub
-    FROM u
-    ORDER BY u.ord
-    RETURNING seq, tx_id, new_fork
+    INSERT INTO tx_completion (seq, tx_id, chain_id, signer, state, new_fork, sub_state, created_at)
+    OVERRIDING SYSTEM VALUE
+    SELECT n.seq, n.tx_id, n.chain_id, n.signer, n.state, n.fork, n.sub_state, n.created_at FROM n ORDER BY n.seq
 ), o AS (
     INSERT INTO outbox (topic, ordering_key, payload, attributes)
-    SELECT $9, u.signer, u.payload || jsonb_build_object('seq', c.seq, 'newFork', c.new_fork),
-        u.attrs || jsonb_build_object('seq', c.seq::text, 'newFork', c.new_fork::text)
-    FROM c JOIN u ON u.id = c.tx_id
-    ORDER BY u.ord
+    SELECT $1, n.signer, n.payload || jsonb_build_object('seq', n.seq, 'newFork', n.fork),
+        n.attributes || jsonb_build_object('seq', n.seq::text, 'newFork', n.fork::text)
+    FROM n ORDER BY n.seq
     RETURNING id
+), wake AS (
+    SELECT pg_notify('` + completionChannel + `', '') FROM (SELECT 1 FROM n LIMIT 1) x
 )
-SELECT coalesce(array_agg(id ORDER BY id), '{}') FROM o`, ids, chains, signers, states, forks, subs, payloads, attrs,
-		s.topics.Completion).QueryRow(func(row pgx.Row) error { return row.Scan(&outbox) })
-	// Waiting readers wake when this commits (see Listen).
-	b.Queue(`SELECT pg_notify('` + completionChannel + `', '')`)
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return nil, fmt.Errorf("write completions: %w", translate(err))
-	}
-	if len(outbox) != n {
-		return nil, fmt.Errorf("write completions: %d outbox rows for %d outcomes", len(outbox), n)
+SELECT coalesce((SELECT array_agg(id ORDER BY id) FROM o), '{}'), (SELECT count(*) FROM wake)`
+
+// numberCompletions numbers every pending outcome (numberCompletionsSQL)
+// in one round trip: the lock and the statement in one implicit
+// transaction, whose commit wakes waiting feed readers (see Listen) when it
+// numbered any. Writers that commit while one numbering runs are numbered
+// by the next: each waits for the lock and finds its own outcomes numbered
+// already or numbers them, with everyone else's. It returns the outbox rows
+// it wrote, for the caller to relay.
+func (s *Store) numberCompletions(ctx context.Context) ([]int64, error) {
+	var outbox []int64
+	var woke int64
+	b := &pgx.Batch{}
+	b.Queue(completionLock)
+	b.Queue(numberCompletionsSQL, s.topics.Completion).QueryRow(func(row pgx.Row) error { return row.Scan(&outbox, &woke) })
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return nil, fmt.Errorf("number completions: %w", translate(err))
 	}
 	return outbox, nil
+}
+
+// NumberCompletions implements txm.ReceiptStore: it numbers the outcomes
+// a writer recorded and could not number (it crashed, or lost the
+// database, after its commit). One read when there are none.
+func (s *Store) NumberCompletions(ctx context.Context) ([]int64, error) {
+	var pending bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM completion_pending)`).Scan(&pending); err != nil {
+		return nil, fmt.Errorf("pending completions: %w", translate(err))
+	}
+	if !pending {
+		return nil, nil
+	}
+	return s.numberCompletions(ctx)
+}
+
+// numberAfter numbers the outcomes a committed write recorded. Its
+// failure is logged, not returned: the write is done, and the next
+// finality pass numbers what it left.
+func (s *Store) numberAfter(ctx context.Context, op string) []int64 {
+	outbox, err := s.numberCompletions(ctx)
+	if err != nil {
+		s.log.WarnContext(ctx, "outcomes recorded but not numbered yet; the next finality pass numbers them",
+			slog.String("op", op), slog.Any("error", err))
+	}
+	return outbox
 }
 
 // Reorged implements txm.ReceiptStore.

@@ -228,6 +228,7 @@ func queueOutbox(b *pgx.Batch, topic string, key txm.LeaseKey, id *int64) {
 // outcome (TxStuck); a transaction already STUCK only records the new reason.
 func (s *Store) MarkStuck(ctx context.Context, l txm.Lease, txID string, subState string, detail string) ([]int64, error) {
 	var outbox []int64
+	var reported bool
 	err := WithTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var f finalized
 		var from string
@@ -259,11 +260,14 @@ SELECT id::text, chain_id, signer, nonce, from_state, fork FROM moved`,
 			return nil
 		}
 		f.state, f.subState = string(txm.StateStuck), subState
-		outbox, err = s.writeCompletions(ctx, tx, []finalized{f})
-		return err
+		reported = true
+		return s.writeCompletions(ctx, tx, []finalized{f})
 	})
 	if err != nil {
 		return nil, err
+	}
+	if reported {
+		outbox = s.numberAfter(ctx, "mark_stuck")
 	}
 	s.metrics.Stuck(ctx, subState)
 	return outbox, nil

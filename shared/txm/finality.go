@@ -119,8 +119,11 @@ type ReceiptStore interface {
 	MarkMined(ctx context.Context, l Lease, mined []Mined) ([]int64, error)
 	// MinedTxs returns the signer's MINED transactions (receipt included).
 	MinedTxs(ctx context.Context, chainID uint64, signer common.Address) ([]Tracked, error)
-	// Finalize moves MINED transactions to their final state and writes a
-	// completion and a completion outbox row for each, in one transaction.
+	// Finalize moves MINED transactions to their final state and records
+	// each outcome in the same transaction; then it numbers the recorded
+	// outcomes (a completion and a completion outbox row for each) and
+	// returns those outbox rows. The write stands when the numbering fails:
+	// NumberCompletions numbers what is left.
 	Finalize(ctx context.Context, l Lease, txIDs []string) ([]int64, error)
 	// FinalizeBlocks moves the signer's MINED transactions whose receipt is
 	// in one of blocks (number and hash: the canonical blocks the caller
@@ -143,6 +146,10 @@ type ReceiptStore interface {
 	// in block (number, hash) back to TRACKING — a reorg deeper than the
 	// confirmation depth — and returns them with their attempts.
 	ReopenBlock(ctx context.Context, l Lease, block Header, detail string) ([]Tracked, error)
+	// NumberCompletions numbers the outcomes that writes recorded and did
+	// not number (they crashed or lost the database after committing),
+	// and returns the completion outbox rows it wrote.
+	NumberCompletions(ctx context.Context) ([]int64, error)
 }
 
 // CompletionFeed reads reported outcomes in seq order.
