@@ -111,18 +111,30 @@ func withChainLease(ctx context.Context, leases txm.LeaseStore, key txm.LeaseKey
 }
 
 // acquireWaiting acquires key's lease, asking again while another holds it
-// until wait has passed (the last answer is returned) or ctx ends. Once
-// refused, a waiter that wantIt marks the lease wanted, so that a holder
-// that would keep it (a hot signer's drain) lets it go.
+// until wait has passed (the last answer is returned) or ctx ends. A
+// waiter that wantIt marks the lease wanted after each refusal (a mark is
+// cleared when someone takes the lease), so that a holder that would keep
+// it (a hot signer's drain) lets it go, and so that a drain does not take
+// it back before the waiter: one that awaitIt does not take a lease wanted
+// within chainLeaseWait (the longest a waiter waits). Without that, a hot
+// signer's drains, prompted by every allocation, took the lease again the
+// moment it was released, and its confirmations and receipts waited for a
+// lucky poll.
 func acquireWaiting(ctx context.Context, leases txm.LeaseStore, key txm.LeaseKey, owner string, c claim, wait time.Duration) (txm.Lease, error) {
 	deadline := time.Now().Add(wait)
 	pause := 5 * time.Millisecond
-	for first := true; ; first = false {
-		l, _, err := leases.Acquire(ctx, key, owner)
+	for {
+		var l txm.Lease
+		var err error
+		if c == awaitIt {
+			l, _, err = leases.AcquireYielding(ctx, key, owner, chainLeaseWait)
+		} else {
+			l, _, err = leases.Acquire(ctx, key, owner)
+		}
 		if !errors.Is(err, txm.ErrLeaseHeld) || time.Now().Add(pause).After(deadline) {
 			return l, err
 		}
-		if first && c == wantIt {
+		if c == wantIt {
 			if err := leases.Want(ctx, key, owner); err != nil {
 				return l, err
 			}

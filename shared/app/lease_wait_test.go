@@ -3,6 +3,8 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -88,4 +90,44 @@ func TestWithChainLease_OnlyOtherWorkWantsTheLease(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, c.wanted, wanted, "claim %v", c.claim)
 	}
+}
+
+// A hot signer's drains take the lease one after another (every allocation
+// prompts one): one that lets it go asks for it again at once. A waiter
+// with work of its own (receipts, confirmations) still gets it as soon as
+// the holder lets it go, because drains leave a wanted lease to the waiter.
+// When drains took it back the moment it was released, such a waiter lost
+// the race to every drain and gave up after chainLeaseWait.
+func TestWithChainLease_DrainsLeaveAWantedLeaseToItsWaiter(t *testing.T) {
+	t.Parallel()
+	leases := newLeases(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	key := txm.LeaseKey{ChainID: 1337, Signer: common.HexToAddress("0x7"), Scope: txm.ScopeChain}
+
+	var drains sync.WaitGroup
+	for i := range 3 {
+		drains.Go(func() {
+			for ctx.Err() == nil {
+				_ = withChainLease(ctx, leases, key, fmt.Sprintf("drain-%d", i), awaitIt, time.Second, logging.Discard(),
+					func(txm.Lease, *leaseKeeper) error {
+						time.Sleep(30 * time.Millisecond)
+						return nil
+					})
+			}
+		})
+	}
+	time.Sleep(100 * time.Millisecond)
+	for i := range 5 {
+		ran := false
+		err := withChainLease(context.Background(), leases, key, fmt.Sprintf("finality-%d", i), wantIt, time.Second, logging.Discard(),
+			func(txm.Lease, *leaseKeeper) error {
+				ran = true
+				return nil
+			})
+		require.NoError(t, err, "waiter %d", i)
+		require.True(t, ran)
+	}
+	cancel()
+	drains.Wait()
 }

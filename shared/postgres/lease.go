@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -46,7 +47,11 @@ func NewLeases(pool *pgxpool.Pool, cfg config.Lease, m *metrics.Metrics, log *sl
 // prev locks the existing row before the insert runs (it is joined into the
 // insert's input so that it is evaluated first), so concurrent acquirers
 // queue behind one another and each judges the row as its predecessor left
-// it; its token tells a renewal from a take-over.
+// it; its token tells a renewal from a take-over. A renewal keeps the mark
+// of a waiter that wants the lease (Want), a take-over clears it. A
+// take-over also needs
+// the lease not to be wanted by another waiter within $7 (0s: whatever
+// was wanted; see AcquireYielding).
 const acquireSQL = `
 WITH prev AS (
     SELECT fencing_token FROM signer_lease
@@ -63,16 +68,26 @@ SET owner = EXCLUDED.owner,
         ELSE l.fencing_token + 1 END,
     expires_at = clock_timestamp() + $5::interval,
     updated_at = clock_timestamp(),
-    wanted_at = NULL
+    wanted_at = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > clock_timestamp() THEN l.wanted_at END
 WHERE (l.owner = EXCLUDED.owner AND l.expires_at > clock_timestamp())
-   OR l.expires_at <= clock_timestamp() - $6::interval
+   OR (l.expires_at <= clock_timestamp() - $6::interval
+       AND (l.wanted_at IS NULL OR l.wanted_at <= clock_timestamp() - $7::interval))
 RETURNING fencing_token, expires_at, (SELECT fencing_token FROM prev)`
 
 // Acquire implements txm.LeaseStore.
 func (s *Leases) Acquire(ctx context.Context, key txm.LeaseKey, owner string) (txm.Lease, txm.AcquireResult, error) {
+	return s.acquireSpan(ctx, key, owner, 0)
+}
+
+// AcquireYielding implements txm.LeaseStore.
+func (s *Leases) AcquireYielding(ctx context.Context, key txm.LeaseKey, owner string, wantLife time.Duration) (txm.Lease, txm.AcquireResult, error) {
+	return s.acquireSpan(ctx, key, owner, wantLife)
+}
+
+func (s *Leases) acquireSpan(ctx context.Context, key txm.LeaseKey, owner string, wantLife time.Duration) (txm.Lease, txm.AcquireResult, error) {
 	ctx, span := s.metrics.Start(ctx, "lease.acquire")
 	defer span.End()
-	l, result, err := s.acquire(ctx, s.pool, key, owner)
+	l, result, err := s.acquire(ctx, s.pool, key, owner, wantLife)
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("txfence.scope", string(key.Scope)))
 	}
@@ -91,13 +106,13 @@ func leaseResult(r txm.AcquireResult, err error) string {
 	return string(r)
 }
 
-func (s *Leases) acquire(ctx context.Context, q querier, key txm.LeaseKey, owner string) (txm.Lease, txm.AcquireResult, error) {
+func (s *Leases) acquire(ctx context.Context, q querier, key txm.LeaseKey, owner string, wantLife time.Duration) (txm.Lease, txm.AcquireResult, error) {
 	if err := validAcquire(key, owner); err != nil {
 		return txm.Lease{}, "", err
 	}
 	l := txm.Lease{Key: key, Owner: owner}
 	var prev *int64
-	err := q.QueryRow(ctx, acquireSQL, acquireArgs(s.cfg, key, owner)...).Scan(&l.Token, &l.ExpiresAt, &prev)
+	err := q.QueryRow(ctx, acquireSQL, acquireArgs(s.cfg, key, owner, wantLife)...).Scan(&l.Token, &l.ExpiresAt, &prev)
 	result, err := s.acquired(ctx, key, err, l.Token, prev)
 	if err != nil {
 		return txm.Lease{}, "", err
@@ -113,7 +128,7 @@ func (s *Leases) queueAcquire(ctx context.Context, b *pgx.Batch, key txm.LeaseKe
 		b.Queue(`SELECT`).Exec(func(pgconn.CommandTag) error { return err })
 		return
 	}
-	b.Queue(acquireSQL, acquireArgs(s.cfg, key, owner)...).QueryRow(func(row pgx.Row) error {
+	b.Queue(acquireSQL, acquireArgs(s.cfg, key, owner, 0)...).QueryRow(func(row pgx.Row) error {
 		var prev *int64
 		err := row.Scan(&l.Token, &l.ExpiresAt, &prev)
 		_, err = s.acquired(ctx, key, err, l.Token, prev)
@@ -128,8 +143,8 @@ func validAcquire(key txm.LeaseKey, owner string) error {
 	return nil
 }
 
-func acquireArgs(cfg config.Lease, key txm.LeaseKey, owner string) []any {
-	return []any{int64(key.ChainID), txm.CanonicalAddress(key.Signer), string(key.Scope), owner, cfg.Duration, cfg.ClockSkew}
+func acquireArgs(cfg config.Lease, key txm.LeaseKey, owner string, wantLife time.Duration) []any {
+	return []any{int64(key.ChainID), txm.CanonicalAddress(key.Signer), string(key.Scope), owner, cfg.Duration, cfg.ClockSkew, wantLife}
 }
 
 // acquired judges acquireSQL's answer (err from its scan, the token it

@@ -402,3 +402,54 @@ func fencedLogLines(t *testing.T, text string) []map[string]any {
 	}
 	return out
 }
+
+// TestLeases_AcquireYieldingLeavesAWantedLease: an owner that yields (a
+// drain) does not take a released lease that another waiter marked wanted,
+// until that waiter took it (which clears the mark) or the mark is older
+// than the yielder's wantLife (the waiter gave up). It still renews its
+// own live lease while another wants it; a plain Acquire is not held back.
+func TestLeases_AcquireYieldingLeavesAWantedLease(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	insts := newInstances(t, db, 2, config.Lease{Duration: 5 * time.Second, ClockSkew: time.Second})
+	a, b := insts[0], insts[1]
+	ctx := context.Background()
+	const life = 400 * time.Millisecond
+
+	drain, _, err := a.leases.AcquireYielding(ctx, chainKey(), "drain-1", life)
+	require.NoError(t, err)
+	require.NoError(t, b.leases.Want(ctx, chainKey(), "finality"))
+	renewed, res, err := a.leases.AcquireYielding(ctx, chainKey(), "drain-1", life)
+	require.NoError(t, err, "its own live lease renews though wanted")
+	assert.Equal(t, txm.AcquireRenewed, res)
+	require.NoError(t, a.leases.Release(ctx, renewed))
+
+	_, _, err = a.leases.AcquireYielding(ctx, chainKey(), "drain-2", life)
+	require.ErrorIs(t, err, txm.ErrLeaseHeld, "released, but wanted by another")
+	fin, res, err := b.leases.Acquire(ctx, chainKey(), "finality")
+	require.NoError(t, err, "the waiter takes it")
+	assert.Equal(t, txm.AcquireTakenOver, res)
+	assert.Equal(t, drain.Token+1, fin.Token)
+	require.NoError(t, b.leases.Release(ctx, fin))
+	again, _, err := a.leases.AcquireYielding(ctx, chainKey(), "drain-2", life)
+	require.NoError(t, err, "the waiter took it and let it go: the mark is gone")
+	assert.Equal(t, fin.Token+1, again.Token)
+
+	// A waiter that marks and gives up holds yielders back for wantLife only.
+	require.NoError(t, b.leases.Want(ctx, chainKey(), "receipt"))
+	require.NoError(t, a.leases.Release(ctx, again))
+	_, _, err = a.leases.AcquireYielding(ctx, chainKey(), "drain-3", life)
+	require.ErrorIs(t, err, txm.ErrLeaseHeld)
+	time.Sleep(life + 50*time.Millisecond)
+	late, _, err := a.leases.AcquireYielding(ctx, chainKey(), "drain-3", life)
+	require.NoError(t, err, "a stale mark no longer holds it back")
+	wanted, err := a.leases.Wanted(ctx, late)
+	require.NoError(t, err)
+	assert.False(t, wanted, "and taking it cleared the mark")
+
+	// Acquire does not yield.
+	require.NoError(t, b.leases.Want(ctx, chainKey(), "receipt"))
+	require.NoError(t, a.leases.Release(ctx, late))
+	_, _, err = b.leases.Acquire(ctx, chainKey(), "sweep")
+	require.NoError(t, err)
+}

@@ -66,6 +66,12 @@ type LeaseStore interface {
 	// Acquire takes or renews the lease for owner. It returns ErrLeaseHeld when
 	// another owner holds an unexpired lease.
 	Acquire(ctx context.Context, key LeaseKey, owner string) (Lease, AcquireResult, error)
+	// AcquireYielding is Acquire for an owner that yields to waiters with
+	// work of their own: it does not take a lease that another marked
+	// wanted (Want) less than wantLife ago, and returns ErrLeaseHeld until
+	// that waiter took it or gave up. It renews its own lease as Acquire
+	// does.
+	AcquireYielding(ctx context.Context, key LeaseKey, owner string, wantLife time.Duration) (Lease, AcquireResult, error)
 	// Renew extends a held lease without changing its token. It returns
 	// ErrFenced when the lease is no longer the caller's or has expired.
 	Renew(ctx context.Context, l Lease) (Lease, error)
