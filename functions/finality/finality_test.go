@@ -737,3 +737,67 @@ func TestFinality_OutcomesNumberedAfterAFault(t *testing.T) {
 	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM completion_pending`).Scan(&pending))
 	assert.Zero(t, pending)
 }
+
+// TestSweepFinality_ConfirmationsDoNotWaitForReceipts: a signer with final
+// MINED transactions and stale TRACKING ones whose receipts must be looked
+// up. The receipt lookup is slow (here the node answers receipts after 2
+// s; under load it took 0.3-0.6 s), and the final ones are CONFIRMED while
+// it runs, not after it. Then what it found is written, as before: MINED,
+// and CONFIRMED in the same pass when its block is already final.
+func TestSweepFinality_ConfirmationsDoNotWaitForReceipts(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 1, func(c *config.Config) { c.StaleReceiptTimeout = 100 * time.Millisecond })
+	w.EVM.CallTimeout = 10 * time.Second
+	n := w.Node(t, "n0")
+	signer := w.Keys[0].Address
+	chainID := stacktest.ChainID().Uint64()
+	first := n.Allocate(t, signer, 3)
+	broadcastAndMine(t, w, n, signer, 3)
+	require.Equal(t, map[string]int{"MINED": 3}, w.States(t))
+	n.Allocate(t, signer, 2)
+	for w.States(t)["ALLOCATED"] > 0 {
+		_, err := n.Drain.Execute(ctx, chainID, signer)
+		require.NoError(t, err)
+	}
+	w.MineAll(t, signer, 5) // on chain; their receipts are not written yet
+	w.Mine(int(w.Cfg.Confirmations))
+	time.Sleep(150 * time.Millisecond) // the TRACKING ones are now stale
+
+	w.Proxy.Fail("eth_getTransactionReceipt", -1, rpcproxy.Fault{Delay: 2 * time.Second})
+	done := make(chan app.PassStats, 1)
+	go func() {
+		st, err := n.Finality.Pass(ctx)
+		assert.NoError(t, err)
+		done <- st
+	}()
+	stacktest.WaitFor(t, "the final MINED ones confirmed", func() bool {
+		return w.States(t)["CONFIRMED"] >= 3
+	})
+	select {
+	case <-done:
+		t.Fatal("the pass ended before the confirmations were seen: they waited for the receipt lookup")
+	default:
+	}
+	var lookups int
+	for _, c := range w.Proxy.Calls() {
+		if c.Method == "eth_getTransactionReceipt" {
+			lookups++
+		}
+	}
+	require.Positive(t, lookups, "the receipt lookup was under way")
+	var confirmed []string
+	rows, err := w.DB.Pool.Query(ctx, `SELECT id::text FROM managed_tx WHERE state = 'CONFIRMED' ORDER BY nonce`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var id string
+		require.NoError(t, rows.Scan(&id))
+		confirmed = append(confirmed, id)
+	}
+	require.NoError(t, rows.Err())
+	assert.ElementsMatch(t, first, confirmed, "the ones MINED before the pass")
+	st := <-done
+	w.Proxy.Heal()
+	assert.Equal(t, 2, st.Mined, "what the lookup found is written in the same pass")
+	assert.Equal(t, 5, st.Confirmed, "and, final already, confirmed too")
+	assert.Equal(t, map[string]int{"CONFIRMED": 5}, w.States(t))
+}
