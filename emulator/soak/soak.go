@@ -328,17 +328,19 @@ func (r *run) states(ctx context.Context) (map[string]int, error) {
 }
 
 // waitSettled waits until no row is open (ALLOCATED, TRACKING, MINED or
-// STUCK) and the creates are all stored, for at most limit.
+// STUCK), the creates are all stored and every outcome is numbered, for at
+// most limit.
 func (r *run) waitSettled(ctx context.Context, limit time.Duration) bool {
 	deadline := time.Now().Add(limit)
 	for {
 		states, err := r.states(ctx)
 		if err == nil {
 			open := states["ALLOCATED"] + states["TRACKING"] + states["MINED"] + states["STUCK"]
-			if open == 0 {
-				// The finality sweep may still be writing the last outcomes'
-				// completions; they are in the same transaction as the
-				// state, so nothing more to wait for.
+			// A write commits its outcomes first and numbers them (into
+			// the feed) right after, or the next finality pass does.
+			var pending bool
+			err = r.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM completion_pending)`).Scan(&pending)
+			if err == nil && open == 0 && !pending {
 				return true
 			}
 		}

@@ -80,11 +80,16 @@ func waitFor(t testing.TB, what string, within time.Duration, cond func() bool) 
 	}
 }
 
+// waitState waits until id is in state want and its outcomes, if any, are
+// numbered (in tx_completion): a write commits the state first and numbers
+// its outcome right after.
 func waitState(t testing.TB, w *stacktest.World, id string, want txm.State, within time.Duration) {
 	t.Helper()
 	waitFor(t, fmt.Sprintf("tx %s to be %s", id, want), within, func() bool {
 		s, _ := txState(t, w, id)
-		return s == string(want)
+		var pending bool
+		require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM completion_pending WHERE tx_id = $1)`, id).Scan(&pending))
+		return s == string(want) && !pending
 	})
 }
 

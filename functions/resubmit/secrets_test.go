@@ -50,7 +50,7 @@ func TestIssue11_SecretsRedacted(t *testing.T) {
 	var sources []string
 	sources = append(sources, logs.String())
 	require.Contains(t, logs.String(), "endpoint 0 (http://127.0.0.1", "the logs name the endpoint, redacted")
-	tables := []string{"managed_tx", "tx_attempt", "tx_history", "outbox", "tx_completion", "tx_action", "audit_log", "signer_lease"}
+	tables := []string{"managed_tx", "tx_attempt", "tx_history", "outbox", "tx_completion", "completion_pending", "tx_action", "audit_log", "signer_lease"}
 	for _, table := range tables {
 		rows, err := w.DB.Pool.Query(ctx, `SELECT row_to_json(x)::text FROM `+table+` x`)
 		require.NoError(t, err)

@@ -130,7 +130,7 @@ func TestIssue12_TwoShards(t *testing.T) {
 			sort.Slice(ns, func(i, j int) bool { return ns[i] < ns[j] })
 			require.Equal(t, []uint64{0, 1, 2}, ns, "nonces of %s", a.Hex())
 		}
-		for _, table := range []string{"signer_nonce_cursor", "signer_lease", "tx_completion", "principal_usage"} {
+		for _, table := range []string{"signer_nonce_cursor", "signer_lease", "tx_completion", "completion_pending", "principal_usage"} {
 			rows, err := pool.Query(ctx, `SELECT DISTINCT signer::text FROM `+table)
 			require.NoError(t, err)
 			for rows.Next() {
