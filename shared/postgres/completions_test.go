@@ -251,3 +251,85 @@ SELECT id, 1, '0x' || encode(sha256(($1::text || $2::bigint::text)::bytea), 'hex
 RETURNING tx_id::text`, txm.CanonicalAddress(who), nonce, state, status, block, hash.Hex()).Scan(&id))
 	return id
 }
+
+// TestFinalizeMany_EachSignerUnderItsOwnLease: a pass takes the chain
+// leases of many signers in one statement (AcquireMany: those another
+// holds are left out), ends what is MINED in each one's given blocks in
+// one transaction (FinalizeMany), and lets the leases go in one
+// (ReleaseMany). A signer whose lease was lost meanwhile is left alone and
+// reported fenced, while the others' outcomes are written and numbered.
+func TestFinalizeMany_EachSignerUnderItsOwnLease(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.New(t)
+	s := testStore(t, db.Pool)
+	a, b, held, lost := common.HexToAddress("0xb1"), common.HexToAddress("0xb2"), common.HexToAddress("0xb3"), common.HexToAddress("0xb4")
+	hash := common.HexToHash("0xcc")
+	aFinal := insertTx(t, db, a, 0, "MINED", 1, 10, hash)
+	aLater := insertTx(t, db, a, 1, "MINED", 1, 11, hash) // block 11 is not given for a
+	bFinal := insertTx(t, db, b, 0, "MINED", 1, 10, hash)
+	bReverted := insertTx(t, db, b, 1, "MINED", 0, 11, hash)
+	heldTx := insertTx(t, db, held, 0, "MINED", 1, 10, hash)
+	lostTx := insertTx(t, db, lost, 0, "MINED", 1, 10, hash)
+	key := func(who common.Address) txm.LeaseKey {
+		return txm.LeaseKey{ChainID: 1, Signer: who, Scope: txm.ScopeChain}
+	}
+	_, _, err := s.Leases().Acquire(ctx, key(held), "drain")
+	require.NoError(t, err)
+
+	leases, err := s.Leases().AcquireMany(ctx, []txm.LeaseKey{key(a), key(b), key(held), key(lost)}, "finality")
+	require.NoError(t, err)
+	got := map[common.Address]txm.Lease{}
+	for _, l := range leases {
+		assert.Equal(t, "finality", l.Owner)
+		got[l.Key.Signer] = l
+	}
+	require.Len(t, got, 3, "all but the one another holds")
+	require.NotContains(t, got, held)
+	// lost's lease is taken over by another before the write.
+	_, err = db.Pool.Exec(ctx, `UPDATE signer_lease SET expires_at = '-infinity' WHERE signer = $1 AND scope = 'chain'`,
+		txm.CanonicalAddress(lost))
+	require.NoError(t, err)
+	thief, _, err := s.Leases().Acquire(ctx, key(lost), "thief")
+	require.NoError(t, err)
+
+	ten, eleven := txm.Header{Number: 10, Hash: hash}, txm.Header{Number: 11, Hash: hash}
+	final, outbox, err := s.FinalizeMany(ctx, []txm.LeaseBlocks{
+		{Lease: got[a], Blocks: []txm.Header{ten}},
+		{Lease: got[b], Blocks: []txm.Header{ten, eleven}},
+		{Lease: got[lost], Blocks: []txm.Header{ten}},
+	})
+	require.ErrorIs(t, err, txm.ErrFenced, "the lost lease is reported")
+	ended := map[string]txm.State{}
+	for _, f := range final {
+		ended[f.TxID] = f.State
+	}
+	assert.Equal(t, map[string]txm.State{aFinal: txm.StateConfirmed, bFinal: txm.StateConfirmed, bReverted: txm.StateFailedFinal}, ended)
+	assert.Len(t, outbox, 3, "each outcome numbered, with its message")
+	states := map[string]string{}
+	rows, err := db.Pool.Query(ctx, `SELECT id::text, state FROM managed_tx`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var id, st string
+		require.NoError(t, rows.Scan(&id, &st))
+		states[id] = st
+	}
+	require.NoError(t, rows.Err())
+	assert.Equal(t, map[string]string{aFinal: "CONFIRMED", aLater: "MINED", bFinal: "CONFIRMED", bReverted: "FAILED_FINAL",
+		heldTx: "MINED", lostTx: "MINED"}, states)
+	var history int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM tx_history WHERE reason = 'final' AND owner = 'finality'`).Scan(&history))
+	assert.Equal(t, 3, history)
+	feed, err := s.CompletionsAfter(ctx, 0, 10, nil)
+	require.NoError(t, err)
+	assert.Len(t, feed, 3)
+
+	// ReleaseMany lets every lease still ours go; the lost one is reported.
+	err = s.Leases().ReleaseMany(ctx, []txm.Lease{got[a], got[b], got[lost]})
+	require.ErrorIs(t, err, txm.ErrFenced)
+	require.NoError(t, s.Leases().Check(ctx, thief), "the thief's lease is untouched")
+	for _, who := range []common.Address{a, b} {
+		_, _, err := s.Leases().Acquire(ctx, key(who), "next")
+		require.NoError(t, err, "released")
+	}
+}

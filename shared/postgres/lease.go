@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -305,4 +306,124 @@ func (s *Leases) fenced(ctx context.Context, l txm.Lease, op, txID string) error
 	}
 	s.log.WarnContext(ctx, "fenced write rejected", attrs...)
 	return fmt.Errorf("%s %s owner %s token %d: %w", op, l.Key, l.Owner, l.Token, txm.ErrFenced)
+}
+
+// acquireManySQL is acquireSQL for many signers of one scope and owner at
+// once ($1 chains, $2 signers, no want is waited for): it locks the
+// existing rows in (chain, signer) order, so that it cannot deadlock with
+// another caller, and returns the leases it took or renewed; the others
+// are held by another owner.
+const acquireManySQL = `
+WITH k AS (
+    SELECT DISTINCT * FROM unnest($1::bigint[], $2::text[]) AS k(c, s)
+), prev AS (
+    SELECT l.chain_id, l.signer::text AS signer, l.fencing_token FROM signer_lease l JOIN k ON l.chain_id = k.c AND l.signer = k.s
+    WHERE l.scope = $3
+    ORDER BY l.chain_id, l.signer
+    FOR UPDATE OF l
+)
+INSERT INTO signer_lease AS l (chain_id, signer, scope, owner, fencing_token, expires_at, updated_at)
+SELECT k.c, k.s, $3, $4, 1, clock_timestamp() + $5::interval, clock_timestamp()
+FROM k LEFT JOIN prev ON prev.chain_id = k.c AND prev.signer = k.s
+ORDER BY k.c, k.s
+ON CONFLICT (chain_id, signer, scope) DO UPDATE
+SET owner = EXCLUDED.owner,
+    fencing_token = CASE
+        WHEN l.owner = EXCLUDED.owner AND l.expires_at > clock_timestamp() THEN l.fencing_token
+        ELSE l.fencing_token + 1 END,
+    expires_at = clock_timestamp() + $5::interval,
+    updated_at = clock_timestamp(),
+    wanted_at = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > clock_timestamp() THEN l.wanted_at END
+WHERE (l.owner = EXCLUDED.owner AND l.expires_at > clock_timestamp())
+   OR l.expires_at <= clock_timestamp() - $6::interval
+RETURNING l.chain_id, l.signer::text, l.fencing_token, l.expires_at,
+    (SELECT p.fencing_token FROM prev p WHERE p.chain_id = l.chain_id AND p.signer = l.signer::text)`
+
+// AcquireMany implements txm.LeaseStore: one statement for every key (all
+// of one scope).
+func (s *Leases) AcquireMany(ctx context.Context, keys []txm.LeaseKey, owner string) ([]txm.Lease, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	chains, signers := make([]int64, len(keys)), make([]string, len(keys))
+	for i, k := range keys {
+		if err := validAcquire(k, owner); err != nil {
+			return nil, err
+		}
+		if k.Scope != keys[0].Scope {
+			return nil, fmt.Errorf("acquire leases: %w: one scope at a time", txm.ErrInvalid)
+		}
+		chains[i], signers[i] = int64(k.ChainID), txm.CanonicalAddress(k.Signer)
+	}
+	rows, err := s.pool.Query(ctx, acquireManySQL, chains, signers, string(keys[0].Scope), owner, s.cfg.Duration, s.cfg.ClockSkew)
+	if err != nil {
+		return nil, fmt.Errorf("acquire leases: %w", translate(err))
+	}
+	defer rows.Close()
+	var taken []txm.Lease
+	for rows.Next() {
+		var chain int64
+		var signer string
+		var prev *int64
+		l := txm.Lease{Owner: owner}
+		if err := rows.Scan(&chain, &signer, &l.Token, &l.ExpiresAt, &prev); err != nil {
+			return nil, fmt.Errorf("acquire leases: %w", translate(err))
+		}
+		l.Key = txm.LeaseKey{ChainID: uint64(chain), Signer: common.HexToAddress(signer), Scope: keys[0].Scope}
+		result := txm.AcquireTakenOver
+		switch {
+		case prev == nil:
+			result = txm.AcquireNew
+		case *prev == l.Token:
+			result = txm.AcquireRenewed
+		}
+		s.metrics.LeaseAcquire(ctx, string(result))
+		taken = append(taken, l)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("acquire leases: %w", translate(err))
+	}
+	for range len(keys) - len(taken) {
+		s.metrics.LeaseAcquire(ctx, "held")
+	}
+	return taken, nil
+}
+
+// ReleaseMany implements txm.LeaseStore: one statement; a lease that is no
+// longer the caller's is left alone and counted fenced.
+func (s *Leases) ReleaseMany(ctx context.Context, leases []txm.Lease) error {
+	if len(leases) == 0 {
+		return nil
+	}
+	chains, signers, scopes, owners, tokens := make([]int64, len(leases)), make([]string, len(leases)),
+		make([]string, len(leases)), make([]string, len(leases)), make([]int64, len(leases))
+	for i, l := range leases {
+		chains[i], signers[i], scopes[i], owners[i], tokens[i] = int64(l.Key.ChainID), txm.CanonicalAddress(l.Key.Signer),
+			string(l.Key.Scope), l.Owner, l.Token
+	}
+	rows, err := s.pool.Query(ctx, `
+WITH r AS (
+    UPDATE signer_lease l SET expires_at = '-infinity', updated_at = clock_timestamp()
+    FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bigint[]) AS u(c, s, scope, owner, token)
+    WHERE l.chain_id = u.c AND l.signer = u.s AND l.scope = u.scope AND l.owner = u.owner AND l.fencing_token = u.token
+    RETURNING l.chain_id, l.signer::text AS signer
+)
+SELECT u.ord::int FROM unnest($1::bigint[], $2::text[]) WITH ORDINALITY AS u(c, s, ord)
+WHERE NOT EXISTS (SELECT 1 FROM r WHERE r.chain_id = u.c AND r.signer = u.s)`, chains, signers, scopes, owners, tokens)
+	if err != nil {
+		return fmt.Errorf("release leases: %w", translate(err))
+	}
+	defer rows.Close()
+	var errs []error
+	for rows.Next() {
+		var ord int
+		if err := rows.Scan(&ord); err != nil {
+			return fmt.Errorf("release leases: %w", translate(err))
+		}
+		errs = append(errs, s.fenced(ctx, leases[ord-1], "lease_release", ""))
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("release leases: %w", translate(err))
+	}
+	return errors.Join(errs...)
 }
