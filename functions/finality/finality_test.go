@@ -626,8 +626,7 @@ func TestFinalityRun_ASlowSignerHoldsUpNoOther(t *testing.T) {
 
 	var once sync.Once
 	stuck, release := make(chan struct{}), make(chan struct{})
-	// Each signer swept on its own, so that one of them can be stuck.
-	n.Finality.SetHooks(app.SweepHooks{Apart: true, BeforeWrite: func() {
+	n.Finality.SetHooks(app.SweepHooks{BeforeWrite: func() {
 		first := false
 		once.Do(func() { first = true })
 		if first {

@@ -41,12 +41,8 @@ type SweepFinality struct {
 // them nil.
 type SweepHooks struct {
 	// BeforeWrite runs for each signer after its mined transactions and
-	// their blocks were read, before anything is written (once for the
-	// signers a pass finalizes together).
+	// their blocks were read, before anything is written.
 	BeforeWrite func()
-	// Apart sweeps every signer on its own: no signers are finalized
-	// together (finalizeTogether).
-	Apart bool
 }
 
 // SetHooks installs test hooks.
@@ -263,16 +259,7 @@ func (s *SweepFinality) launch(ctx context.Context, sw *sweeps) error {
 			_ = views[id].load(ctx, heights)
 		}
 	}
-	together := s.finalizeTogether(ctx, views, work, sw)
 	for _, ref := range work {
-		if together[ref.SignerRef] {
-			// Its final blocks are written, and its reported ones are
-			// unchanged: only its receipts are left.
-			if !ref.Stale {
-				continue
-			}
-			ref.MinedBlocks, ref.ReportedBlocks = nil, nil
-		}
 		if !s.claim(ref.SignerRef) {
 			sw.mu.Lock()
 			sw.st.Skipped++
@@ -299,100 +286,6 @@ func (s *SweepFinality) launch(ctx context.Context, sw *sweeps) error {
 		})
 	}
 	return errors.Join(errs...)
-}
-
-// finalizeTogether writes, for every signer whose only blocks work is
-// final blocks (no reported block changed, no MINED one's block gone), its
-// final outcomes, all in few statements: their chain leases taken in one
-// (AcquireMany), their transactions moved in one transaction
-// (FinalizeMany), the leases let go in one. One by one, each signer cost
-// a lease acquisition, a transaction and a release, some seven round trips;
-// with a hundred signers at a block a second that was most of a pass, and
-// a tenth of what the database did under bench-pipeline. It returns the
-// signers it finalized; those whose lease another holds (a hot signer's
-// drain) are left to their own sweep, which waits for the lease.
-func (s *SweepFinality) finalizeTogether(ctx context.Context, views map[uint64]*chainView, work []txm.SignerWork, sw *sweeps) map[txm.SignerRef]bool {
-	if s.hooks.Apart {
-		return nil
-	}
-	blocks := map[txm.SignerRef][]txm.Header{}
-	var keys []txm.LeaseKey
-	for _, w := range work {
-		final, ok := s.finalOnly(views[w.ChainID], w)
-		if !ok || len(final) == 0 || !s.claim(w.SignerRef) {
-			continue
-		}
-		defer s.unclaim(w.SignerRef)
-		blocks[w.SignerRef] = final
-		keys = append(keys, txm.LeaseKey{ChainID: w.ChainID, Signer: w.Signer, Scope: txm.ScopeChain})
-	}
-	if len(keys) == 0 {
-		return nil
-	}
-	fail := func(err error) {
-		sw.mu.Lock()
-		defer sw.mu.Unlock()
-		sw.failed++
-		sw.last = fmt.Errorf("signers finalized together: %w", err)
-	}
-	leases, err := s.leases.AcquireMany(ctx, keys, s.cfg.InstanceID+"/finality/"+uuid.NewString())
-	if err != nil {
-		fail(err)
-		return nil
-	}
-	if len(leases) == 0 {
-		return nil
-	}
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := s.leases.ReleaseMany(rctx, leases); err != nil && !errors.Is(err, txm.ErrFenced) {
-			s.log.WarnContext(ctx, "release chain leases", slog.Any("error", err))
-		}
-	}()
-	work2 := make([]txm.LeaseBlocks, len(leases))
-	done := make(map[txm.SignerRef]bool, len(leases))
-	for i, l := range leases {
-		ref := txm.SignerRef{ChainID: l.Key.ChainID, Signer: l.Key.Signer}
-		work2[i] = txm.LeaseBlocks{Lease: l, Blocks: blocks[ref]}
-		done[ref] = true
-	}
-	if s.hooks.BeforeWrite != nil {
-		s.hooks.BeforeWrite()
-	}
-	final, ids, err := s.store.FinalizeMany(ctx, work2)
-	s.relay.Publish(ctx, ids)
-	sw.mu.Lock()
-	sw.st.Signers += len(leases)
-	for _, f := range final {
-		if f.State == txm.StateConfirmed {
-			sw.st.Confirmed++
-		} else {
-			sw.st.Failed++
-		}
-		s.metrics.Latency(ctx, metrics.StageConfirmation, time.Since(f.CreatedAt).Seconds())
-	}
-	sw.mu.Unlock()
-	if err != nil {
-		fail(err)
-		if len(final) == 0 && !errors.Is(err, txm.ErrFenced) {
-			return nil // nothing was written: each signer's own sweep tries
-		}
-	}
-	return done
-}
-
-// finalOnly returns the final blocks among w's MINED ones when that is all
-// its blocks call for: false when a reported block changed or a MINED
-// one's block left the chain (its own sweep reads and settles those).
-func (s *SweepFinality) finalOnly(view *chainView, w txm.SignerWork) ([]txm.Header, bool) {
-	for _, b := range w.ReportedBlocks {
-		if h := view.header(b.Number); h != nil && h.Hash != b.Hash {
-			return nil, false
-		}
-	}
-	final, reorg := s.finalBlocks(view, w.MinedBlocks, nil)
-	return final, !reorg
 }
 
 // sweepSigner looks without the signer's chain lease (the receipts of its

@@ -3,12 +3,10 @@ package postgres
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -260,98 +258,6 @@ WITH moved AS (`+finalSet+`
 		final[i] = txm.Final{TxID: f.id, State: txm.State(f.state), CreatedAt: f.createdAt}
 	}
 	return final, outbox, nil
-}
-
-// finalizeManySQL is FinalizeBlocks's statement for many signers, each
-// fenced by its own lease ($1-$7: chain, signer, owner, token, block
-// number and hash per block, and the scope).
-var finalizeManySQL = `
-WITH b AS (
-    SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::text[])
-        AS b(chain_id, signer, owner, token, number, hash)
-), moved AS (` + strings.Replace(finalSet, "$5::bigint", "b.token", 1) + `
-    FROM tx_attempt a, b
-    WHERE t.chain_id = b.chain_id AND t.signer = b.signer
-      AND t.receipt_block_number = b.number AND t.receipt_block_hash = b.hash
-      AND a.tx_id = t.id AND a.attempt_no = t.receipt_attempt_no
-      AND ` + moveFinal.guard() + `
-      AND EXISTS (
-        SELECT 1 FROM signer_lease fl
-        WHERE fl.chain_id = b.chain_id AND fl.signer = b.signer AND fl.scope = $7::text
-          AND fl.owner = b.owner AND fl.fencing_token = b.token AND fl.expires_at > clock_timestamp()
-        FOR SHARE)
-    RETURNING t.id, t.chain_id, t.signer::text, t.state, t.sub_state, t.nonce, a.tx_hash, t.created_at,
-        (SELECT o.fork_pending FROM managed_tx o WHERE o.id = t.id) AS fork, b.owner, b.token
-), hist AS (
-    INSERT INTO tx_history (tx_id, from_state, to_state, sub_state, reason, owner, fencing_token)
-    SELECT id, 'MINED', state, sub_state, 'final', owner, token FROM moved
-)
-SELECT m.id::text, m.chain_id, m.signer, m.state, coalesce(m.sub_state, ''), m.nonce, m.fork, m.tx_hash, m.created_at
-FROM moved m ORDER BY m.chain_id, m.signer, m.nonce`
-
-// FinalizeMany implements txm.ReceiptStore: one statement moves every
-// signer's final transactions, in one transaction with their outcomes,
-// which are then numbered. A signer with nothing moved whose lease is no
-// longer held is counted and logged fenced, and its ErrFenced returned
-// (joined) with what the others' moves did.
-func (s *Store) FinalizeMany(ctx context.Context, work []txm.LeaseBlocks) ([]txm.Final, []int64, error) {
-	var chains, numbers, tokens []int64
-	var signers, owners, hashes []string
-	scope := string(txm.ScopeChain)
-	for _, w := range work {
-		scope = string(w.Lease.Key.Scope)
-		for _, b := range w.Blocks {
-			chains, signers = append(chains, int64(w.Lease.Key.ChainID)), append(signers, txm.CanonicalAddress(w.Lease.Key.Signer))
-			owners, tokens = append(owners, w.Lease.Owner), append(tokens, w.Lease.Token)
-			numbers, hashes = append(numbers, int64(b.Number)), append(hashes, b.Hash.Hex())
-		}
-	}
-	if len(chains) == 0 {
-		return nil, nil, nil
-	}
-	var done []finalized
-	err := WithTx(ctx, s.pool, func(tx pgx.Tx) error {
-		done = done[:0]
-		rows, err := tx.Query(ctx, finalizeManySQL, chains, signers, owners, tokens, numbers, hashes, scope)
-		if err != nil {
-			return fmt.Errorf("finalize: %w", translate(err))
-		}
-		for rows.Next() {
-			var f finalized
-			if err := rows.Scan(&f.id, &f.chainID, &f.signer, &f.state, &f.subState, &f.nonce, &f.fork, &f.hash, &f.createdAt); err != nil {
-				rows.Close()
-				return fmt.Errorf("finalize: %w", translate(err))
-			}
-			done = append(done, f)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("finalize: %w", translate(err))
-		}
-		return s.writeCompletions(ctx, tx, done)
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	moved := map[txm.SignerRef]bool{}
-	final := make([]txm.Final, len(done))
-	for i, f := range done {
-		final[i] = txm.Final{TxID: f.id, State: txm.State(f.state), CreatedAt: f.createdAt}
-		moved[txm.SignerRef{ChainID: uint64(f.chainID), Signer: common.HexToAddress(f.signer)}] = true
-	}
-	var fenced []error
-	for _, w := range work {
-		if !moved[txm.SignerRef{ChainID: w.Lease.Key.ChainID, Signer: w.Lease.Key.Signer}] {
-			if err := s.leases.check(ctx, s.pool, w.Lease, "finalize", ""); err != nil {
-				fenced = append(fenced, err)
-			}
-		}
-	}
-	var outbox []int64
-	if len(done) > 0 {
-		outbox = s.numberAfter(ctx, "finalize")
-	}
-	return final, outbox, errors.Join(fenced...)
 }
 
 // report runs a statement that moves the transactions txIDs to a reported

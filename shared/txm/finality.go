@@ -131,11 +131,6 @@ type ReceiptStore interface {
 	// them and their outbox rows. What is not MINED in those blocks when it
 	// runs is left alone.
 	FinalizeBlocks(ctx context.Context, l Lease, blocks []Header) ([]Final, []int64, error)
-	// FinalizeMany is FinalizeBlocks for many signers at once, each under
-	// its own lease: one transaction for all of them. A signer whose lease
-	// is no longer held is left alone: its ErrFenced is returned, joined,
-	// with what the others' moves did.
-	FinalizeMany(ctx context.Context, work []LeaseBlocks) ([]Final, []int64, error)
 	// Reorged moves a MINED transaction back to TRACKING: its receipt block
 	// left the canonical chain.
 	Reorged(ctx context.Context, l Lease, txID string, detail string) error
@@ -200,13 +195,6 @@ type ResubmitStore interface {
 }
 
 // Final is a transaction FinalizeBlocks moved to its final outcome.
-// LeaseBlocks is a signer's final blocks (see FinalizeBlocks) and the
-// chain lease it holds to write them.
-type LeaseBlocks struct {
-	Lease  Lease
-	Blocks []Header
-}
-
 type Final struct {
 	TxID      string
 	State     State // CONFIRMED or FAILED_FINAL

@@ -78,13 +78,6 @@ type LeaseStore interface {
 	// Release gives the lease up so that another owner can take it over at
 	// once. It returns ErrFenced when the caller is not the holder.
 	Release(ctx context.Context, l Lease) error
-	// AcquireMany acquires the leases of keys (all of one scope) for owner
-	// at once, as Acquire would each, and returns those it took or
-	// renewed; the others are held by another owner.
-	AcquireMany(ctx context.Context, keys []LeaseKey, owner string) ([]Lease, error)
-	// ReleaseMany releases leases at once; one that is no longer the
-	// caller's is left alone and reported (ErrFenced).
-	ReleaseMany(ctx context.Context, leases []Lease) error
 	// Check returns nil when l is still current by database time, ErrFenced
 	// otherwise. Callers check before a side effect outside the database.
 	Check(ctx context.Context, l Lease) error
