@@ -807,3 +807,38 @@ func TestSweepFinality_ConfirmationsDoNotWaitForReceipts(t *testing.T) {
 	assert.Equal(t, 5, st.Confirmed, "and, final already, confirmed too")
 	assert.Equal(t, map[string]int{"CONFIRMED": 5}, w.States(t))
 }
+
+// A sweep's next pass starts when the chain's head moves, not an interval
+// after the last: with an interval far longer than the test, the blocks
+// that complete the depth of MINED transactions get them CONFIRMED. A head
+// that stays put starts no pass (the sweep does not spin between blocks).
+func TestSweepFinality_PassesFollowTheHead(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 1)
+	n := w.Node(t, "n0")
+	signer := w.Keys[0].Address
+	n.Allocate(t, signer, 3)
+	broadcastAndMine(t, w, n, signer, 3)
+	require.Equal(t, map[string]int{"MINED": 3}, w.States(t))
+
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan app.PassStats, 1)
+	go func() {
+		st, err := n.Finality.Run(rctx, 2*time.Hour, time.Hour)
+		assert.NoError(t, err)
+		done <- st
+	}()
+	time.Sleep(500 * time.Millisecond) // the first pass, then polls of an unchanged head
+	require.Equal(t, map[string]int{"MINED": 3}, w.States(t), "not deep enough yet")
+	w.Mine(int(w.Cfg.Confirmations))
+	stacktest.WaitFor(t, "confirmed by a pass the new blocks started", func() bool {
+		return w.States(t)["CONFIRMED"] == 3
+	})
+	cancel()
+	st := <-done
+	assert.Equal(t, 3, st.Confirmed)
+	// The first pass and at most one per block mined since swept the signer.
+	assert.LessOrEqual(t, st.Signers, 1+int(w.Cfg.Confirmations), "passes ran without a new head")
+	assert.GreaterOrEqual(t, st.Signers, 2)
+}

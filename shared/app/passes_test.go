@@ -21,7 +21,7 @@ func TestRunPasses_GoesOnAfterAFailedPass(t *testing.T) {
 			return 1, errors.New("signer 0xabc: batch too large")
 		}
 		return 1, nil
-	}, func(n int) { total += n })
+	}, func(n int) { total += n }, sleep(5*time.Millisecond))
 	require.Greater(t, calls, 1, "passes after the failed one ran")
 	require.Equal(t, calls, total)
 	require.ErrorContains(t, err, "1 of")
@@ -30,6 +30,6 @@ func TestRunPasses_GoesOnAfterAFailedPass(t *testing.T) {
 	calls = 0
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	require.NoError(t, runPasses(ctx, time.Minute, time.Millisecond, func(context.Context) (int, error) { calls++; return 0, nil }, func(int) {}))
+	require.NoError(t, runPasses(ctx, time.Minute, time.Millisecond, func(context.Context) (int, error) { calls++; return 0, nil }, func(int) {}, sleep(time.Millisecond)))
 	require.Equal(t, 1, calls, "an ended context stops after the pass in hand")
 }

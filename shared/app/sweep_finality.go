@@ -35,6 +35,9 @@ type SweepFinality struct {
 
 	busyMu sync.Mutex
 	busy   map[txm.SignerRef]bool // signers being swept in this process
+
+	headsMu sync.Mutex
+	heads   map[uint64]txm.Header // each chain's head as last seen (by a pass or between passes)
 }
 
 // SweepHooks let tests stop a sweep at a chosen point. Production leaves
@@ -72,8 +75,13 @@ func (p *PassStats) add(o PassStats) {
 	p.Rebroadcast += o.Rebroadcast
 }
 
-// Run sweeps pass after pass for budget, pausing interval between passes.
-// A pass does not wait for the signers it started: a signer still being
+// Run sweeps pass after pass for budget: the next pass starts as soon as a
+// chain's head moved (asked every headPoll), and interval after the last
+// one at the latest. A block can only complete a transaction's depth, show
+// a receipt or replace a block when the head moves, and passes every
+// interval found it up to an interval late: in bench-pipeline the pause
+// was most of the finality lag of every signer but the hot one. A pass
+// does not wait for the signers it started: a signer still being
 // swept (waiting for its lease behind a hot signer's drain, say) is left out
 // of the next passes until it is done, and the other signers are swept
 // again on time. Passes that waited for their slowest signer held every
@@ -83,7 +91,7 @@ func (s *SweepFinality) Run(ctx context.Context, budget, interval time.Duration)
 	sw := s.sweeping()
 	err := runPasses(ctx, budget, interval, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, s.launch(ctx, sw)
-	}, func(struct{}) {})
+	}, func(struct{}) {}, s.untilHeadMoves(interval))
 	st, serr := sw.wait()
 	return st, errors.Join(err, serr)
 }
@@ -180,13 +188,66 @@ func (v *chainView) header(n uint64) *txm.Header {
 	return v.headers[n]
 }
 
+// headPoll is how often a finality sweep asks its chains for their head
+// between passes: one small call per chain.
+const headPoll = 100 * time.Millisecond
+
+// untilHeadMoves is Run's pause between passes: until a chain's head
+// differs from the one last seen (or a head is seen for the first time),
+// or interval.
+func (s *SweepFinality) untilHeadMoves(interval time.Duration) func(context.Context) {
+	return func(ctx context.Context) {
+		deadline := time.Now().Add(interval)
+		for {
+			wait := min(headPoll, time.Until(deadline))
+			if wait <= 0 {
+				return
+			}
+			sleep(wait)(ctx)
+			if ctx.Err() != nil || s.headMoved(ctx) {
+				return
+			}
+		}
+	}
+}
+
+// headMoved asks each chain for its head and reports whether one moved
+// since it was last seen. A chain that does not answer in time counts as
+// not moved: the pass at the interval reports it.
+func (s *SweepFinality) headMoved(ctx context.Context) bool {
+	moved := false
+	for id, chain := range s.chains {
+		hctx, cancel := context.WithTimeout(ctx, headPoll)
+		h, err := chain.Head(hctx)
+		cancel()
+		if err == nil && s.sawHead(id, h) {
+			moved = true
+		}
+	}
+	return moved
+}
+
+// sawHead records h as chain id's head and reports whether it differs from
+// the one seen before.
+func (s *SweepFinality) sawHead(id uint64, h txm.Header) bool {
+	s.headsMu.Lock()
+	defer s.headsMu.Unlock()
+	if s.heads == nil {
+		s.heads = map[uint64]txm.Header{}
+	}
+	last, seen := s.heads[id]
+	s.heads[id] = h
+	return !seen || last != h
+}
+
 // view reads a chain's head (and finalized block) once for a pass.
-func (s *SweepFinality) view(ctx context.Context, chain txm.Chain) (*chainView, error) {
+func (s *SweepFinality) view(ctx context.Context, id uint64, chain txm.Chain) (*chainView, error) {
 	v := &chainView{chain: chain, headers: map[uint64]*txm.Header{}}
 	var err error
 	if v.head, err = chain.Head(ctx); err != nil {
 		return nil, fmt.Errorf("head: %w", err)
 	}
+	s.sawHead(id, v.head)
 	if s.cfg.FinalityMode == config.FinalityFinalized {
 		f, err := chain.Finalized(ctx)
 		if err != nil {
@@ -237,7 +298,7 @@ func (s *SweepFinality) launch(ctx context.Context, sw *sweeps) error {
 		}
 		view, seen := views[ref.ChainID]
 		if !seen {
-			if view, err = s.view(ctx, chain); err != nil {
+			if view, err = s.view(ctx, ref.ChainID, chain); err != nil {
 				s.metrics.ReceiptCheck(ctx, "rpc_error")
 				errs = append(errs, fmt.Errorf("chain %d %w", ref.ChainID, err))
 			}

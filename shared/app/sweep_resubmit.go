@@ -110,7 +110,7 @@ func (s *SweepResubmit) Run(ctx context.Context, budget, interval time.Duration)
 	if err := s.store.PruneUsage(ctx); err != nil {
 		s.log.WarnContext(ctx, "prune principal usage", "err", err)
 	}
-	err := runPasses(ctx, budget, interval, s.Pass, total.add)
+	err := runPasses(ctx, budget, interval, s.Pass, total.add, sleep(interval))
 	return total, err
 }
 
