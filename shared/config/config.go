@@ -233,7 +233,7 @@ type Config struct {
 	FinalityMode     FinalityMode
 	Confirmations    uint64
 	FinalityBudget   time.Duration // how long one FinalitySweep invocation keeps sweeping: a little past the scheduler period, so that invocations overlap rather than leave a gap
-	FinalityInterval time.Duration // pause between sweep passes
+	FinalityInterval time.Duration // longest pause between sweep passes (a pass starts sooner when a chain's head moves)
 	// ReorgWatch is how long after reporting an outcome the finality sweep
 	// keeps checking its block (confirmations mode): a reorg deeper than the
 	// confirmation depth reopens the transaction and its next outcome
