@@ -33,3 +33,17 @@ func TestRunPasses_GoesOnAfterAFailedPass(t *testing.T) {
 	require.NoError(t, runPasses(ctx, time.Minute, time.Millisecond, func(context.Context) (int, error) { calls++; return 0, nil }, func(int) {}, sleep(time.Millisecond)))
 	require.Equal(t, 1, calls, "an ended context stops after the pass in hand")
 }
+
+// A finality sweep asks for the head every fifth of its interval, but not
+// more often than every 10 ms nor less often than every second.
+func TestHeadPoll_AFifthOfTheIntervalWithinBounds(t *testing.T) {
+	t.Parallel()
+	for interval, want := range map[time.Duration]time.Duration{
+		500 * time.Millisecond: 100 * time.Millisecond,
+		2 * time.Second:        400 * time.Millisecond,
+		20 * time.Millisecond:  10 * time.Millisecond,
+		time.Hour:              time.Second,
+	} {
+		require.Equal(t, want, headPoll(interval), "interval %s", interval)
+	}
+}

@@ -76,7 +76,7 @@ func (p *PassStats) add(o PassStats) {
 }
 
 // Run sweeps pass after pass for budget: the next pass starts as soon as a
-// chain's head moved (asked every headPoll), and interval after the last
+// chain's head moved (asked every fifth of interval), and interval after the last
 // one at the latest. A block can only complete a transaction's depth, show
 // a receipt or replace a block when the head moves, and passes every
 // interval found it up to an interval late: in bench-pipeline the pause
@@ -189,35 +189,41 @@ func (v *chainView) header(n uint64) *txm.Header {
 }
 
 // headPoll is how often a finality sweep asks its chains for their head
-// between passes: one small call per chain.
-const headPoll = 100 * time.Millisecond
+// between passes: a fifth of the interval (one small call per chain each
+// time; 100 ms on the local stack, 400 ms by default), within bounds, so
+// that a head that moved is seen within a fifth of the interval and a
+// hosted node is not asked more than a few times per pass.
+func headPoll(interval time.Duration) time.Duration {
+	return min(max(interval/5, 10*time.Millisecond), time.Second)
+}
 
 // untilHeadMoves is Run's pause between passes: until a chain's head
 // differs from the one last seen (or a head is seen for the first time),
 // or interval.
 func (s *SweepFinality) untilHeadMoves(interval time.Duration) func(context.Context) {
+	poll := headPoll(interval)
 	return func(ctx context.Context) {
 		deadline := time.Now().Add(interval)
 		for {
-			wait := min(headPoll, time.Until(deadline))
+			wait := min(poll, time.Until(deadline))
 			if wait <= 0 {
 				return
 			}
 			sleep(wait)(ctx)
-			if ctx.Err() != nil || s.headMoved(ctx) {
+			if ctx.Err() != nil || s.headMoved(ctx, max(poll, 200*time.Millisecond)) {
 				return
 			}
 		}
 	}
 }
 
-// headMoved asks each chain for its head and reports whether one moved
-// since it was last seen. A chain that does not answer in time counts as
-// not moved: the pass at the interval reports it.
-func (s *SweepFinality) headMoved(ctx context.Context) bool {
+// headMoved asks each chain for its head (each within timeout) and reports
+// whether one moved since it was last seen. A chain that does not answer in
+// time counts as not moved: the pass at the interval reports it.
+func (s *SweepFinality) headMoved(ctx context.Context, timeout time.Duration) bool {
 	moved := false
 	for id, chain := range s.chains {
-		hctx, cancel := context.WithTimeout(ctx, headPoll)
+		hctx, cancel := context.WithTimeout(ctx, timeout)
 		h, err := chain.Head(hctx)
 		cancel()
 		if err == nil && s.sawHead(id, h) {
