@@ -76,17 +76,16 @@ func (p *PassStats) add(o PassStats) {
 }
 
 // Run sweeps pass after pass for budget: the next pass starts as soon as a
-// chain's head moved (asked every fifth of interval), and interval after the last
-// one at the latest. A block can only complete a transaction's depth, show
-// a receipt or replace a block when the head moves, and passes every
-// interval found it up to an interval late: in bench-pipeline the pause
-// was most of the finality lag of every signer but the hot one. A pass
-// does not wait for the signers it started: a signer still being
-// swept (waiting for its lease behind a hot signer's drain, say) is left out
-// of the next passes until it is done, and the other signers are swept
-// again on time. Passes that waited for their slowest signer held every
-// other signer's confirmations behind it (finality lag p99 of 7-8 s in
-// bench-pipeline, most of it after the block was deep enough).
+// chain's head moved (asked every fifth of interval), and interval after
+// the last one at the latest. A block can only complete a transaction's
+// depth, show a receipt or replace a block when the head moves, and passes
+// every interval found it up to an interval late. A pass does not wait for
+// the signers it started: a signer still being swept (waiting for its
+// lease behind a hot signer's drain, say) is left out of the next passes
+// until it is done, and the other signers are swept again on time. Passes
+// that waited for their slowest signer held every other signer's
+// confirmations behind it (finality lag p99 of 7-8 s in bench-pipeline,
+// most of it after the block was deep enough).
 func (s *SweepFinality) Run(ctx context.Context, budget, interval time.Duration) (PassStats, error) {
 	sw := s.sweeping()
 	err := runPasses(ctx, budget, interval, func(ctx context.Context) (struct{}, error) {
