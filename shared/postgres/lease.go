@@ -49,18 +49,35 @@ func NewLeases(pool *pgxpool.Pool, cfg config.Lease, m *metrics.Metrics, log *sl
 // queue behind one another and each judges the row as its predecessor left
 // it; its token tells a renewal from a take-over. A renewal keeps the mark
 // of a waiter that wants the lease (Want), a take-over clears it. A
-// take-over also needs
-// the lease not to be wanted by another waiter within $7 (0s: whatever
-// was wanted; see AcquireYielding).
+// take-over also needs the lease not to be wanted by another waiter within
+// $7 (0s: whatever was wanted; see AcquireYielding).
+//
+// gate first reads the row without a lock: when it shows the lease held by
+// another owner (live, or wanted by someone else), nothing is locked or
+// written and no row comes back. A waiter polls while a holder works, and
+// each refused ask locked the row and committed a lock record (a WAL
+// flush): the holder's fenced writes, which share-lock the row, queued
+// behind every poll. What gate lets through is judged again under the lock
+// as before; a row that changed after gate's snapshot is the next poll's.
 const acquireSQL = `
-WITH prev AS (
+WITH gate AS (
+    SELECT NOT EXISTS (
+        SELECT 1 FROM signer_lease
+        WHERE chain_id = $1 AND signer = $2 AND scope = $3
+          AND NOT ((owner = $4 AND expires_at > clock_timestamp())
+                   OR (expires_at <= clock_timestamp() - $6::interval
+                       AND (wanted_at IS NULL OR wanted_at <= clock_timestamp() - $7::interval)))
+    ) AS open
+),
+prev AS (
     SELECT fencing_token FROM signer_lease
-    WHERE chain_id = $1 AND signer = $2 AND scope = $3
+    WHERE chain_id = $1 AND signer = $2 AND scope = $3 AND (SELECT open FROM gate)
     FOR UPDATE
 )
 INSERT INTO signer_lease AS l (chain_id, signer, scope, owner, fencing_token, expires_at, updated_at)
 SELECT $1, $2, $3, $4, 1, clock_timestamp() + $5::interval, clock_timestamp()
 FROM (SELECT) AS one LEFT JOIN prev ON true
+WHERE (SELECT open FROM gate)
 ON CONFLICT (chain_id, signer, scope) DO UPDATE
 SET owner = EXCLUDED.owner,
     fencing_token = CASE

@@ -453,3 +453,48 @@ func TestLeases_AcquireYieldingLeavesAWantedLease(t *testing.T) {
 	_, _, err = b.leases.Acquire(ctx, chainKey(), "sweep")
 	require.NoError(t, err)
 }
+
+// A waiter's refused ask neither waits for nor blocks the holder's fenced
+// write: it reads the row without locking it. Before, each refused ask
+// locked the row FOR UPDATE and committed, so it queued behind a fenced
+// write's share lock, and the holder's next fenced write queued behind it.
+// Once the lease is released the ask takes it, and it still judges the row
+// under the lock: a second asker at the same moment is refused.
+func TestLeases_RefusedAcquireTakesNoLock(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	insts := newInstances(t, db, 2, config.Lease{Duration: 5 * time.Second, ClockSkew: time.Second})
+	a, b := insts[0], insts[1]
+	ctx := context.Background()
+
+	held, _, err := a.leases.Acquire(ctx, chainKey(), "drain")
+	require.NoError(t, err)
+	write, err := a.pool.Begin(ctx) // a fenced write in progress: the row share-locked
+	require.NoError(t, err)
+	defer func() { _ = write.Rollback(ctx) }()
+	var ok bool
+	require.NoError(t, write.QueryRow(ctx, `SELECT `+fenceHeld, fenceArgs(held)...).Scan(&ok))
+	require.True(t, ok)
+
+	actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, _, err = b.leases.Acquire(actx, chainKey(), "finality")
+	require.ErrorIs(t, err, txm.ErrLeaseHeld, "refused at once, not after the write")
+	_, _, err = b.leases.AcquireYielding(actx, chainKey(), "drain-2", time.Second)
+	require.ErrorIs(t, err, txm.ErrLeaseHeld)
+	var locks int
+	require.NoError(t, b.pool.QueryRow(ctx, `
+SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+WHERE c.relname = 'signer_lease' AND l.mode = 'RowExclusiveLock' AND l.pid <> $1`,
+		int64(write.Conn().PgConn().PID())).Scan(&locks))
+	assert.Zero(t, locks, "no refused ask is still waiting")
+	require.NoError(t, write.Commit(ctx))
+
+	require.NoError(t, a.leases.Release(ctx, held))
+	got, res, err := b.leases.Acquire(ctx, chainKey(), "finality")
+	require.NoError(t, err, "released: taken")
+	assert.Equal(t, txm.AcquireTakenOver, res)
+	assert.Equal(t, held.Token+1, got.Token)
+	_, _, err = a.leases.Acquire(ctx, chainKey(), "receipt")
+	require.ErrorIs(t, err, txm.ErrLeaseHeld, "and held again")
+}
