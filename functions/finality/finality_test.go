@@ -842,3 +842,57 @@ func TestSweepFinality_PassesFollowTheHead(t *testing.T) {
 	assert.LessOrEqual(t, st.Signers, 1+int(w.Cfg.Confirmations), "passes ran without a new head")
 	assert.GreaterOrEqual(t, st.Signers, 2)
 }
+
+// TestSweepFinality_LeftoversDoNotHoldUpThePass: outcomes that were
+// recorded and left unnumbered (a writer crashed after its commit, or here
+// the feed's lock is held elsewhere) are numbered beside a pass's signer
+// sweeps, not before them. A pass numbered them first, and every signer's
+// confirmations waited behind it for the feed's lock; now the pass confirms
+// what is due while the numbering waits, and the next pass after the lock
+// is free numbers everything once.
+func TestSweepFinality_LeftoversDoNotHoldUpThePass(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 1)
+	n := w.Node(t, "n0")
+	signer := w.Keys[0].Address
+	n.Allocate(t, signer, 2)
+	broadcastAndMine(t, w, n, signer, 2)
+	w.Mine(int(w.Cfg.Confirmations))
+
+	holder, err := w.DB.Pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer holder.Release()
+	_, err = holder.Exec(ctx, `SELECT pg_advisory_lock(7342001)`)
+	require.NoError(t, err)
+	pass := func() (app.PassStats, error) {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		return n.Finality.Pass(pctx)
+	}
+	st, err := pass()
+	require.NoError(t, err)
+	require.Equal(t, 2, st.Confirmed)
+	pending := func() int {
+		var c int
+		require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM completion_pending`).Scan(&c))
+		return c
+	}
+	require.Equal(t, 2, pending(), "left unnumbered")
+
+	// More come due while the leftovers cannot be numbered.
+	n.Allocate(t, signer, 3)
+	broadcastAndMine(t, w, n, signer, 5)
+	w.Mine(int(w.Cfg.Confirmations))
+	st, err = pass()
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the leftovers are still waiting for the lock")
+	assert.Equal(t, 3, st.Confirmed, "the pass confirmed what was due all the same")
+	assert.Equal(t, map[string]int{"CONFIRMED": 5}, w.States(t))
+
+	_, err = holder.Exec(ctx, `SELECT pg_advisory_unlock(7342001)`)
+	require.NoError(t, err)
+	st, err = n.Finality.Pass(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, st.Confirmed)
+	assert.Zero(t, pending())
+	assert.Len(t, feed(t, n, 0, 100), 5, "every outcome numbered once")
+}

@@ -281,14 +281,11 @@ func (s *SweepFinality) Pass(ctx context.Context) (PassStats, error) {
 // is not sweeping yet, and returns once each has started (a worker slot
 // free). It reads the signers and each chain's head and blocks once for
 // all of them. What fails before a signer's sweep starts is returned.
-// First it numbers the outcomes that writes recorded and left unnumbered
-// (they crashed after their commit).
+// Beside the signers' sweeps it numbers the outcomes that writes recorded
+// and left unnumbered (they crashed after their commit; see
+// numberLeftovers).
 func (s *SweepFinality) launch(ctx context.Context, sw *sweeps) error {
-	numbered, err := s.store.NumberCompletions(ctx)
-	if err != nil {
-		return err
-	}
-	s.relay.Publish(ctx, numbered)
+	defer s.numberLeftovers(ctx, sw)
 	refs, err := s.store.SignersWithWork(ctx, s.cfg.StaleReceiptTimeout, s.watch())
 	if err != nil {
 		return err
@@ -352,6 +349,26 @@ func (s *SweepFinality) launch(ctx context.Context, sw *sweeps) error {
 		})
 	}
 	return errors.Join(errs...)
+}
+
+// numberLeftovers numbers, in sw beside the signers' sweeps, the outcomes
+// that writes recorded and left unnumbered, and relays them. It ran first
+// in each pass, and the pass's signers waited for it: when writes had just
+// committed outcomes it queued for the feed's lock behind their numbering,
+// and the relay waited for Pub/Sub (bench-pipeline: 25 ms a pass on
+// average, p99 0.2-0.3 s, of the 0.16 s median from a new head to the
+// signers' sweeps starting).
+func (s *SweepFinality) numberLeftovers(ctx context.Context, sw *sweeps) {
+	sw.wg.Go(func() {
+		numbered, err := s.store.NumberCompletions(ctx)
+		s.relay.Publish(ctx, numbered)
+		if err != nil {
+			sw.mu.Lock()
+			defer sw.mu.Unlock()
+			sw.failed++
+			sw.last = fmt.Errorf("number outcomes left unnumbered: %w", err)
+		}
+	})
 }
 
 // sweepSigner looks without the signer's chain lease (the receipts of its
