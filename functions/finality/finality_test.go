@@ -689,11 +689,7 @@ func TestFinality_OutcomesNumberedAfterAFault(t *testing.T) {
 	broadcastAndMine(t, w, n, signer, total)
 	w.Mine(int(w.Cfg.Confirmations))
 
-	holder, err := w.DB.Pool.Acquire(ctx)
-	require.NoError(t, err)
-	defer holder.Release()
-	_, err = holder.Exec(ctx, `SELECT pg_advisory_lock(7342001)`)
-	require.NoError(t, err)
+	unlock := holdFeedLock(t, w)
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	st, err := n.Finality.Pass(pctx)
 	cancel()
@@ -705,8 +701,7 @@ func TestFinality_OutcomesNumberedAfterAFault(t *testing.T) {
 	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM completion_pending`).Scan(&pending))
 	assert.Equal(t, total, pending)
 
-	_, err = holder.Exec(ctx, `SELECT pg_advisory_unlock(7342001)`)
-	require.NoError(t, err)
+	unlock()
 	st, err = n.Finality.Pass(ctx)
 	require.NoError(t, err)
 	assert.Zero(t, st.Confirmed, "nothing confirmed twice")
@@ -859,11 +854,7 @@ func TestSweepFinality_LeftoversDoNotHoldUpThePass(t *testing.T) {
 	broadcastAndMine(t, w, n, signer, 2)
 	w.Mine(int(w.Cfg.Confirmations))
 
-	holder, err := w.DB.Pool.Acquire(ctx)
-	require.NoError(t, err)
-	defer holder.Release()
-	_, err = holder.Exec(ctx, `SELECT pg_advisory_lock(7342001)`)
-	require.NoError(t, err)
+	unlock := holdFeedLock(t, w)
 	pass := func() (app.PassStats, error) {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
@@ -888,11 +879,25 @@ func TestSweepFinality_LeftoversDoNotHoldUpThePass(t *testing.T) {
 	assert.Equal(t, 3, st.Confirmed, "the pass confirmed what was due all the same")
 	assert.Equal(t, map[string]int{"CONFIRMED": 5}, w.States(t))
 
-	_, err = holder.Exec(ctx, `SELECT pg_advisory_unlock(7342001)`)
-	require.NoError(t, err)
+	unlock()
 	st, err = n.Finality.Pass(ctx)
 	require.NoError(t, err)
 	assert.Zero(t, st.Confirmed)
 	assert.Zero(t, pending())
 	assert.Len(t, feed(t, n, 0, 100), 5, "every outcome numbered once")
+}
+
+// holdFeedLock takes the feed's numbering lock (completionLock) on a
+// connection of its own, so that no outcome can be numbered until unlock.
+func holdFeedLock(t *testing.T, w *stacktest.World) (unlock func()) {
+	t.Helper()
+	holder, err := w.DB.Pool.Acquire(ctx)
+	require.NoError(t, err)
+	t.Cleanup(holder.Release)
+	_, err = holder.Exec(ctx, `SELECT pg_advisory_lock(7342001)`)
+	require.NoError(t, err)
+	return func() {
+		_, err := holder.Exec(ctx, `SELECT pg_advisory_unlock(7342001)`)
+		require.NoError(t, err)
+	}
 }
