@@ -257,10 +257,10 @@ func TestIssue4_KMSSigner(t *testing.T) {
 		require.NoError(t, client.SendTransaction(ctx, tx), step.name)
 		sent = append(sent, tx)
 		if nonce%3 == 2 {
-			backend.Commit()
+			commitPending(t, backend, b.addr, uint64(nonce+1))
 		}
 	}
-	backend.Commit()
+	commitPending(t, backend, b.addr, uint64(len(plan)))
 
 	for i, tx := range sent {
 		// The backend indexes transactions asynchronously after a commit.
@@ -279,6 +279,19 @@ func TestIssue4_KMSSigner(t *testing.T) {
 		assert.Positive(t, f.highSServed, "the fake must have served high-s signatures")
 		assert.Less(t, f.highSServed, f.signs)
 	})
+}
+
+// commitPending seals a block once the pool has promoted the sender's
+// transactions up to nonce want (the pool takes them in asynchronously: a
+// block sealed at once may leave the last one out, and nothing seals
+// another).
+func commitPending(t *testing.T, backend *simulated.Backend, from common.Address, want uint64) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		n, err := backend.Client().PendingNonceAt(context.Background(), from)
+		return err == nil && n >= want
+	}, 5*time.Second, 5*time.Millisecond, "the pool never held nonce %d", want-1)
+	backend.Commit()
 }
 
 func TestNewRejectsChecksumMismatch(t *testing.T) {
