@@ -20,15 +20,17 @@ import (
 // recordingStore is an allocator that holds each call until released and
 // records what was in flight at once.
 type recordingStore struct {
-	mu          sync.Mutex
-	flying      map[common.Address]int // signer → calls in flight holding it
-	calls       int                    // in flight
-	maxCalls    int
-	overlap     int // a signer in two calls at once
-	sizes       []int
-	hold        time.Duration
-	next        map[common.Address]uint64
-	callSigners [][]common.Address
+	mu       sync.Mutex
+	flying   map[common.Address]int // signer → calls in flight holding it
+	calls    int                    // in flight
+	maxCalls int
+	overlap  int // a signer in two calls at once
+	// calls that started while another was in flight
+	overlapStarts int
+	sizes         []int
+	hold          time.Duration
+	next          map[common.Address]uint64
+	callSigners   [][]common.Address
 }
 
 func (s *recordingStore) CursorState(context.Context, uint64, common.Address) (txm.CursorState, error) {
@@ -41,6 +43,9 @@ func (s *recordingStore) FindByRequestID(context.Context, uint64, common.Address
 
 func (s *recordingStore) Allocate(_ context.Context, batches []txm.AllocationBatch) ([][]txm.Created, []int64, error) {
 	s.mu.Lock()
+	if s.calls > 0 {
+		s.overlapStarts++
+	}
 	s.calls++
 	s.maxCalls = max(s.maxCalls, s.calls)
 	size := 0
@@ -76,6 +81,7 @@ func (s *recordingStore) Allocate(_ context.Context, batches []txm.AllocationBat
 // flight, a signer is never in two at once (its requests of one moment go
 // in one call), a call spans many signers, and the requests that arrive
 // while a hot signer's call is in flight go together in its next.
+// (TestDispatcher_SecondLaneWhenLate shows the lanes in parallel.)
 func TestDispatcher_LanesAndSigners(t *testing.T) {
 	t.Parallel()
 	cfg := config.Defaults()
@@ -117,7 +123,6 @@ func TestDispatcher_LanesAndSigners(t *testing.T) {
 	wg.Wait()
 	assert.Zero(t, store.overlap, "a signer was in two calls at once")
 	assert.LessOrEqual(t, store.maxCalls, cfg.Workers)
-	assert.Greater(t, store.maxCalls, 1, "calls run in parallel lanes")
 	multi, largest := 0, 0
 	for i, ss := range store.callSigners {
 		if len(ss) > 1 {
@@ -135,6 +140,164 @@ func TestDispatcher_LanesAndSigners(t *testing.T) {
 			seen[n] = true
 		}
 	}
+}
+
+// gateStore is an allocator whose calls each wait for the test to let
+// them go, and that tells the test when one starts. Its contended signers'
+// allocations say that they waited for another's.
+type gateStore struct {
+	recordingStore
+	started   chan []common.Address // the signers of each call as it starts
+	release   chan struct{}         // one receive per call
+	contended map[common.Address]bool
+}
+
+func newGateStore() *gateStore {
+	return &gateStore{recordingStore: recordingStore{flying: map[common.Address]int{}, next: map[common.Address]uint64{}},
+		started: make(chan []common.Address, 4), release: make(chan struct{}), contended: map[common.Address]bool{}}
+}
+
+func (s *gateStore) Allocate(ctx context.Context, batches []txm.AllocationBatch) ([][]txm.Created, []int64, error) {
+	var signers []common.Address
+	for _, b := range batches {
+		signers = append(signers, b.Signer)
+	}
+	s.started <- signers
+	<-s.release
+	out, ob, err := s.recordingStore.Allocate(ctx, batches)
+	for i, b := range batches {
+		for k := range out[i] {
+			out[i][k].Contended = s.contended[b.Signer]
+		}
+	}
+	return out, ob, err
+}
+
+// dispatchSetup is a CreateTx over store with two lanes and n signers.
+func dispatchSetup(t *testing.T, store CreateStore, n int) (*CreateTx, []common.Address) {
+	t.Helper()
+	cfg := config.Defaults()
+	cfg.InstanceID, cfg.Workers, cfg.BatchSize = "i", 2, 50
+	cfg.Chains = []config.Chain{{ID: 1}}
+	var signers []common.Address
+	for i := 1; i <= n; i++ {
+		signers = append(signers, common.BigToAddress(big.NewInt(int64(i))))
+		cfg.Signers = append(cfg.Signers, config.Signer{Address: signers[len(signers)-1]})
+	}
+	policies, err := NewPolicies(nopPolicies{}, nil, nil, logging.Discard())
+	require.NoError(t, err)
+	c, err := NewCreateTx(store, map[uint64]ChainReader{1: noChain{}}, nil, policies, cfg, nil, logging.Discard())
+	require.NoError(t, err)
+	return c, signers
+}
+
+func createFor(c *CreateTx, signer common.Address, id string) error {
+	to := common.HexToAddress("0xdead")
+	_, err := c.Execute(context.Background(), DevPrincipal, &txm.Request{ChainID: 1, From: signer, To: &to,
+		Value: big.NewInt(1), GasLimit: 21000, RequestID: id})
+	return err
+}
+
+// TestDispatcher_SecondLaneWhenLate: while a call for uncontended signers
+// is in flight, another signer's create waits for it rather than starting
+// a second call (one call in flight carries the most requests), until the
+// call in flight is late (a chain asked for a stale nonce, say): then the
+// second lane starts and the other signer's create does not wait for it.
+func TestDispatcher_SecondLaneWhenLate(t *testing.T) {
+	t.Parallel()
+	store := newGateStore()
+	c, signers := dispatchSetup(t, store, 2)
+	slow, other := signers[0], signers[1]
+	var wg sync.WaitGroup
+	wg.Go(func() { assert.NoError(t, createFor(c, slow, "slow")) })
+	require.Equal(t, []common.Address{slow}, <-store.started)
+
+	wg.Go(func() { assert.NoError(t, createFor(c, other, "other")) })
+	select {
+	case got := <-store.started:
+		t.Fatalf("a second call started at once, for %v, while the first was not late", got)
+	case <-time.After(lateAfter / 2):
+	}
+	select {
+	case got := <-store.started:
+		assert.Equal(t, []common.Address{other}, got, "once the first call is late, the second lane takes the other signer")
+	case <-time.After(10 * lateAfter):
+		t.Fatal("no second call while the first was late")
+	}
+	store.release <- struct{}{} // both calls are in flight: let them go
+	store.release <- struct{}{}
+	wg.Wait()
+}
+
+// TestDispatcher_ContendedSignersApart: once a signer's allocation waited
+// for another instance's, its creates go in calls of their own, in a lane
+// of their own: the other signers' creates neither join its call (which
+// waits for the signer's lease row) nor wait for it, and go on in one call
+// at a time.
+func TestDispatcher_ContendedSignersApart(t *testing.T) {
+	t.Parallel()
+	store := newGateStore()
+	c, signers := dispatchSetup(t, store, 3)
+	hot, a, b := signers[0], signers[1], signers[2]
+	store.contended[hot] = true
+	var wg sync.WaitGroup
+	// Uncontended until its first allocation says otherwise: the first
+	// call has the hot signer and another.
+	wg.Go(func() { assert.NoError(t, createFor(c, hot, "hot-0")) })
+	require.Equal(t, []common.Address{hot}, <-store.started)
+	wg.Go(func() { assert.NoError(t, createFor(c, a, "a-0")) })
+	require.Equal(t, []common.Address{a}, <-store.started, "the first call is late, so a second starts")
+	store.release <- struct{}{}
+	store.release <- struct{}{}
+	wg.Wait()
+
+	// Now the hot signer is contended: its call and the others' run side by
+	// side at once, neither waiting to be late.
+	wg.Go(func() { assert.NoError(t, createFor(c, hot, "hot-1")) })
+	require.Equal(t, []common.Address{hot}, <-store.started)
+	wg.Go(func() { assert.NoError(t, createFor(c, a, "a-1")) })
+	select {
+	case got := <-store.started:
+		assert.Equal(t, []common.Address{a}, got, "the others' call holds none of the contended signer's creates")
+	case <-time.After(lateAfter / 2):
+		t.Fatal("the other signers waited for the contended signer's call")
+	}
+	// A third call would start only once the others' call is late; the
+	// contended lane is taken. b waits for a's call, then goes.
+	wg.Go(func() { assert.NoError(t, createFor(c, b, "b-1")) })
+	select {
+	case got := <-store.started:
+		t.Fatalf("a third call started at once, for %v", got)
+	case <-time.After(lateAfter / 4):
+	}
+	store.release <- struct{}{}
+	store.release <- struct{}{}
+	require.Equal(t, []common.Address{b}, <-store.started)
+	store.release <- struct{}{}
+	wg.Wait()
+}
+
+// TestDispatcher_OneCallUnlessLate: under a steady load on many signers,
+// whose calls all take about as long, an instance keeps one call in flight
+// (calls that start while another is in flight are rare: only one that a
+// slow moment made late), and so its calls carry more requests.
+func TestDispatcher_OneCallUnlessLate(t *testing.T) {
+	t.Parallel()
+	store := &recordingStore{flying: map[common.Address]int{}, next: map[common.Address]uint64{}, hold: 5 * time.Millisecond}
+	c, signers := dispatchSetup(t, store, 40)
+	var wg sync.WaitGroup
+	for g := range 40 {
+		wg.Go(func() {
+			for i := range 10 {
+				assert.NoError(t, createFor(c, signers[(g+i)%len(signers)], fmt.Sprint("r", g, "-", i)))
+			}
+		})
+	}
+	wg.Wait()
+	overlapped, calls := store.overlapStarts, len(store.sizes)
+	t.Logf("%d calls for 400 creates, %d started while another was in flight", calls, overlapped)
+	assert.Less(t, overlapped, max(calls/10, 2), "calls ran two at a time although none was late")
+	assert.Less(t, calls, 400/5, "requests went together")
 }
 
 // noChain is a chain that is never asked (the cursor is synced, gas given).

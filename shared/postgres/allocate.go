@@ -42,9 +42,10 @@ FROM signer_nonce_cursor WHERE chain_id = $1 AND signer = $2`,
 }
 
 // allocateSQL calls txfence_allocate (migrations/00009, last changed in
-// 00011): the whole allocation of a batch, every signer's, in one
+// 00013): the whole allocation of a batch, every signer's, in one
 // statement.
-const allocateSQL = `SELECT o_idx, o_outcome, o_tx_id::text, o_nonce, o_rule, o_group, o_token, o_acquired, o_outbox_id, o_created_at
+const allocateSQL = `SELECT o_idx, o_outcome, o_tx_id::text, o_nonce, o_rule, o_group, o_token, o_acquired, o_outbox_id, o_created_at,
+    o_contended
 FROM txfence_allocate($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
     $21, $22, $23, $24, $25)`
 
@@ -106,7 +107,7 @@ func (s *Store) callAllocate(ctx context.Context, a *allocationArgs, batches []t
 		for rows.Next() {
 			var r allocated
 			if err = rows.Scan(&r.idx, &r.outcome, &r.txID, &r.nonce, &r.rule, &r.group, &r.token, &r.acquired,
-				&r.outboxID, &r.createdAt); err != nil {
+				&r.outboxID, &r.createdAt, &r.contended); err != nil {
 				break
 			}
 			got = append(got, r)
@@ -175,6 +176,7 @@ type allocated struct {
 	acquired  string
 	outboxID  *int64
 	createdAt time.Time
+	contended bool // the signer's lease row was released by another allocation during the call
 }
 
 // allocated turns the function's answer into results: new rows, replays of
@@ -233,6 +235,9 @@ func (s *Store) allocated(ctx context.Context, a *allocationArgs, batches []txm.
 			return nil, nil, fmt.Errorf("allocate: replayed transaction %s not found", r.txID)
 		}
 		results[b][k] = txm.Resolve(t, batches[b].Requests[k].Fingerprint())
+	}
+	for _, r := range got {
+		results[a.batch[r.idx-1]][a.index[r.idx-1]].Contended = r.contended
 	}
 	s.logAllocated(ctx, a, batches, got)
 	return results, outbox, nil

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -263,4 +264,67 @@ SELECT array_agg(fencing_token ORDER BY signer, nonce) FROM managed_tx`).Scan(&t
 	var rowsNow int
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM managed_tx`).Scan(&rowsNow))
 	assert.Equal(t, 8, rowsNow)
+}
+
+// TestAllocate_ContendedWhenItWaited: an allocation says its signer was
+// contended when the signer's lease row was released by another
+// allocation while it waited for it, and only then: not alone, not for
+// the batch's other signers, not for a row held and let go unchanged.
+func TestAllocate_ContendedWhenItWaited(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.New(t)
+	s := testStore(t, db.Pool)
+	hot, calm := common.HexToAddress("0xc1"), common.HexToAddress("0xc2")
+	batch := func(id string) []txm.AllocationBatch {
+		return []txm.AllocationBatch{
+			{ChainID: 1, Signer: hot, Owner: "i1/w0", Requests: []*txm.Request{allocRequest(hot, "p", "h"+id, 1)}},
+			{ChainID: 1, Signer: calm, Owner: "i1/w0", Requests: []*txm.Request{allocRequest(calm, "p", "c"+id, 1)}},
+		}
+	}
+	got, _, err := s.Allocate(ctx, batch("1"))
+	require.NoError(t, err)
+	assert.False(t, got[0][0].Contended, "alone")
+	assert.False(t, got[1][0].Contended, "alone")
+
+	// waitBehind runs an allocation while another transaction holds the
+	// hot signer's lease row, and lets it go after the allocation began
+	// waiting: as another allocation (it writes the row) or unchanged.
+	waitBehind := func(id string, write bool) [][]txm.Created {
+		hold, err := db.Pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = hold.Rollback(ctx) }()
+		_, err = hold.Exec(ctx, `SELECT 1 FROM signer_lease WHERE chain_id = 1 AND signer = $1 AND scope = 'nonce' FOR UPDATE`,
+			txm.CanonicalAddress(hot))
+		require.NoError(t, err)
+		done := make(chan [][]txm.Created)
+		go func() {
+			got, _, err := s.Allocate(ctx, batch(id))
+			assert.NoError(t, err)
+			done <- got
+		}()
+		require.Eventually(t, func() bool {
+			var waiting bool
+			_ = db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock'
+                AND query LIKE '%txfence_allocate(%')`).Scan(&waiting)
+			return waiting
+		}, 5*time.Second, 10*time.Millisecond, "the allocation waits for the lease row")
+		if write {
+			_, err = hold.Exec(ctx, `UPDATE signer_lease SET owner = 'i2/w0', updated_at = clock_timestamp()
+WHERE chain_id = 1 AND signer = $1 AND scope = 'nonce'`, txm.CanonicalAddress(hot))
+			require.NoError(t, err)
+			require.NoError(t, hold.Commit(ctx))
+		} else {
+			require.NoError(t, hold.Rollback(ctx))
+		}
+		return <-done
+	}
+	got = waitBehind("2", true)
+	assert.True(t, got[0][0].Contended, "another allocation released the row while this one waited")
+	assert.False(t, got[1][0].Contended, "the other signer of the batch did not wait")
+	got = waitBehind("3", false)
+	assert.False(t, got[0][0].Contended, "held and let go unchanged: nobody allocated meanwhile")
+	got, _, err = s.Allocate(ctx, batch("4"))
+	require.NoError(t, err)
+	assert.False(t, got[0][0].Contended, "alone again")
 }

@@ -144,6 +144,10 @@ type Created struct {
 	Outcome CreateOutcome
 	Tx      *Tx
 	Refusal error // a *Refusal, with OutcomeRefused
+	// Contended says that the allocation waited for another one of the
+	// same signer (another instance's): the same for every request of a
+	// signer's batch.
+	Contended bool
 }
 
 // Resolve decides what a request whose id already exists amounts to.
