@@ -196,11 +196,13 @@ type Config struct {
 	BatchSize         int           // creates per allocation transaction
 	BatchWait         time.Duration // how long a short batch waits for more requests before it runs (0: not at all)
 	// Workers is how many allocation batches an instance has in flight (a
-	// signer in at most one). Default 2: one call in flight gathers the
-	// most requests per call (bench-api signers1000: 3,000-3,080 creates/s
-	// with one lane, 2,500-2,730 with two, 1,740-2,100 with four, in
-	// alternate runs), and a second keeps the instance's creates moving
-	// while one call waits on a contended signer's lease row.
+	// signer in at most one). Default 2: one lane for the signers that are
+	// not contended, one call at a time, which gathers the most requests
+	// per call (bench-api signers1000: 3,000-3,080 creates/s with one lane,
+	// 2,500-2,730 with two used alike, 1,740-2,100 with four, in alternate
+	// runs), and one for contended signers, so that a call waiting for a
+	// contended signer's lease row holds up no other signer (see the
+	// dispatcher in shared/app). With 1, every batch takes any signer.
 	Workers int
 
 	MaxGasLimit  uint64   // largest gas limit a create may ask for
