@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -242,14 +243,22 @@ func (n *Node) Allocate(t testing.TB, signer common.Address, count int) []string
 	})
 }
 
-// AllocateRequests creates count requests built by req, concurrently.
+// AllocateRequests creates count requests built by req, concurrently. A
+// create refused as fenced (a test's short lease outlived by a call on a
+// loaded machine; nothing was written) is retried, as its client would.
 func (n *Node) AllocateRequests(t testing.TB, count int, req func(i int) *txm.Request) []string {
 	t.Helper()
 	ids := make([]string, count)
 	errs := make(chan error, count)
 	for i := 0; i < count; i++ {
 		go func(i int) {
-			c, err := n.Create.Execute(context.Background(), app.DevPrincipal, req(i))
+			var c txm.Created
+			var err error
+			for try := 0; try < 5; try++ {
+				if c, err = n.Create.Execute(context.Background(), app.DevPrincipal, req(i)); !errors.Is(err, txm.ErrFenced) {
+					break
+				}
+			}
 			if err == nil {
 				ids[i] = c.Tx.ID
 			}
