@@ -113,7 +113,7 @@ locals {
       target      = "Receipt"
       description = "txfence Receipt: Pub/Sub push from txfence-receipt; fetches receipts of TRACKING transactions."
       trigger     = "push"
-      timeout     = 60
+      timeout     = 60 # > TXFENCE_RECEIPT_WAIT (20s): a check follows the head that long for receipts still missing
       concurrency = 20
       min         = 0
       max         = 20

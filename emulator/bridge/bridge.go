@@ -79,6 +79,7 @@ const maxAttributeLen = 1024
 type Route struct {
 	Subscription string   // subscription id in the bridge's project
 	Endpoints    []string // function URLs, e.g. http://127.0.0.1:8081/Submit
+	Concurrency  int      // messages in flight for this route; 0: Options.Concurrency
 }
 
 // Options tune deliveries. Zero fields take the Default* values.
@@ -155,13 +156,14 @@ type Bridge struct {
 
 // route is a Route and its counters.
 type route struct {
-	sub       string // subscription id
-	name      string // full subscription name
-	endpoints []string
-	source    string        // CloudEvent source; set by Run before receiving
-	next      atomic.Uint64 // first endpoint of the next message, round-robin
-	paused    atomic.Bool   // Pause: pull nothing until Resume
-	inFlight  atomic.Int64  // messages pulled and not yet settled
+	sub         string // subscription id
+	name        string // full subscription name
+	endpoints   []string
+	concurrency int           // messages in flight at most
+	source      string        // CloudEvent source; set by Run before receiving
+	next        atomic.Uint64 // first endpoint of the next message, round-robin
+	paused      atomic.Bool   // Pause: pull nothing until Resume
+	inFlight    atomic.Int64  // messages pulled and not yet settled
 
 	delivered, retried, deadLettered atomic.Uint64
 }
@@ -187,6 +189,7 @@ func New(client *pubsub.Client, project string, routes []Route, opts Options, lo
 	}
 	b := &Bridge{client: client, project: project, opts: opts, log: log}
 	seen := make(map[string]bool, len(routes))
+	idle := 0 // connections kept per endpoint host: every route's slots
 	for _, r := range routes {
 		if err := validateRoute(r); err != nil {
 			return nil, fmt.Errorf("new bridge: %w", err)
@@ -195,14 +198,20 @@ func New(client *pubsub.Client, project string, routes []Route, opts Options, lo
 			return nil, fmt.Errorf("new bridge: subscription %s routed twice", r.Subscription)
 		}
 		seen[r.Subscription] = true
+		concurrency := r.Concurrency
+		if concurrency == 0 {
+			concurrency = opts.Concurrency
+		}
 		b.routes = append(b.routes, &route{
-			sub:       r.Subscription,
-			name:      "projects/" + project + "/subscriptions/" + r.Subscription,
-			endpoints: append([]string(nil), r.Endpoints...),
+			sub:         r.Subscription,
+			name:        "projects/" + project + "/subscriptions/" + r.Subscription,
+			endpoints:   append([]string(nil), r.Endpoints...),
+			concurrency: concurrency,
 		})
+		idle += concurrency
 	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.MaxIdleConnsPerHost = opts.Concurrency * len(routes)
+	transport.MaxIdleConnsPerHost = idle
 	b.http = &http.Client{Transport: transport}
 	return b, nil
 }
@@ -218,6 +227,9 @@ func validateRoute(r Route) error {
 	}
 	if len(r.Endpoints) == 0 {
 		return fmt.Errorf("route %s: no endpoints", r.Subscription)
+	}
+	if r.Concurrency < 0 {
+		return fmt.Errorf("route %s: concurrency %d: must not be negative", r.Subscription, r.Concurrency)
 	}
 	for _, e := range r.Endpoints {
 		u, err := url.Parse(e)
@@ -295,7 +307,7 @@ const (
 // library stops reading the stream (every slot busy, say retrying a server
 // that hangs) the ping's answer blocks, the whole fake with it, for good.
 func (b *Bridge) receive(ctx context.Context, r *route, dlq *pubsub.Publisher) error {
-	slots := make(chan struct{}, b.opts.Concurrency)
+	slots := make(chan struct{}, r.concurrency)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
@@ -309,7 +321,7 @@ func (b *Bridge) receive(ctx context.Context, r *route, dlq *pubsub.Publisher) e
 		}
 		n := 1
 	more:
-		for n < b.opts.Concurrency {
+		for n < r.concurrency {
 			select {
 			case slots <- struct{}{}:
 				n++

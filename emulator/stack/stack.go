@@ -216,7 +216,11 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 	s.Bridge, err = bridge.New(client, Project, []bridge.Route{
 		{Subscription: SubSubmit, Endpoints: submit},
-		{Subscription: subReceipt, Endpoints: receipt},
+		// A Receipt check follows the chain's head for up to
+		// TXFENCE_RECEIPT_WAIT, as Pub/Sub push lets it (its endpoints take
+		// as many at once as they accept): the default 16 deliveries at once
+		// held every other signer's receipt prompts back behind them.
+		{Subscription: subReceipt, Endpoints: receipt, Concurrency: 256},
 	}, bridge.Options{MaxAttempts: 10, MinBackoff: 200 * time.Millisecond, MaxBackoff: 5 * time.Second, DeadLetterTopic: TopicDeadLetter}, opts.Log)
 	if err != nil {
 		return nil, err

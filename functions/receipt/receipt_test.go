@@ -252,3 +252,89 @@ func TestCheckReceipts_LeaseOnlyToWrite(t *testing.T) {
 	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM tx_history WHERE to_state = 'MINED'`).Scan(&history))
 	assert.Equal(t, 2, history, "one MINED entry per transaction")
 }
+
+// TestCheckReceipts_FollowsTheHead: a check that finds broadcast
+// transactions not mined yet follows the chain's head (within ReceiptWait)
+// and writes their receipts when the block comes, instead of asking for a
+// retry and leaving the next look to the prompt's backoff. Checks that wait
+// at once share the chain's head: one call a poll, however many wait. A
+// second prompt for a signer being checked is answered at once.
+func TestCheckReceipts_FollowsTheHead(t *testing.T) {
+	t.Parallel()
+	const poll = 50 * time.Millisecond // a fifth of the finality interval
+	w := stacktest.NewWorld(t, 3, func(c *config.Config) {
+		c.ReceiptWait = time.Minute
+		c.FinalityInterval = 5 * poll
+	})
+	n := w.Node(t, "A")
+	ctx := context.Background()
+	chainID := stacktest.ChainID().Uint64()
+	for _, k := range w.Keys {
+		n.Allocate(t, k.Address, 1)
+		res, err := n.Drain.Execute(ctx, chainID, k.Address)
+		require.NoError(t, err)
+		require.Equal(t, 1, res.Broadcast)
+	}
+	type result struct {
+		mined int
+		err   error
+	}
+	results := make(chan result, len(w.Keys))
+	w.Proxy.Reset()
+	for _, k := range w.Keys {
+		go func() {
+			mined, err := n.Receipts.Execute(ctx, chainID, k.Address)
+			results <- result{mined, err}
+		}()
+	}
+	const waited = 20 * poll
+	time.Sleep(waited)
+	again, err := n.Receipts.Execute(ctx, chainID, w.Keys[0].Address)
+	require.NoError(t, err, "a prompt for a signer being checked is answered at once")
+	assert.Zero(t, again)
+	heads := w.Proxy.Count("eth_getBlockByNumber")
+	t.Logf("%d head calls while 3 checks waited %s, polling every %s", heads, waited, poll)
+	assert.LessOrEqual(t, heads, int(waited/poll)+3, "the waiting checks share the head")
+	select {
+	case r := <-results:
+		t.Fatalf("a check ended before its block came: %+v", r)
+	default:
+	}
+
+	w.Mine(1)
+	for range w.Keys {
+		select {
+		case r := <-results:
+			require.NoError(t, r.err)
+			assert.Equal(t, 1, r.mined, "written when the block came")
+		case <-time.After(30 * time.Second):
+			t.Fatal("a check did not see the block")
+		}
+	}
+	assert.Equal(t, map[string]int{"MINED": 3}, w.States(t))
+}
+
+// TestCheckReceipts_WaitSpent: with no block, a check asks for a retry
+// once ReceiptWait is spent, and with ReceiptWait 0 at once.
+func TestCheckReceipts_WaitSpent(t *testing.T) {
+	t.Parallel()
+	for _, wait := range []time.Duration{0, 300 * time.Millisecond} {
+		w := stacktest.NewWorld(t, 1, func(c *config.Config) {
+			c.ReceiptWait = wait
+			c.FinalityInterval = 250 * time.Millisecond
+		})
+		n := w.Node(t, "A")
+		ctx := context.Background()
+		chainID := stacktest.ChainID().Uint64()
+		signer := w.Keys[0].Address
+		n.Allocate(t, signer, 1)
+		_, err := n.Drain.Execute(ctx, chainID, signer)
+		require.NoError(t, err)
+		start := time.Now()
+		_, err = n.Receipts.Execute(ctx, chainID, signer)
+		took := time.Since(start)
+		require.ErrorIs(t, err, app.ErrNotMined, "wait %s", wait)
+		assert.GreaterOrEqual(t, took, wait, "it followed the head for the wait first")
+		assert.Equal(t, map[string]int{"TRACKING": 1}, w.States(t))
+	}
+}

@@ -231,6 +231,11 @@ type Config struct {
 	StuckWebhook        StuckWebhook
 	ReceiptWorkers      int           // signers a finality pass sweeps at once
 	StaleReceiptTimeout time.Duration // the finality sweep checks TRACKING untouched this long
+	// ReceiptWait is how long one Receipt invocation follows the chain's
+	// head for receipts still missing (checking again each time it moves)
+	// before it asks Pub/Sub for a retry; 0: it asks at once. Keep it well
+	// under the Receipt function's timeout (60 s in terraform).
+	ReceiptWait time.Duration
 
 	FinalityMode     FinalityMode
 	Confirmations    uint64
@@ -293,6 +298,7 @@ func Defaults() Config {
 		StuckWebhook:        StuckWebhook{Timeout: 5 * time.Second},
 		ReceiptWorkers:      10,
 		StaleReceiptTimeout: 60 * time.Second,
+		ReceiptWait:         20 * time.Second,
 		FinalityMode:        FinalityConfirmations,
 		Confirmations:       20,
 		FinalityBudget:      65 * time.Second,
@@ -360,6 +366,7 @@ const (
 	EnvMaxRebroadcasts     = "TXFENCE_MAX_REBROADCASTS"
 	EnvStuckAfter          = "TXFENCE_STUCK_AFTER"
 	EnvReceiptWorkers      = "TXFENCE_RECEIPT_WORKERS"
+	EnvReceiptWait         = "TXFENCE_RECEIPT_WAIT"
 	EnvStaleReceiptTimeout = "TXFENCE_STALE_RECEIPT_TIMEOUT"
 	EnvFinalityMode        = "TXFENCE_FINALITY_MODE"
 	EnvConfirmations       = "TXFENCE_CONFIRMATIONS"
@@ -441,6 +448,7 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 	p.str(EnvStuckWebhookSecret, &c.StuckWebhook.Secret)
 	p.duration(EnvStuckWebhookTimeout, &c.StuckWebhook.Timeout)
 	p.integer(EnvReceiptWorkers, &c.ReceiptWorkers)
+	p.duration(EnvReceiptWait, &c.ReceiptWait)
 	p.duration(EnvStaleReceiptTimeout, &c.StaleReceiptTimeout)
 	var mode string
 	if p.str(EnvFinalityMode, &mode) {
@@ -630,6 +638,9 @@ func (c Config) validate() []Problem {
 	}
 	if c.StuckAfter <= 0 {
 		bad(EnvStuckAfter, "must be positive, got %s", c.StuckAfter)
+	}
+	if c.ReceiptWait < 0 || c.ReceiptWait > 10*time.Minute {
+		bad(EnvReceiptWait, "must be between 0 and 10m, got %s", c.ReceiptWait)
 	}
 	if c.ReceiptWorkers < 1 {
 		bad(EnvReceiptWorkers, "must be at least 1, got %d", c.ReceiptWorkers)

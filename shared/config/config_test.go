@@ -162,6 +162,7 @@ func TestIssue10_Config(t *testing.T) {
 		assert.Equal(t, "1000000", c.MinPriorityFee.String())
 		assert.Equal(t, 5*time.Second, c.RetryBackoffMin)
 		assert.Equal(t, 10*time.Minute, c.RetryBackoffMax)
+		assert.Equal(t, 20*time.Second, c.ReceiptWait)
 		f := c.FeesFor(1)
 		assert.Equal(t, c.MaxFeeCap, f.MaxFee)
 		assert.Equal(t, c.MaxFeeCap, f.MaxTip, "no tip cap: the fee cap bounds the tip")
@@ -221,6 +222,8 @@ func TestIssue10_Config(t *testing.T) {
 		{EnvRetryBackoffMin, "0s", "positive", nil},
 		{EnvRetryBackoffMax, "1s", "at least", nil},
 		{EnvResubmitBudget, "0s", "positive", nil},
+		{EnvReceiptWait, "-1s", "between 0 and 10m", nil},
+		{EnvReceiptWait, "11m", "between 0 and 10m", nil},
 		{EnvStuckPolicy, "*=retry", "noop, bump, cancel, placeholder or webhook", nil},
 		{EnvStuckPolicy, "mainnet=cancel", "scope must be", nil},
 		{EnvStuckPolicy, "1337:0x12=cancel", "40 hex digits", nil},

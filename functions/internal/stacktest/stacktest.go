@@ -91,6 +91,9 @@ func NewWorld(t *testing.T, nkeys int, opts ...Option) *World {
 	}
 	cfg.MaxInFlight = 10_000
 	cfg.Confirmations = 5
+	// The test chain moves only when a test mines: a receipt check does not
+	// wait for its head unless a test asks for it.
+	cfg.ReceiptWait = 0
 	for _, o := range opts {
 		o(&cfg)
 	}
