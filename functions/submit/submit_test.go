@@ -583,3 +583,45 @@ func TestDrainSigner_ASlowSignerLetsWaitersIn(t *testing.T) {
 	assert.False(t, res.Yielded, "it took the lease back")
 	assert.Equal(t, map[string]int{"TRACKING": count}, w.States(t))
 }
+
+// TestDrainSigner_DrainsShareFeeSuggestions: drains of many signers at once
+// in one process ask the node for fees once between them (the latest
+// header and the tip were two round trips before each drain's first
+// signature), and every transaction is signed with them and broadcast.
+// Another process asks for its own.
+func TestDrainSigner_DrainsShareFeeSuggestions(t *testing.T) {
+	t.Parallel()
+	const signers = 12
+	w := stacktest.NewWorld(t, signers)
+	a, b := w.Node(t, "A"), w.Node(t, "B")
+	chainID := stacktest.ChainID().Uint64()
+	ctx := context.Background()
+	for _, k := range w.Keys {
+		a.Allocate(t, k.Address, 1)
+	}
+	w.Proxy.Reset()
+	var wg sync.WaitGroup
+	results := make([]app.DrainResult, signers)
+	errs := make([]error, signers)
+	for i, k := range w.Keys {
+		wg.Go(func() { results[i], errs[i] = a.Drain.Execute(ctx, chainID, k.Address) })
+	}
+	wg.Wait()
+	for i := range signers {
+		require.NoError(t, errs[i])
+		require.Equal(t, 1, results[i].Broadcast)
+	}
+	// One ask, or two when the drains straddled the reuse time on a slow
+	// machine; never one per drain.
+	asks := w.Proxy.Count("eth_maxPriorityFeePerGas")
+	assert.GreaterOrEqual(t, asks, 1)
+	assert.LessOrEqual(t, asks, 2, "drains asked for fees %d times", asks)
+	assert.Equal(t, map[string]int{"TRACKING": signers}, w.States(t))
+
+	w.Proxy.Reset()
+	b.Allocate(t, w.Keys[0].Address, 1)
+	res, err := b.Drain.Execute(ctx, chainID, w.Keys[0].Address)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Broadcast)
+	assert.Equal(t, 1, w.Proxy.Count("eth_maxPriorityFeePerGas"), "another process asks for its own")
+}

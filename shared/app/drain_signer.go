@@ -54,6 +54,7 @@ type DrainSigner struct {
 	log     *slog.Logger
 	hooks   SubmitHooks
 	running coalescer[txm.LeaseKey] // one drain per signer at a time in this process
+	fees    *feeCache               // fee suggestions shared by this process's drains
 }
 
 // NewDrainSigner returns the use case. relay may be nil.
@@ -63,7 +64,7 @@ func NewDrainSigner(store txm.SubmitStore, leases txm.LeaseStore, chains map[uin
 		return nil, errors.New("new drain signer: store, leases and logger are required")
 	}
 	return &DrainSigner{store: store, leases: leases, chains: chains, signers: signers, relay: relay, cfg: cfg, metrics: m, log: log,
-		work: &attempter{store: store, leases: leases, relay: relay, fees: feeSettingsOf(cfg), metrics: m, log: log}}, nil
+		fees: newFeeCache(feeReuse), work: &attempter{store: store, leases: leases, relay: relay, fees: feeSettingsOf(cfg), metrics: m, log: log}}, nil
 }
 
 // SetHooks installs test hooks.
@@ -406,7 +407,7 @@ func (d *DrainSigner) signFresh(ctx context.Context, chain txm.Chain, sig txm.Si
 			return items[:i], nil, nil
 		}
 		if fees == nil {
-			f, err := chain.SuggestFees(ctx)
+			f, err := d.fees.suggest(ctx, items[i].Tx.ChainID, chain)
 			if err != nil {
 				return items, nil, fmt.Errorf("%w: %w", errSuggestFees, err)
 			}
