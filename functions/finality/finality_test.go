@@ -916,3 +916,34 @@ func holdFeedLock(t *testing.T, w *stacktest.World) (unlock func()) {
 		require.NoError(t, err)
 	}
 }
+
+// TestSweepFinality_MostReadyFirst: a pass sweeps first the signers with
+// the most transactions to end now, so that a hot signer's confirmations
+// do not wait for a free worker behind many signers with one each. One
+// worker here: the busier signer, last in (chain, signer) order, is
+// confirmed before the other.
+func TestSweepFinality_MostReadyFirst(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 2, func(c *config.Config) { c.ReceiptWorkers = 1 })
+	n := w.Node(t, "A")
+	light, busy := w.Keys[0].Address, w.Keys[1].Address
+	if txm.CanonicalAddress(light) > txm.CanonicalAddress(busy) {
+		light, busy = busy, light
+	}
+	n.Allocate(t, light, 1)
+	broadcastAndMine(t, w, n, light, 1)
+	n.Allocate(t, busy, 4)
+	broadcastAndMine(t, w, n, busy, 4)
+	w.Mine(int(w.Cfg.Confirmations))
+
+	st, err := n.Finality.Pass(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 5, st.Confirmed)
+	finalized := func(signer common.Address, agg string) time.Time {
+		var at time.Time
+		require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT `+agg+`(finalized_at) FROM managed_tx WHERE signer = $1 AND state = 'CONFIRMED'`,
+			txm.CanonicalAddress(signer)).Scan(&at))
+		return at
+	}
+	assert.True(t, finalized(busy, "max").Before(finalized(light, "min")), "the signer with four to confirm went first")
+}

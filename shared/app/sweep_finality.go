@@ -1,10 +1,12 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -322,6 +324,7 @@ func (s *SweepFinality) launch(ctx context.Context, sw *sweeps) error {
 			_ = views[id].load(ctx, heights)
 		}
 	}
+	s.mostReadyFirst(views, work)
 	for _, ref := range work {
 		if !s.claim(ref.SignerRef) {
 			sw.mu.Lock()
@@ -349,6 +352,29 @@ func (s *SweepFinality) launch(ctx context.Context, sw *sweeps) error {
 		})
 	}
 	return errors.Join(errs...)
+}
+
+// mostReadyFirst orders work so that the signers with the most
+// transactions to end now (MINED in blocks that are final, or that left
+// the chain) are swept first, the others after in their order. A pass
+// sweeps ReceiptWorkers signers at once, and under load every signer had
+// a final block in each pass: in (chain, signer) order a hot signer, with
+// more than half of the pass's confirmations, waited for a free worker
+// behind up to a hundred signers with one each.
+func (s *SweepFinality) mostReadyFirst(views map[uint64]*chainView, work []txm.SignerWork) {
+	ready := make(map[txm.SignerRef]int, len(work))
+	for _, w := range work {
+		view := views[w.ChainID]
+		n := 0
+		for _, b := range w.MinedBlocks {
+			h := view.header(b.Number)
+			if h != nil && (h.Hash != b.Hash || s.isFinal(view, b.Number)) {
+				n++
+			}
+		}
+		ready[w.SignerRef] = n
+	}
+	slices.SortStableFunc(work, func(a, b txm.SignerWork) int { return cmp.Compare(ready[b.SignerRef], ready[a.SignerRef]) })
 }
 
 // numberLeftovers numbers, in sw beside the signers' sweeps, the outcomes
