@@ -211,6 +211,11 @@ func (f *FollowCompletions) refresh(ctx context.Context, gen int) error {
 		f.mu.Lock()
 		if f.gen == gen {
 			f.base, f.head, f.known, f.recent = newest, newest, true, nil
+			// A waiter that found nothing before this read may have missed
+			// what committed since, now behind base: it reads again (from
+			// the database). Without this it waited out its whole wait.
+			close(f.changed)
+			f.changed = make(chan struct{})
 		}
 		f.mu.Unlock()
 		return nil
