@@ -40,6 +40,7 @@ func main() {
 	rate := flag.Float64("rate", 5000, "offered creates/s of the latency scenario (hot signer, 3 processes)")
 	profile := flag.String("profile", "", "a directory: save a 5s CPU profile of the first API process of each scenario there")
 	statements := flag.Bool("pg-statements", false, "report each scenario's most expensive statements on PostgreSQL's side (pg_stat_statements: calls, mean and total time, lock waits included)")
+	procs := flag.Int("gomaxprocs", 1, "each API process's GOMAXPROCS: 1 as on Cloud Run, where each instance has one CPU (terraform: cpu = \"1\") and Go sizes GOMAXPROCS from the container's CPU limit; 0 leaves Go's default, every core of this machine")
 	only := flag.String("only", "", "a regular expression: run only the scenarios whose key (hot1, hot3, naive3, p99, signers1000, ...) matches; the summary line shows 0 for the others")
 	flag.Parse()
 	filter, err := regexp.Compile(*only)
@@ -49,7 +50,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *n, *naiveN, *conc, *rate, *profile, *statements, filter); err != nil {
+	if err := run(ctx, *n, *naiveN, *conc, *procs, *rate, *profile, *statements, filter); err != nil {
 		fmt.Fprintln(os.Stderr, "benchapi:", err)
 		os.Exit(1)
 	}
@@ -111,7 +112,7 @@ func (o outcome) cpuPer() string {
 	return fmt.Sprintf("cpu/create: api %.0fµs pg %.0fµs load %.0fµs", us(o.cpu.Procs), us(o.cpu.Postgres), us(o.cpu.Self))
 }
 
-func run(ctx context.Context, n, naiveN, conc int, rate float64, profile string, statements bool, only *regexp.Regexp) error {
+func run(ctx context.Context, n, naiveN, conc, gomaxprocs int, rate float64, profile string, statements bool, only *regexp.Regexp) error {
 	server, cleanup, err := stack.BuildTempServer(ctx)
 	if err != nil {
 		return err
@@ -165,7 +166,7 @@ func run(ctx context.Context, n, naiveN, conc int, rate float64, profile string,
 				return err
 			}
 		}
-		o, err := runScenario(ctx, sc, server, dbURL, chain.URL, signers, conc, pool, profile)
+		o, err := runScenario(ctx, sc, server, dbURL, chain.URL, signers, conc, gomaxprocs, pool, profile)
 		if err != nil {
 			return fmt.Errorf("%s: %w", sc.name(), err)
 		}
@@ -206,7 +207,7 @@ func run(ctx context.Context, n, naiveN, conc int, rate float64, profile string,
 	return nil
 }
 
-func runScenario(ctx context.Context, sc scenario, server, dbURL, rpcURL string, signers []string, conc int,
+func runScenario(ctx context.Context, sc scenario, server, dbURL, rpcURL string, signers []string, conc, gomaxprocs int,
 	pool *pgxpool.Pool, profile string) (outcome, error) {
 	var urls []string
 	var procs []*exec.Cmd
@@ -245,6 +246,9 @@ func runScenario(ctx context.Context, sc scenario, server, dbURL, rpcURL string,
 			pprofAddr = fmt.Sprintf("127.0.0.1:%d", pp)
 			cmd.Env = append(cmd.Env, "TXFENCE_PPROF_ADDR="+pprofAddr)
 			profileFrom = pprofAddr
+		}
+		if gomaxprocs > 0 {
+			cmd.Env = append(cmd.Env, fmt.Sprintf("GOMAXPROCS=%d", gomaxprocs))
 		}
 		if sc.mode == "naive" {
 			cmd.Env = append(cmd.Env, "TXFENCE_BATCH_SIZE=1", "TXFENCE_BATCH_WAIT=0s")

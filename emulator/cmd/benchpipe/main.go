@@ -4,7 +4,9 @@
 // PostgreSQL, the scheduler stand-ins), all sharing this machine:
 //
 //  1. Sustained load: closed-loop clients create transfers on a hot signer
-//     and, at the same time, on 100 other signers, for a while; then every
+//     and, at the same time, on 100 other signers, for a while (or, with
+//     -rate, an offered rate on each: runs of different code then carry
+//     the same load, which closed loops do not); then every
 //     transaction is followed to CONFIRMED. It reports the rate of each stage
 //     (created, TRACKING, MINED, CONFIRMED) and the finality lag: from the
 //     moment the block that completes the required depth was sealed to the
@@ -29,6 +31,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"math/big"
 	"os"
 	"os/signal"
@@ -46,6 +49,7 @@ import (
 	"github.com/ethereum/go-ethereum/rpc"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/txfence/txfence/emulator/bridge"
 	"github.com/txfence/txfence/emulator/loadgen"
 	"github.com/txfence/txfence/emulator/stack"
 	"github.com/txfence/txfence/shared/evm/evmtest"
@@ -57,6 +61,7 @@ type options struct {
 	duration      time.Duration
 	hotClients    int
 	spreadClients int
+	rate          float64
 	signers       int
 	servers       int
 	confirmations uint64
@@ -75,6 +80,7 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 20*time.Second, "how long the sustained load runs")
 	flag.IntVar(&o.hotClients, "hot-c", 16, "closed-loop clients on the hot signer")
 	flag.IntVar(&o.spreadClients, "spread-c", 16, "closed-loop clients spread over the other signers")
+	flag.Float64Var(&o.rate, "rate", 0, "when positive, offer this many creates/s on the hot signer and as many over the other signers (open loop, at most -hot-c and -spread-c in flight each) instead of the closed loops; runs of different code then carry the same load")
 	flag.IntVar(&o.signers, "signers", 100, "signers besides the hot one")
 	flag.IntVar(&o.servers, "servers", 2, "function-server processes")
 	flag.Uint64Var(&o.confirmations, "confirmations", 3, "confirmations required")
@@ -183,7 +189,11 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
-	fmt.Printf("\nsustained load for %s: %d clients on the hot signer, %d over %d signers\n", o.duration, o.hotClients, o.spreadClients, o.signers)
+	if o.rate > 0 {
+		fmt.Printf("\nsustained load for %s: %.0f creates/s offered on the hot signer, as many over %d signers\n", o.duration, o.rate, o.signers)
+	} else {
+		fmt.Printf("\nsustained load for %s: %d clients on the hot signer, %d over %d signers\n", o.duration, o.hotClients, o.spreadClients, o.signers)
+	}
 	if o.cpuProfile != "" {
 		f, err := os.Create(o.cpuProfile)
 		if err != nil {
@@ -194,6 +204,7 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
+	pushed := s.Bridge.Stats()
 	start := time.Now()
 	results := make(chan loadgen.Result, 2)
 	errs := make(chan error, 2)
@@ -202,7 +213,8 @@ func run(ctx context.Context, o options) error {
 		c       int
 	}{{[]string{hot}, o.hotClients}, {spread, o.spreadClients}} {
 		go func() {
-			r, err := loadgen.Run(ctx, loadgen.Config{URLs: urls, ChainID: evmtest.ChainID, Signers: l.signers, Concurrency: l.c, Duration: o.duration})
+			r, err := loadgen.Run(ctx, loadgen.Config{URLs: urls, ChainID: evmtest.ChainID, Signers: l.signers, Concurrency: l.c, Duration: o.duration,
+				Rate: o.rate})
 			results <- r
 			errs <- err
 		}()
@@ -219,6 +231,7 @@ func run(ctx context.Context, o options) error {
 	if err := waitFinal(ctx, pool, 5*time.Minute); err != nil {
 		return err
 	}
+	printPushes(pushed, s.Bridge.Stats())
 	if o.statements {
 		if err := stack.PrintStatements(ctx, pool, 25); err != nil {
 			return err
@@ -652,4 +665,19 @@ func consume(ctx context.Context, s *stack.Stack) (func() int64, error) {
 		}
 	}()
 	return n.Load, nil
+}
+
+// printPushes prints, per subscription, the push deliveries between two of
+// the bridge's counts and how many of them were retries (a delivery the
+// function refused, such as a Submit prompt whose signer's lease stayed
+// busy): a retried prompt waits a doubling backoff, and on an ordered
+// subscription its signer's later prompts wait behind it.
+func printPushes(before, after bridge.Stats) {
+	subs := slices.Sorted(maps.Keys(after.Routes))
+	fmt.Print("push deliveries (retried):")
+	for _, sub := range subs {
+		b, a := before.Routes[sub], after.Routes[sub]
+		fmt.Printf(" %s %d (%d)", sub, a.Delivered-b.Delivered+a.Retried-b.Retried, a.Retried-b.Retried)
+	}
+	fmt.Println()
 }
