@@ -213,13 +213,35 @@ func TestIssue12_TwoShards(t *testing.T) {
 
 	// Drive everything to CONFIRMED with a worker process: Submit and
 	// Receipt prompts per signer, finality sweeps. A long poll on the feed
-	// waits meanwhile.
+	// waits meanwhile, asked again while it answers empty after its whole
+	// wait with no outcome written before its end (on a loaded machine the
+	// first outcome may come later than one wait): an empty answer that
+	// came early, or after outcomes were written, is the failure.
 	wk := w.worker(t, "worker")
 	polled := make(chan feedPage, 1)
+	const wait = 25 * time.Second
+	written := func(before time.Time) int {
+		n := 0
+		for _, pool := range w.pools {
+			var c int
+			if err := pool.QueryRow(ctx, `SELECT count(*) FROM tx_completion WHERE created_at < $1`, before).Scan(&c); err != nil {
+				return -1
+			}
+			n += c
+		}
+		return n
+	}
 	go func() {
-		var p feedPage
-		call(t, http.MethodGet, urls[1]+"/v1/completions?wait=25s&limit=1000", nil, &p)
-		polled <- p
+		for {
+			var p feedPage
+			asked := time.Now()
+			call(t, http.MethodGet, urls[1]+"/v1/completions?wait=25s&limit=1000", nil, &p)
+			answered := time.Now()
+			if len(p.Items) > 0 || answered.Sub(asked) < wait || written(answered.Add(-2*time.Second)) != 0 {
+				polled <- p
+				return
+			}
+		}
 	}()
 	for _, k := range w.Keys {
 		require.NoError(t, wk.submit.Handle(ctx, stacktest.Prompt(t, k.Address)), "submit %s", k.Address.Hex())
@@ -248,7 +270,7 @@ func TestIssue12_TwoShards(t *testing.T) {
 		for _, it := range p.Items {
 			require.Equal(t, created[it.TxID], it.Shard)
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(wait + 5*time.Second):
 		t.Fatal("the long poll did not return")
 	}
 
