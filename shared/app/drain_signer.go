@@ -161,9 +161,14 @@ func (d *DrainSigner) drain(ctx context.Context, chainID uint64, signer common.A
 	// all): such a prompt is acknowledged after one read, without taking
 	// and releasing the lease. Rows or actions written after the read come
 	// with prompts of their own.
-	if work, err := d.store.HasSubmitWork(ctx, chainID, signer); err != nil || !work {
+	work, err := d.store.HasSubmitWork(ctx, chainID, signer)
+	if err != nil || !work.Any() {
 		return res, err
 	}
+	// Without pending actions at that read, the first holding of the lease
+	// does not look for them again (one round trip less per drain): an
+	// action requested since comes with a prompt of its own.
+	actions := work.Actions
 	owner := d.cfg.InstanceID + "/submit/" + uuid.NewString()
 	start := time.Now()
 	relay := &behind{relay: d.relay, ctx: ctx}
@@ -171,7 +176,8 @@ func (d *DrainSigner) drain(ctx context.Context, chainID uint64, signer common.A
 	for {
 		var handed *txm.Lease
 		err := withChainLease(ctx, d.leases, key, owner, awaitIt, d.cfg.Lease.RenewEvery, d.log, func(lease txm.Lease, keeper *leaseKeeper) error {
-			wanted, err := d.drainHeld(ctx, key, lease, keeper, chain, sig, start, relay, &res)
+			wanted, err := d.drainHeld(ctx, key, lease, keeper, chain, sig, start, actions, relay, &res)
+			actions = true // after a hand-over, look again
 			if wanted {
 				handed = &lease
 			}
@@ -214,15 +220,19 @@ func awaitTaken(ctx context.Context, leases txm.LeaseStore, l txm.Lease) {
 	}
 }
 
-// drainHeld drains under one holding of the lease: after drainHold it
-// reports wanted (and stops) once another invocation marked the lease
-// wanted; at the end of the budget it prompts Submit again and stops.
+// drainHeld drains under one holding of the lease, first carrying out the
+// pending admin actions when actions says there may be some: after
+// drainHold it reports wanted (and stops) once another invocation marked
+// the lease wanted; at the end of the budget it prompts Submit again and
+// stops.
 func (d *DrainSigner) drainHeld(ctx context.Context, key txm.LeaseKey, lease txm.Lease, keeper *leaseKeeper, chain txm.Chain, sig txm.Signer,
-	start time.Time, relay *behind, res *DrainResult) (wanted bool, err error) {
+	start time.Time, actions bool, relay *behind, res *DrainResult) (wanted bool, err error) {
 	log := d.log.With(slog.String(logging.KeySigner, txm.CanonicalAddress(key.Signer)), slog.String(logging.KeyOwner, lease.Owner),
 		slog.Int64(logging.KeyToken, lease.Token))
-	if err := d.work.runActions(ctx, d.store, lease, chain, sig); err != nil {
-		return false, err
+	if actions {
+		if err := d.work.runActions(ctx, d.store, lease, chain, sig); err != nil {
+			return false, err
+		}
 	}
 	held := time.Now()
 	for {

@@ -41,17 +41,17 @@ func (s *Store) NextToSubmit(ctx context.Context, chainID uint64, signer common.
 }
 
 // HasSubmitWork implements txm.SubmitStore.
-func (s *Store) HasSubmitWork(ctx context.Context, chainID uint64, signer common.Address) (bool, error) {
-	var work bool
+func (s *Store) HasSubmitWork(ctx context.Context, chainID uint64, signer common.Address) (txm.SubmitWork, error) {
+	var w txm.SubmitWork
 	err := s.pool.QueryRow(ctx, `
-SELECT EXISTS (SELECT 1 FROM managed_tx t WHERE t.chain_id = $1 AND t.signer = $2 AND t.state = 'ALLOCATED' AND `+notHeld+`)
-    OR EXISTS (SELECT 1 FROM tx_action a JOIN managed_tx t ON t.id = a.tx_id
-               WHERE a.status = 'pending' AND t.chain_id = $1 AND t.signer = $2)`,
-		int64(chainID), txm.CanonicalAddress(signer)).Scan(&work)
+SELECT EXISTS (SELECT 1 FROM managed_tx t WHERE t.chain_id = $1 AND t.signer = $2 AND t.state = 'ALLOCATED' AND `+notHeld+`),
+    EXISTS (SELECT 1 FROM tx_action a JOIN managed_tx t ON t.id = a.tx_id
+            WHERE a.status = 'pending' AND t.chain_id = $1 AND t.signer = $2)`,
+		int64(chainID), txm.CanonicalAddress(signer)).Scan(&w.Rows, &w.Actions)
 	if err != nil {
-		return false, fmt.Errorf("submit work: %w", translate(err))
+		return w, fmt.Errorf("submit work: %w", translate(err))
 	}
-	return work, nil
+	return w, nil
 }
 
 // InFlight implements txm.SubmitStore.
@@ -111,14 +111,16 @@ func (s *Store) MarkTracking(ctx context.Context, l txm.Lease, done []txm.Broadc
 			outcomes[i] = &o
 		}
 	}
-	var outbox []int64
-	err := WithTx(ctx, s.pool, func(tx pgx.Tx) error {
-		// The move and the receipt prompt go in one round trip; a move that
-		// falls short rolls the prompt back with it.
-		var moved, unstuck int
-		var prompt int64
-		b := &pgx.Batch{}
-		b.Queue(`
+	// One statement, so no transaction of its own (a BEGIN and a COMMIT were
+	// two more round trips per batch): the move, its history, the receipt
+	// prompt when anything moved, and, when a STUCK transaction no node
+	// had accepted was among them (it held the later nonces back), a submit
+	// prompt if the signer has ALLOCATED work. Fenced, it moves nothing
+	// and writes no prompt.
+	payload := promptPayload(l.Key)
+	var moved int
+	var receipt, submit *int64
+	err := s.pool.QueryRow(ctx, `
 WITH u AS (
     SELECT * FROM unnest($6::uuid[], $7::int[], $8::text[]) AS u(id, no, outcome)
 ), moved AS (
@@ -136,36 +138,36 @@ WITH u AS (
     INSERT INTO tx_history (tx_id, from_state, to_state, sub_state, reason, owner, fencing_token)
     SELECT id, from_state, 'TRACKING', outcome, 'broadcast', $4::text, $5::bigint FROM moved
     WHERE from_state <> 'TRACKING'
+), receipt AS (
+    INSERT INTO outbox (topic, ordering_key, payload)
+    SELECT $9, $2, $11 WHERE EXISTS (SELECT 1 FROM moved)
+    RETURNING id
+), submit AS (
+    INSERT INTO outbox (topic, ordering_key, payload)
+    SELECT $10, $2, $11
+    WHERE EXISTS (SELECT 1 FROM moved WHERE from_state = 'STUCK')
+      AND EXISTS (SELECT 1 FROM managed_tx w WHERE w.chain_id = $1 AND w.signer = $2 AND w.state = 'ALLOCATED')
+    RETURNING id
 )
-SELECT count(*), count(*) FILTER (WHERE from_state = 'STUCK') FROM moved`,
-			append(fenceArgs(l), ids, nos, outcomes)...).QueryRow(func(row pgx.Row) error {
-			if err := row.Scan(&moved, &unstuck); err != nil {
-				return fmt.Errorf("mark tracking: %w", translate(err))
-			}
-			return nil
-		})
-		queueOutbox(b, s.topics.Receipt, l.Key, &prompt)
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return err
-		}
-		if moved != len(done) {
-			if err := s.leases.check(ctx, tx, l, "mark_tracking", ids[0]); err != nil {
-				return err
-			}
-			return fmt.Errorf("mark tracking: %d of %d moved", moved, len(done))
-		}
-		outbox = append(outbox, prompt)
-		if unstuck > 0 {
-			// A STUCK transaction no node had accepted held the later
-			// nonces back; they may go now.
-			ids, err := s.promptSubmitIfWaiting(ctx, tx, l.Key)
-			outbox = append(outbox, ids...)
-			return err
-		}
-		return nil
-	})
+SELECT (SELECT count(*) FROM moved), (SELECT id FROM receipt), (SELECT id FROM submit)`,
+		append(fenceArgs(l), ids, nos, outcomes, s.topics.Receipt, s.topics.Submit, payload)...).Scan(&moved, &receipt, &submit)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("mark tracking: %w", translate(err))
+	}
+	if moved != len(done) {
+		// Fenced (nothing moved, nothing written), or a transaction that
+		// could not move: what moved was broadcast and stays TRACKING;
+		// its prompt is left to the outbox sweep.
+		if err := s.leases.check(ctx, s.pool, l, "mark_tracking", ids[0]); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("mark tracking: %d of %d moved", moved, len(done))
+	}
+	var outbox []int64
+	for _, id := range []*int64{receipt, submit} {
+		if id != nil {
+			outbox = append(outbox, *id)
+		}
 	}
 	return outbox, nil
 }

@@ -201,3 +201,45 @@ func TestMarkTracking_FencedWritesNoPrompt(t *testing.T) {
 	assert.Equal(t, 1, prompts(), "the fenced move left no prompt")
 	assert.Equal(t, "ALLOCATED", state(second))
 }
+
+// TestMarkTracking_AcceptedStuckPromptsSubmit: a STUCK transaction no node
+// had accepted held the later nonces back; once it moves to TRACKING the
+// same statement writes a submit prompt beside the receipt prompt, when the
+// signer has ALLOCATED work, and only then.
+func TestMarkTracking_AcceptedStuckPromptsSubmit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.New(t)
+	s := testStore(t, db.Pool)
+	topics := func(ids []int64) []string {
+		t.Helper()
+		var out []string
+		for _, id := range ids {
+			var topic string
+			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT topic FROM outbox WHERE id = $1`, id).Scan(&topic))
+			out = append(out, topic)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name      string
+		allocated bool
+		want      []string
+	}{{"with work behind it", true, []string{"r", "s"}}, {"with none", false, []string{"r"}}} {
+		signer := common.HexToAddress("0xa1")
+		if !tc.allocated {
+			signer = common.HexToAddress("0xb1")
+		}
+		stuck := insertTx(t, db, signer, 0, "STUCK", 1, 1, common.Hash{})
+		_, err := db.Pool.Exec(ctx, `UPDATE managed_tx SET broadcast_count = 0 WHERE id = $1`, stuck)
+		require.NoError(t, err)
+		if tc.allocated {
+			insertTx(t, db, signer, 1, "ALLOCATED", 1, 1, common.Hash{})
+		}
+		l, _, err := s.Leases().Acquire(ctx, txm.LeaseKey{ChainID: 1, Signer: signer, Scope: txm.ScopeChain}, "drain")
+		require.NoError(t, err)
+		ids, err := s.MarkTracking(ctx, l, []txm.Broadcasted{{TxID: stuck, AttemptNo: 1}})
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, topics(ids), tc.name)
+	}
+}

@@ -127,6 +127,15 @@ type AttemptStore interface {
 }
 
 // SubmitStore is the storage the Submit function needs.
+// SubmitWork is what HasSubmitWork found.
+type SubmitWork struct {
+	Rows    bool // an ALLOCATED transaction to send
+	Actions bool // a pending admin action
+}
+
+// Any reports whether there is anything to do.
+func (w SubmitWork) Any() bool { return w.Rows || w.Actions }
+
 type SubmitStore interface {
 	AttemptStore
 	ActionQueue
@@ -136,10 +145,10 @@ type SubmitStore interface {
 	// nothing beyond a STUCK transaction no node has accepted yet (the later
 	// nonces could not be mined before it).
 	NextToSubmit(ctx context.Context, chainID uint64, signer common.Address, limit int) ([]SubmitItem, error)
-	// HasSubmitWork reports whether a drain of the signer would find
-	// anything to do: a pending admin action, or an ALLOCATED transaction
-	// NextToSubmit would return. It only reads, and takes no lease.
-	HasSubmitWork(ctx context.Context, chainID uint64, signer common.Address) (bool, error)
+	// HasSubmitWork reports what a drain of the signer would find to do:
+	// an ALLOCATED transaction NextToSubmit would return, a pending admin
+	// action. It only reads, and takes no lease.
+	HasSubmitWork(ctx context.Context, chainID uint64, signer common.Address) (SubmitWork, error)
 	// InFlight counts the signer's broadcast-but-unmined transactions, STUCK
 	// ones included.
 	InFlight(ctx context.Context, chainID uint64, signer common.Address) (int, error)
