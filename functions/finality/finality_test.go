@@ -853,9 +853,21 @@ func TestSweepFinality_LeftoversDoNotHoldUpThePass(t *testing.T) {
 	confirmed := func(want int) func() bool {
 		return func() bool { return w.States(t)["CONFIRMED"] == want }
 	}
-	// pass runs a pass until cond holds (the numbering it waits for cannot
-	// run), then ends it.
-	pass := func(what string, cond func() bool) (app.PassStats, error) {
+	// numbering counts the numberings waiting for the feed's lock: the
+	// pass's own for leftovers (when there are any), and one after each
+	// write that committed (it starts once the write's COMMIT has
+	// answered).
+	numbering := func() int {
+		var c int
+		require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+WHERE wait_event_type = 'Lock' AND wait_event = 'advisory' AND datname = current_database()`).Scan(&c))
+		return c
+	}
+	// pass runs a pass until cond holds and waiting numberings show that
+	// the signer's write is done (they cannot run), then ends it. Ended
+	// when cond alone held, it could cut the write's COMMIT short after the
+	// rows became visible (outcome unknown: a failure).
+	pass := func(what string, cond func() bool, waiting int) (app.PassStats, error) {
 		pctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		var st app.PassStats
@@ -865,7 +877,7 @@ func TestSweepFinality_LeftoversDoNotHoldUpThePass(t *testing.T) {
 			defer close(done)
 			st, err = n.Finality.Pass(pctx)
 		}()
-		stacktest.WaitFor(t, what, cond)
+		stacktest.WaitFor(t, what, func() bool { return cond() && numbering() >= waiting })
 		cancel()
 		<-done
 		return st, err
@@ -880,7 +892,7 @@ func TestSweepFinality_LeftoversDoNotHoldUpThePass(t *testing.T) {
 	w.Mine(int(w.Cfg.Confirmations))
 
 	unlock := holdFeedLock(t, w)
-	st, err := pass("the first two confirmed", confirmed(2))
+	st, err := pass("the first two confirmed", confirmed(2), 1)
 	require.NoError(t, err, "a numbering cut short by the pass's end is not a failure")
 	require.Equal(t, 2, st.Confirmed)
 	require.Equal(t, 2, pending(), "left unnumbered")
@@ -889,7 +901,7 @@ func TestSweepFinality_LeftoversDoNotHoldUpThePass(t *testing.T) {
 	n.Allocate(t, signer, 3)
 	broadcastAndMine(t, w, n, signer, 5)
 	w.Mine(int(w.Cfg.Confirmations))
-	st, err = pass("confirmed while the leftovers wait for the lock", confirmed(5))
+	st, err = pass("confirmed while the leftovers wait for the lock", confirmed(5), 2)
 	require.NoError(t, err)
 	assert.Equal(t, 3, st.Confirmed)
 	assert.Equal(t, 5, pending(), "all of them still waiting for the lock")
