@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -204,26 +203,13 @@ RETURNING id`, s.topics.Submit, txm.CanonicalAddress(key.Signer), promptPayload(
 
 // writeOutbox writes one prompt for the signer of key on topic.
 func (s *Store) writeOutbox(ctx context.Context, tx pgx.Tx, topic string, key txm.LeaseKey) (int64, error) {
-	payload, _ := json.Marshal(txm.PromptMessage{ChainID: key.ChainID, Signer: txm.CanonicalAddress(key.Signer)})
 	var id int64
 	err := tx.QueryRow(ctx, `INSERT INTO outbox (topic, ordering_key, payload) VALUES ($1, $2, $3) RETURNING id`,
-		topic, txm.CanonicalAddress(key.Signer), payload).Scan(&id)
+		topic, txm.CanonicalAddress(key.Signer), promptPayload(key)).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("write %s outbox: %w", topic, translate(err))
 	}
 	return id, nil
-}
-
-// queueOutbox queues writeOutbox on a batch; id gets the prompt's id.
-func queueOutbox(b *pgx.Batch, topic string, key txm.LeaseKey, id *int64) {
-	payload, _ := json.Marshal(txm.PromptMessage{ChainID: key.ChainID, Signer: txm.CanonicalAddress(key.Signer)})
-	b.Queue(`INSERT INTO outbox (topic, ordering_key, payload) VALUES ($1, $2, $3) RETURNING id`,
-		topic, txm.CanonicalAddress(key.Signer), payload).QueryRow(func(row pgx.Row) error {
-		if err := row.Scan(id); err != nil {
-			return fmt.Errorf("write %s outbox: %w", topic, translate(err))
-		}
-		return nil
-	})
 }
 
 // MarkStuck implements txm.SubmitStore. Entering STUCK is a reported
