@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -958,4 +959,62 @@ func TestSweepFinality_MostReadyFirst(t *testing.T) {
 		return at
 	}
 	assert.True(t, finalized(busy, "max").Before(finalized(light, "min")), "the signer with four to confirm went first")
+}
+
+// TestSweepFinality_KnownBlocksUntilAReorg: a pass asks the node only for
+// the blocks it cannot prove canonical from the head by parent hashes.
+// After a pass that read a MINED transaction's block, the next one (the
+// head a block on) asks for no block by number; after a reorg that
+// replaced that block, the next pass asks for it again and finds the
+// reorg, and the transaction confirms in the new block.
+func TestSweepFinality_KnownBlocksUntilAReorg(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 1, func(c *config.Config) { c.Confirmations = 5 })
+	n := w.Node(t, "n0")
+	signer := w.Keys[0].Address
+	ids := n.Allocate(t, signer, 1)
+	broadcastAndMine(t, w, n, signer, 1)
+	before, parent := minedBlock(t, w, n, ids[0])
+	byNumber := func() int { // eth_getBlockByNumber calls for a height, not a tag
+		k := 0
+		for _, c := range w.Proxy.Calls() {
+			if c.Method == "eth_getBlockByNumber" && strings.HasPrefix(string(c.Params), `["0x`) {
+				k++
+			}
+		}
+		return k
+	}
+	pass := func() app.PassStats {
+		t.Helper()
+		w.Proxy.Reset()
+		st, err := n.Finality.Pass(ctx)
+		require.NoError(t, err)
+		return st
+	}
+
+	w.Mine(1)
+	require.Zero(t, pass().Confirmed)
+	require.Positive(t, byNumber(), "the first pass reads the transaction's block")
+	w.Mine(1)
+	require.Zero(t, pass().Confirmed)
+	assert.Zero(t, byNumber(), "the head's parent hashes prove the block canonical")
+
+	require.NoError(t, w.Chain.Fork(parent))
+	w.Mine(2) // the transaction returns from the pool into a block of the new branch
+	r, err := w.Chain.Backend.Client().TransactionReceipt(ctx, *before.Hash)
+	require.NoError(t, err)
+	require.NotEqual(t, before.Receipt.BlockHash, r.BlockHash)
+	st := pass()
+	assert.Equal(t, 1, st.Reorged, "the replaced block is not taken from what was known")
+	assert.Positive(t, byNumber())
+	assert.Equal(t, map[string]int{"TRACKING": 1}, w.States(t))
+
+	_, err = n.Receipts.Execute(ctx, stacktest.ChainID().Uint64(), signer)
+	require.NoError(t, err)
+	w.Mine(int(w.Cfg.Confirmations))
+	require.Equal(t, 1, pass().Confirmed)
+	after, err := n.Store.GetTx(ctx, ids[0])
+	require.NoError(t, err)
+	assert.Equal(t, txm.StateConfirmed, after.State)
+	assert.Equal(t, r.BlockHash, after.Receipt.BlockHash, "confirmed at the new block")
 }

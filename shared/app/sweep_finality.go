@@ -40,6 +40,8 @@ type SweepFinality struct {
 
 	headsMu sync.Mutex
 	heads   map[uint64]txm.Header // each chain's head as last seen (by a pass or between passes)
+
+	canon canonCache // headers earlier passes read, by chain
 }
 
 // SweepHooks let tests stop a sweep at a chosen point. Production leaves
@@ -152,6 +154,7 @@ type chainView struct {
 	chain     txm.Chain
 	head      txm.Header
 	finalized *txm.Header
+	fetched   func([]*txm.Header) // remembers what load fetched for later passes
 
 	mu      sync.Mutex // guards headers; held while missing ones are fetched
 	headers map[uint64]*txm.Header
@@ -178,7 +181,80 @@ func (v *chainView) load(ctx context.Context, numbers []uint64) error {
 	for i, n := range missing {
 		v.headers[n] = hs[i]
 	}
+	if v.fetched != nil {
+		v.fetched(hs)
+	}
 	return nil
+}
+
+// canonKeep is how many heights below a chain's head canonCache keeps: more
+// than a pass looks at in `confirmations` mode (the depth and some lag) or
+// in `finalized` mode (two epochs on Ethereum).
+const canonKeep = 1024
+
+// canonCache keeps, per chain, the headers that passes read (each pass's
+// head, and the blocks it fetched), so that a pass asks the node only for
+// the heights it cannot prove canonical from its own head: a header is
+// canonical when the chain of parent hashes from the head down reaches it,
+// each link matching the cached header's hash. Under bench-pipeline's load
+// a pass's one call for the blocks of every signer's MINED transactions
+// took 120-380 ms (the node busy with broadcasts), and every confirmation
+// of the pass waited for it; with the cache the steady state asks for the
+// head alone. A reorg breaks a link, and the heights below it are fetched
+// again, as before.
+type canonCache struct {
+	mu      sync.Mutex
+	byChain map[uint64]map[uint64]txm.Header
+}
+
+// linked records head as chain id's and returns it with every cached
+// header it proves canonical, by height.
+func (c *canonCache) linked(id uint64, head txm.Header) map[uint64]*txm.Header {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byChain == nil {
+		c.byChain = map[uint64]map[uint64]txm.Header{}
+	}
+	known := c.byChain[id]
+	if known == nil {
+		known = map[uint64]txm.Header{}
+		c.byChain[id] = known
+	}
+	out := map[uint64]*txm.Header{head.Number: &head}
+	for h := head; h.Number > 0; {
+		parent, ok := known[h.Number-1]
+		if !ok || parent.Hash != h.ParentHash {
+			break
+		}
+		out[parent.Number] = &parent
+		h = parent
+	}
+	known[head.Number] = head
+	if len(known) > canonKeep {
+		for n := range known {
+			if n+canonKeep/2 < head.Number {
+				delete(known, n)
+			}
+		}
+	}
+	return out
+}
+
+// remember caches headers fetched for chain id (nil ones, heights the node
+// does not have, are left out). Whether they are canonical is proven again
+// by linked each time they are used.
+func (c *canonCache) remember(id uint64, hs []*txm.Header) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	known := c.byChain[id]
+	if known == nil {
+		return
+	}
+	for _, h := range hs {
+		if h != nil {
+			known[h.Number] = *h
+		}
+	}
 }
 
 // header is the canonical header at n that load fetched (nil: the node has
@@ -249,12 +325,13 @@ func (s *SweepFinality) sawHead(id uint64, h txm.Header) bool {
 
 // view reads a chain's head (and finalized block) once for a pass.
 func (s *SweepFinality) view(ctx context.Context, id uint64, chain txm.Chain) (*chainView, error) {
-	v := &chainView{chain: chain, headers: map[uint64]*txm.Header{}}
+	v := &chainView{chain: chain, fetched: func(hs []*txm.Header) { s.canon.remember(id, hs) }}
 	var err error
 	if v.head, err = chain.Head(ctx); err != nil {
 		return nil, fmt.Errorf("head: %w", err)
 	}
 	s.sawHead(id, v.head)
+	v.headers = s.canon.linked(id, v.head)
 	if s.cfg.FinalityMode == config.FinalityFinalized {
 		f, err := chain.Finalized(ctx)
 		if err != nil {

@@ -392,6 +392,11 @@ func finalityLags(ctx context.Context, s *stack.Stack, st stageTimes, confirmati
 	var lags []time.Duration
 	parts := map[bool][]time.Duration{} // hot or not
 	late, lateMined := 0, 0             // lags over a second; of those, MINED written after the depth was reached
+	type lateKey struct {
+		block uint64
+		hot   bool
+	}
+	lateBy := map[lateKey][]time.Duration{} // lags over a second by the block at depth, hot or not
 	for _, t := range st {
 		n := t.block + confirmations - 1
 		at, ok := sealed[n]
@@ -409,6 +414,8 @@ func finalityLags(ctx context.Context, s *stack.Stack, st stageTimes, confirmati
 		parts[t.hot] = append(parts[t.hot], lags[len(lags)-1])
 		if t.confirmed.Sub(at) > time.Second {
 			late++
+			k := lateKey{n, t.hot}
+			lateBy[k] = append(lateBy[k], t.confirmed.Sub(at))
 			if t.mined.After(at) {
 				lateMined++
 			}
@@ -429,6 +436,20 @@ func finalityLags(ctx context.Context, s *stack.Stack, st stageTimes, confirmati
 	slices.Sort(mined)
 	fmt.Printf("  receipt lag (block sealed → MINED written)  p50 %4.0f ms  p99 %4.0f ms\n", ms(quantile(mined, 0.5)), ms(quantile(mined, 0.99)))
 	fmt.Printf("  finality lags over 1s: %d of %d; %d of them were MINED only after the depth was reached\n", late, len(lags), lateMined)
+	if len(lateBy) > 0 {
+		keys := slices.SortedFunc(maps.Keys(lateBy), func(a, b lateKey) int { return len(lateBy[b]) - len(lateBy[a]) })
+		fmt.Printf("  late by the block at depth (largest first):")
+		for i, k := range keys {
+			if i == 8 {
+				fmt.Printf(" ... %d blocks more", len(keys)-i)
+				break
+			}
+			d := lateBy[k]
+			slices.Sort(d)
+			fmt.Printf(" #%d %s %d (%.0f-%.0f ms)", k.block, map[bool]string{true: "hot", false: "others"}[k.hot], len(d), ms(d[0]), ms(d[len(d)-1]))
+		}
+		fmt.Println()
+	}
 	return lags, nil
 }
 
