@@ -246,34 +246,46 @@ func TestIssue5_RevertedOnChain(t *testing.T) {
 	assert.Equal(t, "TxFailed", items[0].Type)
 }
 
-// minedBlock returns the block hash and parent the chain says tx is in.
-func minedBlock(t *testing.T, w *stacktest.World, n *stacktest.Node, id string) (*txm.Tx, common.Hash) {
-	t.Helper()
-	tx, err := n.Store.GetTx(ctx, id)
-	require.NoError(t, err)
-	require.NotNil(t, tx.Receipt)
-	h, err := w.Chain.Backend.Client().HeaderByHash(ctx, tx.Receipt.BlockHash)
-	require.NoError(t, err)
-	return tx, h.ParentHash
+// mined is a world whose one signer has one transaction MINED, with what a
+// reorg test needs: the transaction as mined, and its block's parent to
+// fork from.
+type mined struct {
+	w      *stacktest.World
+	n      *stacktest.Node
+	signer common.Address
+	id     string
+	before *txm.Tx
+	parent common.Hash
 }
 
-func TestIssue5_ReorgMovesTx(t *testing.T) {
-	t.Parallel()
-	w := stacktest.NewWorld(t, 1)
+func mineOne(t *testing.T, opts ...stacktest.Option) mined {
+	t.Helper()
+	w := stacktest.NewWorld(t, 1, opts...)
 	n := w.Node(t, "n0")
 	signer := w.Keys[0].Address
 	ids := n.Allocate(t, signer, 1)
 	broadcastAndMine(t, w, n, signer, 1)
-	before, parent := minedBlock(t, w, n, ids[0])
+	tx, err := n.Store.GetTx(ctx, ids[0])
+	require.NoError(t, err)
+	require.NotNil(t, tx.Receipt)
+	h, err := w.Chain.Backend.Client().HeaderByHash(ctx, tx.Receipt.BlockHash)
+	require.NoError(t, err)
+	return mined{w: w, n: n, signer: signer, id: ids[0], before: tx, parent: h.ParentHash}
+}
 
-	require.NoError(t, w.Chain.Fork(parent))
+func TestIssue5_ReorgMovesTx(t *testing.T) {
+	t.Parallel()
+	m := mineOne(t)
+	w, n, signer, id, before := m.w, m.n, m.signer, m.id, m.before
+
+	require.NoError(t, w.Chain.Fork(m.parent))
 	w.Mine(2) // the transaction returns from the pool into a block of the new branch
 	r, err := w.Chain.Backend.Client().TransactionReceipt(ctx, *before.Hash)
 	require.NoError(t, err)
 	require.NotEqual(t, before.Receipt.BlockHash, r.BlockHash, "the transaction moved to another block")
 
 	reconfirm(t, w, n, signer, 0) // the node still has it: nothing to rebroadcast
-	after, err := n.Store.GetTx(ctx, ids[0])
+	after, err := n.Store.GetTx(ctx, id)
 	require.NoError(t, err)
 	assert.Equal(t, txm.StateConfirmed, after.State)
 	assert.Equal(t, r.BlockHash, after.Receipt.BlockHash, "confirmed at the new block")
@@ -286,14 +298,10 @@ func TestIssue5_ReorgMovesTx(t *testing.T) {
 
 func TestIssue5_ReorgDropsTx(t *testing.T) {
 	t.Parallel()
-	w := stacktest.NewWorld(t, 1)
-	n := w.Node(t, "n0")
-	signer := w.Keys[0].Address
-	ids := n.Allocate(t, signer, 1)
-	broadcastAndMine(t, w, n, signer, 1)
-	before, parent := minedBlock(t, w, n, ids[0])
+	m := mineOne(t)
+	w, n, signer, id, before := m.w, m.n, m.signer, m.id, m.before
 
-	require.NoError(t, w.Chain.Fork(parent))
+	require.NoError(t, w.Chain.Fork(m.parent))
 	w.Chain.Rollback()
 	w.Chain.Commit()
 	known, err := n.Client.HasTransaction(ctx, *before.Hash)
@@ -301,12 +309,12 @@ func TestIssue5_ReorgDropsTx(t *testing.T) {
 	require.False(t, known, "the fork dropped the transaction")
 
 	reconfirm(t, w, n, signer, 1) // the persisted attempt is sent again
-	after, err := n.Store.GetTx(ctx, ids[0])
+	after, err := n.Store.GetTx(ctx, id)
 	require.NoError(t, err)
 	assert.Equal(t, txm.StateConfirmed, after.State)
 	assert.Equal(t, *before.Hash, *after.Hash, "the same signed bytes, never re-signed")
 	assert.Equal(t, 1, after.ReorgCount)
-	assert.Equal(t, map[string]int{ids[0]: 1}, w.AttemptsPerTx(t))
+	assert.Equal(t, map[string]int{id: 1}, w.AttemptsPerTx(t))
 	items := feed(t, n, 0, 10)
 	require.Len(t, items, 1)
 	assert.True(t, items[0].NewFork)
@@ -516,12 +524,8 @@ func TestIssue5_FinalityModes(t *testing.T) {
 // new outcome carries newFork.
 func TestIssue5_ReorgAfterReport(t *testing.T) {
 	t.Parallel()
-	w := stacktest.NewWorld(t, 1, func(c *config.Config) { c.Confirmations = 2 })
-	n := w.Node(t, "n0")
-	signer := w.Keys[0].Address
-	ids := n.Allocate(t, signer, 1)
-	broadcastAndMine(t, w, n, signer, 1)
-	before, parent := minedBlock(t, w, n, ids[0])
+	m := mineOne(t, func(c *config.Config) { c.Confirmations = 2 })
+	w, n, signer, id, before := m.w, m.n, m.signer, m.id, m.before
 	w.Mine(2)
 	st, err := n.Finality.Pass(ctx)
 	require.NoError(t, err)
@@ -531,7 +535,7 @@ func TestIssue5_ReorgAfterReport(t *testing.T) {
 	assert.False(t, first[0].NewFork)
 
 	// A longer branch from below the block: the reported transaction is gone.
-	require.NoError(t, w.Chain.Fork(parent))
+	require.NoError(t, w.Chain.Fork(m.parent))
 	w.Chain.Rollback()
 	w.Mine(5)
 	known, err := n.Client.HasTransaction(ctx, *before.Hash)
@@ -541,9 +545,9 @@ func TestIssue5_ReorgAfterReport(t *testing.T) {
 	reconfirm(t, w, n, signer, 1)
 	items := feed(t, n, 0, 10)
 	require.Len(t, items, 2, "the first report stands in the feed; the new one follows it")
-	assert.Equal(t, ids[0], items[1].TxID)
+	assert.Equal(t, id, items[1].TxID)
 	assert.True(t, items[1].NewFork, "the earlier reported outcome is superseded")
-	after, err := n.Store.GetTx(ctx, ids[0])
+	after, err := n.Store.GetTx(ctx, id)
 	require.NoError(t, err)
 	assert.Equal(t, 1, after.ReorgCount)
 	assert.Equal(t, *before.Hash, *after.Hash, "the same signed bytes")
@@ -969,12 +973,8 @@ func TestSweepFinality_MostReadyFirst(t *testing.T) {
 // reorg, and the transaction confirms in the new block.
 func TestSweepFinality_KnownBlocksUntilAReorg(t *testing.T) {
 	t.Parallel()
-	w := stacktest.NewWorld(t, 1, func(c *config.Config) { c.Confirmations = 5 })
-	n := w.Node(t, "n0")
-	signer := w.Keys[0].Address
-	ids := n.Allocate(t, signer, 1)
-	broadcastAndMine(t, w, n, signer, 1)
-	before, parent := minedBlock(t, w, n, ids[0])
+	m := mineOne(t, func(c *config.Config) { c.Confirmations = 5 })
+	w, n, signer, id, before := m.w, m.n, m.signer, m.id, m.before
 	byNumber := func() int { // eth_getBlockByNumber calls for a height, not a tag
 		k := 0
 		for _, c := range w.Proxy.Calls() {
@@ -999,7 +999,7 @@ func TestSweepFinality_KnownBlocksUntilAReorg(t *testing.T) {
 	require.Zero(t, pass().Confirmed)
 	assert.Zero(t, byNumber(), "the head's parent hashes prove the block canonical")
 
-	require.NoError(t, w.Chain.Fork(parent))
+	require.NoError(t, w.Chain.Fork(m.parent))
 	w.Mine(2) // the transaction returns from the pool into a block of the new branch
 	r, err := w.Chain.Backend.Client().TransactionReceipt(ctx, *before.Hash)
 	require.NoError(t, err)
@@ -1013,7 +1013,7 @@ func TestSweepFinality_KnownBlocksUntilAReorg(t *testing.T) {
 	require.NoError(t, err)
 	w.Mine(int(w.Cfg.Confirmations))
 	require.Equal(t, 1, pass().Confirmed)
-	after, err := n.Store.GetTx(ctx, ids[0])
+	after, err := n.Store.GetTx(ctx, id)
 	require.NoError(t, err)
 	assert.Equal(t, txm.StateConfirmed, after.State)
 	assert.Equal(t, r.BlockHash, after.Receipt.BlockHash, "confirmed at the new block")
