@@ -257,8 +257,8 @@ func (c *canonCache) remember(id uint64, hs []*txm.Header) {
 	}
 }
 
-// header is the canonical header at n that load fetched (nil: the node has
-// no block there yet).
+// header is the canonical header at n: the head, one the cache proved
+// from it, or one load fetched (nil: the node has no block there yet).
 func (v *chainView) header(n uint64) *txm.Header {
 	v.mu.Lock()
 	defer v.mu.Unlock()
