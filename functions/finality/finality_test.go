@@ -1033,3 +1033,94 @@ func TestSweepFinality_KnownBlocksUntilAReorg(t *testing.T) {
 	assert.Equal(t, txm.StateConfirmed, after.State)
 	assert.Equal(t, r.BlockHash, after.Receipt.BlockHash, "confirmed at the new block")
 }
+
+// TestSweepFinality_AWaitingSweepTakesTheLatestLook: a signer's sweep that
+// waits for its lease (in production behind a hot signer's drain batch,
+// often longer than a block) writes, once it has the lease, what the passes
+// that skipped the signer meanwhile saw final, not only what its own pass
+// saw: those blocks waited for the pass after the sweep, a second or more
+// of finality lag.
+func TestSweepFinality_AWaitingSweepTakesTheLatestLook(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 1)
+	n := w.Node(t, "n0")
+	signer := w.Keys[0].Address
+	chainID := stacktest.ChainID().Uint64()
+	conf := int(w.Cfg.Confirmations)
+	require.GreaterOrEqual(t, conf, 2)
+	ids := n.Allocate(t, signer, 1)
+	broadcastAndMine(t, w, n, signer, 1) // A, in block k
+	ids = append(ids, n.Allocate(t, signer, 1)...)
+	broadcastAndMine(t, w, n, signer, 2) // B, in block k+1
+	a, err := n.Store.GetTx(ctx, ids[0])
+	require.NoError(t, err)
+	b, err := n.Store.GetTx(ctx, ids[1])
+	require.NoError(t, err)
+	require.Equal(t, a.Receipt.BlockNumber+1, b.Receipt.BlockNumber)
+	w.Mine(conf - 2) // A's block is final, B's one block short
+	require.Equal(t, map[string]int{"MINED": 2}, w.States(t))
+
+	key := txm.LeaseKey{ChainID: chainID, Signer: signer, Scope: txm.ScopeChain}
+	held, _, err := n.Leases.Acquire(ctx, key, "drain")
+	require.NoError(t, err)
+	type result struct {
+		st  app.PassStats
+		err error
+	}
+	first := make(chan result, 1)
+	go func() {
+		st, err := n.Finality.Pass(ctx)
+		first <- result{st, err}
+	}()
+	stacktest.WaitFor(t, "the first pass's sweep to wait for the lease", func() bool {
+		wanted, err := n.Leases.Wanted(ctx, held)
+		require.NoError(t, err)
+		return wanted
+	})
+	w.Mine(1) // B's block is final now
+	st, err := n.Finality.Pass(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, st.Skipped, "the second pass leaves the signer to the sweep under way")
+	assert.Zero(t, st.Confirmed)
+	require.NoError(t, n.Leases.Release(ctx, held))
+	r := <-first
+	require.NoError(t, r.err, "the sweep got the lease within its wait")
+	assert.Equal(t, 2, r.st.Confirmed, "the waiting sweep wrote what the later pass saw final too")
+	assert.Equal(t, map[string]int{"CONFIRMED": 2}, w.States(t))
+}
+
+// TestSweepFinality_ALookThatCameDuringTheWriteIsWrittenToo: a pass that
+// skips a signer while the signer's sweep is writing (a hot signer's
+// hundreds of rows) leaves its look to that sweep, which writes what the
+// look saw final in the same holding of the lease, instead of leaving it
+// to the pass after the sweep.
+func TestSweepFinality_ALookThatCameDuringTheWriteIsWrittenToo(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 1)
+	n := w.Node(t, "n0")
+	signer := w.Keys[0].Address
+	conf := int(w.Cfg.Confirmations)
+	require.GreaterOrEqual(t, conf, 2)
+	n.Allocate(t, signer, 1)
+	broadcastAndMine(t, w, n, signer, 1) // A, in block k
+	n.Allocate(t, signer, 1)
+	broadcastAndMine(t, w, n, signer, 2) // B, in block k+1
+	w.Mine(conf - 2)                     // A's block is final, B's one block short
+	require.Equal(t, map[string]int{"MINED": 2}, w.States(t))
+
+	var once sync.Once
+	var during app.PassStats
+	var duringErr error
+	n.Finality.SetHooks(app.SweepHooks{BeforeWrite: func() {
+		once.Do(func() {
+			w.Mine(1) // B's block is final now
+			during, duringErr = n.Finality.Pass(ctx)
+		})
+	}})
+	st, err := n.Finality.Pass(ctx)
+	require.NoError(t, err)
+	require.NoError(t, duringErr)
+	assert.Equal(t, 1, during.Skipped, "the pass during the write left the signer to the sweep")
+	assert.Equal(t, 2, st.Confirmed, "the sweep wrote what that pass saw final too")
+	assert.Equal(t, map[string]int{"CONFIRMED": 2}, w.States(t))
+}

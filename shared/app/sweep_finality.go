@@ -36,7 +36,8 @@ type SweepFinality struct {
 	hooks   SweepHooks
 
 	busyMu sync.Mutex
-	busy   map[txm.SignerRef]bool // signers being swept in this process
+	busy   map[txm.SignerRef]bool       // signers being swept in this process
+	newer  map[txm.SignerRef]signerLook // a later pass's look at a signer being swept (see later)
 
 	headsMu sync.Mutex
 	heads   map[uint64]txm.Header // each chain's head as last seen (by a pass or between passes)
@@ -145,6 +146,48 @@ func (s *SweepFinality) unclaim(ref txm.SignerRef) {
 	s.busyMu.Lock()
 	defer s.busyMu.Unlock()
 	delete(s.busy, ref)
+	delete(s.newer, ref)
+}
+
+// signerLook is one pass's look at a signer: the chain as the pass saw it
+// and the signer's work as the pass read it.
+type signerLook struct {
+	view *chainView
+	work txm.SignerWork
+}
+
+// passed records the look of a pass that skipped ref because this process
+// is still sweeping it, for that sweep to write what it calls for.
+func (s *SweepFinality) passed(look signerLook) {
+	s.busyMu.Lock()
+	defer s.busyMu.Unlock()
+	if s.newer == nil {
+		s.newer = map[txm.SignerRef]signerLook{}
+	}
+	s.newer[look.work.SignerRef] = look
+}
+
+// later returns a later pass's look at the signer of look, when one
+// skipped the signer (see passed) with its chain's head higher than look's.
+// A hot signer's sweep often outlasts the next pass or two (it waits for
+// its lease behind the drain's batch in progress, then writes hundreds of
+// rows), and the passes meanwhile skip the signer: the blocks they saw
+// final waited for the pass after the sweep, a second or more of finality
+// lag. The sweep writes them too, in the same holding of its lease. A later
+// look's view holds the headers of every block in its work (its pass loaded
+// them for all its signers before starting any).
+func (s *SweepFinality) later(look signerLook) (signerLook, bool) {
+	s.busyMu.Lock()
+	defer s.busyMu.Unlock()
+	later, ok := s.newer[look.work.SignerRef]
+	if !ok {
+		return look, false
+	}
+	delete(s.newer, look.work.SignerRef)
+	if later.view.head.Number <= look.view.head.Number {
+		return look, false
+	}
+	return later, true
 }
 
 // chainView caches one pass's look at a chain, so that one pass sees one
@@ -404,6 +447,7 @@ func (s *SweepFinality) launch(ctx context.Context, sw *sweeps) error {
 	s.mostReadyFirst(views, work)
 	for _, ref := range work {
 		if !s.claim(ref.SignerRef) {
+			s.passed(signerLook{view: views[ref.ChainID], work: ref})
 			sw.mu.Lock()
 			sw.st.Skipped++
 			sw.mu.Unlock()
@@ -524,15 +568,33 @@ func (s *SweepFinality) sweepSigner(ctx context.Context, view *chainView, work t
 		relayed = append(relayed, ids...)
 		return err
 	}
+	// blocks writes what look's blocks call for (reorgs, final outcomes),
+	// then what the later looks that came meanwhile call for (see later).
+	mine := signerLook{view: view, work: work}
+	blocks := func(l txm.Lease, look signerLook) error {
+		for {
+			if err := s.checkReported(ctx, l, look.view, look.work.ReportedBlocks, &st); err != nil {
+				return err
+			}
+			ids, err := s.finalize(ctx, l, look.view, ref, look.work.MinedBlocks, nil, &st)
+			relayed = append(relayed, ids...)
+			if err != nil {
+				return err
+			}
+			next, ok := s.later(look)
+			if !ok {
+				return nil
+			}
+			look = next
+		}
+	}
 	lookDone := false
 	if blocksWork {
 		err = withChainLease(ctx, s.leases, key, owner, wantIt, s.cfg.Lease.RenewEvery, s.log, func(l txm.Lease, _ *leaseKeeper) error {
-			if err := s.checkReported(ctx, l, view, work.ReportedBlocks, &st); err != nil {
-				return err
+			if later, ok := s.later(mine); ok {
+				mine = later
 			}
-			ids, err := s.finalize(ctx, l, view, ref, work.MinedBlocks, nil, &st)
-			relayed = append(relayed, ids...)
-			if err != nil {
+			if err := blocks(l, mine); err != nil {
 				return err
 			}
 			select {
@@ -553,7 +615,13 @@ func (s *SweepFinality) sweepSigner(ctx context.Context, view *chainView, work t
 		return st, lookErr
 	}
 	err = withChainLease(ctx, s.leases, key, owner, wantIt, s.cfg.Lease.RenewEvery, s.log, func(l txm.Lease, _ *leaseKeeper) error {
-		return receipts(l)
+		if err := receipts(l); err != nil {
+			return err
+		}
+		if later, ok := s.later(mine); ok {
+			return blocks(l, later)
+		}
+		return nil
 	})
 	return st, err
 }
