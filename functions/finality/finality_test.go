@@ -1034,18 +1034,14 @@ func TestSweepFinality_KnownBlocksUntilAReorg(t *testing.T) {
 	assert.Equal(t, r.BlockHash, after.Receipt.BlockHash, "confirmed at the new block")
 }
 
-// TestSweepFinality_AWaitingSweepTakesTheLatestLook: a signer's sweep that
-// waits for its lease (in production behind a hot signer's drain batch,
-// often longer than a block) writes, once it has the lease, what the passes
-// that skipped the signer meanwhile saw final, not only what its own pass
-// saw: those blocks waited for the pass after the sweep, a second or more
-// of finality lag.
-func TestSweepFinality_AWaitingSweepTakesTheLatestLook(t *testing.T) {
-	t.Parallel()
+// oneFinalOneShort makes a world whose one signer has two MINED
+// transactions in consecutive blocks, the first final and the second one
+// block short of the depth.
+func oneFinalOneShort(t *testing.T) (*stacktest.World, *stacktest.Node, common.Address) {
+	t.Helper()
 	w := stacktest.NewWorld(t, 1)
 	n := w.Node(t, "n0")
 	signer := w.Keys[0].Address
-	chainID := stacktest.ChainID().Uint64()
 	conf := int(w.Cfg.Confirmations)
 	require.GreaterOrEqual(t, conf, 2)
 	ids := n.Allocate(t, signer, 1)
@@ -1059,7 +1055,19 @@ func TestSweepFinality_AWaitingSweepTakesTheLatestLook(t *testing.T) {
 	require.Equal(t, a.Receipt.BlockNumber+1, b.Receipt.BlockNumber)
 	w.Mine(conf - 2) // A's block is final, B's one block short
 	require.Equal(t, map[string]int{"MINED": 2}, w.States(t))
+	return w, n, signer
+}
 
+// TestSweepFinality_AWaitingSweepTakesTheLatestLook: a signer's sweep that
+// waits for its lease (in production behind a hot signer's drain batch,
+// often longer than a block) writes, once it has the lease, what the passes
+// that skipped the signer meanwhile saw final, not only what its own pass
+// saw: those blocks waited for the pass after the sweep, a second or more
+// of finality lag.
+func TestSweepFinality_AWaitingSweepTakesTheLatestLook(t *testing.T) {
+	t.Parallel()
+	w, n, signer := oneFinalOneShort(t)
+	chainID := stacktest.ChainID().Uint64()
 	key := txm.LeaseKey{ChainID: chainID, Signer: signer, Scope: txm.ScopeChain}
 	held, _, err := n.Leases.Acquire(ctx, key, "drain")
 	require.NoError(t, err)
@@ -1096,18 +1104,7 @@ func TestSweepFinality_AWaitingSweepTakesTheLatestLook(t *testing.T) {
 // to the pass after the sweep.
 func TestSweepFinality_ALookThatCameDuringTheWriteIsWrittenToo(t *testing.T) {
 	t.Parallel()
-	w := stacktest.NewWorld(t, 1)
-	n := w.Node(t, "n0")
-	signer := w.Keys[0].Address
-	conf := int(w.Cfg.Confirmations)
-	require.GreaterOrEqual(t, conf, 2)
-	n.Allocate(t, signer, 1)
-	broadcastAndMine(t, w, n, signer, 1) // A, in block k
-	n.Allocate(t, signer, 1)
-	broadcastAndMine(t, w, n, signer, 2) // B, in block k+1
-	w.Mine(conf - 2)                     // A's block is final, B's one block short
-	require.Equal(t, map[string]int{"MINED": 2}, w.States(t))
-
+	w, n, _ := oneFinalOneShort(t)
 	var once sync.Once
 	var during app.PassStats
 	var duringErr error
