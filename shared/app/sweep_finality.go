@@ -390,8 +390,9 @@ func (s *SweepFinality) view(ctx context.Context, id uint64, chain txm.Chain) (*
 // round trips to the database and the node, so one after another a pass
 // over a hundred signers took longer than a block. Signers whose lease is
 // held elsewhere, or that another sweep of this process is sweeping, are
-// skipped this pass; an RPC failure for one chain skips that chain and is
-// returned after the others were swept.
+// skipped this pass (that sweep gets the pass's look: see later); an RPC
+// failure for one chain skips that chain and is returned after the others
+// were swept.
 func (s *SweepFinality) Pass(ctx context.Context) (PassStats, error) {
 	sw := s.sweeping()
 	err := s.launch(ctx, sw)
