@@ -861,10 +861,11 @@ func TestSweepFinality_PassesFollowTheHead(t *testing.T) {
 // TestSweepFinality_LeftoversDoNotHoldUpThePass: outcomes that were
 // recorded and left unnumbered (a writer crashed after its commit, or here
 // the feed's lock is held elsewhere) are numbered beside a pass's signer
-// sweeps, not before them. A pass numbered them first, and every signer's
+// sweeps, not before them, and a signer's write does not wait for its own
+// numbering either. A pass numbered leftovers first, and every signer's
 // confirmations waited behind it for the feed's lock; now the pass confirms
-// what is due while the numbering waits, and the next pass after the lock
-// is free numbers everything once.
+// what is due, and lets the signer's lease go, while the numbering waits,
+// and the next pass after the lock is free numbers everything once.
 func TestSweepFinality_LeftoversDoNotHoldUpThePass(t *testing.T) {
 	t.Parallel()
 	w := stacktest.NewWorld(t, 1)
@@ -873,21 +874,29 @@ func TestSweepFinality_LeftoversDoNotHoldUpThePass(t *testing.T) {
 	confirmed := func(want int) func() bool {
 		return func() bool { return w.States(t)["CONFIRMED"] == want }
 	}
-	// numbering counts the numberings waiting for the feed's lock: the
-	// pass's own for leftovers (when there are any), and one after each
-	// write that committed (it starts once the write's COMMIT has
-	// answered).
-	numbering := func() int {
+	// numbering is whether the pass's numbering waits for the feed's lock.
+	numbering := func() bool {
 		var c int
 		require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 WHERE wait_event_type = 'Lock' AND wait_event = 'advisory' AND datname = current_database()`).Scan(&c))
-		return c
+		return c > 0
 	}
-	// pass runs a pass until cond holds and waiting numberings show that
-	// the signer's write is done (they cannot run), then ends it. Ended
-	// when cond alone held, it could cut the write's COMMIT short after the
-	// rows became visible (outcome unknown: a failure).
-	pass := func(what string, cond func() bool, waiting int) (app.PassStats, error) {
+	// let is whether the signer's chain lease was let go by a finality
+	// sweep since (database time): its write has committed (and was not
+	// numbered under it).
+	let := func(since time.Time) bool {
+		var c int
+		require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM signer_lease
+WHERE scope = 'chain' AND owner LIKE '%/finality/%' AND expires_at = '-infinity' AND updated_at > $1`, since).Scan(&c))
+		return c > 0
+	}
+	// pass runs a pass until cond holds, the signer's lease was let go
+	// and the numbering waits for the lock, then ends it. Ended when cond
+	// alone held, it could cut the write's COMMIT short after the rows
+	// became visible (outcome unknown: a failure).
+	pass := func(what string, cond func() bool) (app.PassStats, error) {
+		var since time.Time
+		require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&since))
 		pctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		var st app.PassStats
@@ -897,7 +906,7 @@ WHERE wait_event_type = 'Lock' AND wait_event = 'advisory' AND datname = current
 			defer close(done)
 			st, err = n.Finality.Pass(pctx)
 		}()
-		stacktest.WaitFor(t, what, func() bool { return cond() && numbering() >= waiting })
+		stacktest.WaitFor(t, what, func() bool { return cond() && let(since) && numbering() })
 		cancel()
 		<-done
 		return st, err
@@ -912,7 +921,7 @@ WHERE wait_event_type = 'Lock' AND wait_event = 'advisory' AND datname = current
 	w.Mine(int(w.Cfg.Confirmations))
 
 	unlock := holdFeedLock(t, w)
-	st, err := pass("the first two confirmed", confirmed(2), 1)
+	st, err := pass("the first two confirmed", confirmed(2))
 	require.NoError(t, err, "a numbering cut short by the pass's end is not a failure")
 	require.Equal(t, 2, st.Confirmed)
 	require.Equal(t, 2, pending(), "left unnumbered")
@@ -921,7 +930,7 @@ WHERE wait_event_type = 'Lock' AND wait_event = 'advisory' AND datname = current
 	n.Allocate(t, signer, 3)
 	broadcastAndMine(t, w, n, signer, 5)
 	w.Mine(int(w.Cfg.Confirmations))
-	st, err = pass("confirmed while the leftovers wait for the lock", confirmed(5), 2)
+	st, err = pass("confirmed while the leftovers wait for the lock", confirmed(5))
 	require.NoError(t, err)
 	assert.Equal(t, 3, st.Confirmed)
 	assert.Equal(t, 5, pending(), "all of them still waiting for the lock")

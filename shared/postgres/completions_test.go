@@ -61,6 +61,14 @@ func TestCompletions_SeqsBecomeVisibleInOrder(t *testing.T) {
 	go func() {
 		var after int64
 		for {
+			// Stopped before the read: the read began after every write
+			// and numbering, and when it finds nothing the reader is done.
+			stopped := false
+			select {
+			case <-stop:
+				stopped = true
+			default:
+			}
 			got, err := stores[0].CompletionsAfter(ctx, after, 50, nil)
 			if err != nil {
 				readerDone <- err
@@ -71,12 +79,11 @@ func TestCompletions_SeqsBecomeVisibleInOrder(t *testing.T) {
 				after = c.Seq
 			}
 			if len(got) == 0 {
-				select {
-				case <-stop:
+				if stopped {
 					readerDone <- nil
 					return
-				case <-time.After(time.Millisecond):
 				}
+				time.Sleep(time.Millisecond)
 			}
 		}
 	}()
@@ -102,7 +109,12 @@ func TestCompletions_SeqsBecomeVisibleInOrder(t *testing.T) {
 			defer wg.Done()
 			defer func() { <-sem }()
 			for _, j := range js {
-				out, err := j.store.Finalize(ctx, j.lease, j.ids)
+				if !assert.NoError(t, j.store.Finalize(ctx, j.lease, j.ids)) {
+					return
+				}
+				// Numbered after the write, as the finality sweep does,
+				// concurrently with the other signers' writes and numbering.
+				out, err := j.store.NumberCompletions(ctx)
 				if !assert.NoError(t, err) {
 					return
 				}
@@ -204,7 +216,7 @@ func TestFinalizeBlocks_EndsOnlyWhatIsMinedInThoseBlocks(t *testing.T) {
 	require.NoError(t, err)
 
 	blocks := []txm.Header{{Number: 10, Hash: hashA}, {Number: 11, Hash: hashA}}
-	final, outbox, err := s.FinalizeBlocks(ctx, l, blocks)
+	final, err := s.FinalizeBlocks(ctx, l, blocks)
 	require.NoError(t, err)
 	require.Len(t, final, 2)
 	assert.Equal(t, ok, final[0].TxID)
@@ -212,16 +224,23 @@ func TestFinalizeBlocks_EndsOnlyWhatIsMinedInThoseBlocks(t *testing.T) {
 	assert.Equal(t, reverted, final[1].TxID)
 	assert.Equal(t, txm.StateFailedFinal, final[1].State)
 	assert.False(t, final[0].CreatedAt.IsZero())
-	assert.Len(t, outbox, 2, "one completion message each")
 	assert.Equal(t, map[string]string{ok: "CONFIRMED", reverted: "FAILED_FINAL", forked: "MINED", later: "MINED",
 		tracking: "TRACKING", others: "MINED"}, states())
 	completions, err := s.CompletionsAfter(ctx, 0, 10, nil)
 	require.NoError(t, err)
+	assert.Empty(t, completions, "recorded pending: in the feed once numbered")
+	outbox, err := s.NumberCompletions(ctx)
+	require.NoError(t, err)
+	assert.Len(t, outbox, 2, "one completion message each")
+	completions, err = s.CompletionsAfter(ctx, 0, 10, nil)
+	require.NoError(t, err)
 	require.Len(t, completions, 2)
 
-	final, outbox, err = s.FinalizeBlocks(ctx, l, blocks)
+	final, err = s.FinalizeBlocks(ctx, l, blocks)
 	require.NoError(t, err, "nothing left in those blocks")
 	assert.Empty(t, final)
+	outbox, err = s.NumberCompletions(ctx)
+	require.NoError(t, err)
 	assert.Empty(t, outbox)
 
 	// Taken over: the old holder moves nothing.
@@ -229,7 +248,7 @@ func TestFinalizeBlocks_EndsOnlyWhatIsMinedInThoseBlocks(t *testing.T) {
 	require.NoError(t, err)
 	_, _, err = s.Leases().Acquire(ctx, key, "another")
 	require.NoError(t, err)
-	_, _, err = s.FinalizeBlocks(ctx, l, []txm.Header{{Number: 12, Hash: hashA}})
+	_, err = s.FinalizeBlocks(ctx, l, []txm.Header{{Number: 12, Hash: hashA}})
 	require.ErrorIs(t, err, txm.ErrFenced)
 	assert.Equal(t, "MINED", states()[later])
 }

@@ -120,17 +120,15 @@ type ReceiptStore interface {
 	// MinedTxs returns the signer's MINED transactions (receipt included).
 	MinedTxs(ctx context.Context, chainID uint64, signer common.Address) ([]Tracked, error)
 	// Finalize moves MINED transactions to their final state and records
-	// each outcome in the same transaction; then it numbers the recorded
-	// outcomes (a completion and a completion outbox row for each) and
-	// returns those outbox rows. The write stands when the numbering fails:
-	// NumberCompletions numbers what is left.
-	Finalize(ctx context.Context, l Lease, txIDs []string) ([]int64, error)
+	// each outcome, pending, in the same transaction: NumberCompletions
+	// numbers it into the feed (a completion and a completion outbox row),
+	// after the caller let the lease go.
+	Finalize(ctx context.Context, l Lease, txIDs []string) error
 	// FinalizeBlocks moves the signer's MINED transactions whose receipt is
 	// in one of blocks (number and hash: the canonical blocks the caller
 	// found final) to their final outcome, as Finalize does, and returns
-	// them and their outbox rows. What is not MINED in those blocks when it
-	// runs is left alone.
-	FinalizeBlocks(ctx context.Context, l Lease, blocks []Header) ([]Final, []int64, error)
+	// them. What is not MINED in those blocks when it runs is left alone.
+	FinalizeBlocks(ctx context.Context, l Lease, blocks []Header) ([]Final, error)
 	// Reorged moves a MINED transaction back to TRACKING: its receipt block
 	// left the canonical chain.
 	Reorged(ctx context.Context, l Lease, txID string, detail string) error
@@ -139,16 +137,17 @@ type ReceiptStore interface {
 	// receipt block), which of the three each has, and the blocks.
 	SignersWithWork(ctx context.Context, staleAfter, watch time.Duration) ([]SignerWork, error)
 	// ConsumedExternally ends open transactions whose nonce another
-	// transaction took, FAILED_FINAL `nonce_consumed_externally`, each with a
-	// completion and its outbox row.
-	ConsumedExternally(ctx context.Context, l Lease, txIDs []string, detail string) ([]int64, error)
+	// transaction took, FAILED_FINAL `nonce_consumed_externally`, each with
+	// its outcome recorded pending, as Finalize does.
+	ConsumedExternally(ctx context.Context, l Lease, txIDs []string, detail string) error
 	// ReopenBlock moves the signer's reported transactions whose receipt is
 	// in block (number, hash) back to TRACKING — a reorg deeper than the
 	// confirmation depth — and returns them with their attempts.
 	ReopenBlock(ctx context.Context, l Lease, block Header, detail string) ([]Tracked, error)
-	// NumberCompletions numbers the outcomes that writes recorded and did
-	// not number (they crashed or lost the database after committing),
-	// and returns the completion outbox rows it wrote.
+	// NumberCompletions numbers the outcomes that writes recorded pending
+	// (Finalize, FinalizeBlocks and ConsumedExternally leave theirs to it;
+	// other writers number theirs, unless they crashed or lost the database
+	// after committing) and returns the completion outbox rows it wrote.
 	NumberCompletions(ctx context.Context) ([]int64, error)
 }
 

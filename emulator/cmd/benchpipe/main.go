@@ -305,6 +305,7 @@ FROM managed_tx`).Scan(&open, &other)
 type txTimes struct {
 	hot                                 bool
 	created, tracking, mined, confirmed time.Time
+	inFeed                              time.Time // the outcome numbered into the completion feed
 	block                               uint64
 	blockHash                           common.Hash
 }
@@ -317,7 +318,8 @@ func stages(ctx context.Context, pool *pgxpool.Pool, start time.Time, hot common
 SELECT t.signer = $2, t.created_at, t.receipt_block_number, t.receipt_block_hash,
        min(h.created_at) FILTER (WHERE h.to_state = 'TRACKING'),
        min(h.created_at) FILTER (WHERE h.to_state = 'MINED'),
-       max(h.created_at) FILTER (WHERE h.to_state = 'CONFIRMED')
+       max(h.created_at) FILTER (WHERE h.to_state = 'CONFIRMED'),
+       (SELECT min(c.created_at) FROM tx_completion c WHERE c.tx_id = t.id AND c.state = 'CONFIRMED')
 FROM managed_tx t JOIN tx_history h ON h.tx_id = t.id
 WHERE t.created_at >= $1
 GROUP BY t.id`, start, txm.CanonicalAddress(hot))
@@ -330,10 +332,14 @@ GROUP BY t.id`, start, txm.CanonicalAddress(hot))
 		var t txTimes
 		var block int64
 		var hash string
-		if err := rows.Scan(&t.hot, &t.created, &block, &hash, &t.tracking, &t.mined, &t.confirmed); err != nil {
+		var inFeed *time.Time
+		if err := rows.Scan(&t.hot, &t.created, &block, &hash, &t.tracking, &t.mined, &t.confirmed, &inFeed); err != nil {
 			return nil, err
 		}
 		t.block, t.blockHash = uint64(block), common.HexToHash(hash)
+		if inFeed != nil {
+			t.inFeed = *inFeed
+		}
 		st = append(st, t)
 	}
 	return st, rows.Err()
@@ -389,7 +395,7 @@ func (st stageTimes) print(lags []time.Duration) (created, confirmed float64) {
 // sealed to the moment CONFIRMED was written, sorted.
 func finalityLags(ctx context.Context, s *stack.Stack, st stageTimes, confirmations uint64) ([]time.Duration, error) {
 	sealed := map[uint64]time.Time{}
-	var lags []time.Duration
+	var lags, feed []time.Duration
 	parts := map[bool][]time.Duration{} // hot or not
 	late, lateMined := 0, 0             // lags over a second; of those, MINED written after the depth was reached
 	type lateKey struct {
@@ -411,6 +417,9 @@ func finalityLags(ctx context.Context, s *stack.Stack, st stageTimes, confirmati
 			sealed[n] = at
 		}
 		lags = append(lags, max(t.confirmed.Sub(at), 0))
+		if !t.inFeed.IsZero() {
+			feed = append(feed, max(t.inFeed.Sub(at), 0))
+		}
 		parts[t.hot] = append(parts[t.hot], lags[len(lags)-1])
 		if t.confirmed.Sub(at) > time.Second {
 			late++
@@ -422,6 +431,9 @@ func finalityLags(ctx context.Context, s *stack.Stack, st stageTimes, confirmati
 		}
 	}
 	slices.Sort(lags)
+	slices.Sort(feed)
+	fmt.Printf("  feed lag (block at depth sealed → outcome in the completion feed)  p50 %4.0f ms  p99 %4.0f ms  (%d of %d in the feed)\n",
+		ms(quantile(feed, 0.5)), ms(quantile(feed, 0.99)), len(feed), len(lags))
 	for _, hot := range []bool{true, false} {
 		slices.Sort(parts[hot])
 		fmt.Printf("  %-6s finality lag  p50 %4.0f ms  p99 %4.0f ms\n", map[bool]string{true: "hot", false: "others"}[hot],
