@@ -86,9 +86,23 @@ const (
 	awaitIt claim = false
 )
 
+// longestPause is how long a waiter waits at most between two asks. One
+// with work of its own (wantIt: a receipt or confirmation write) asks
+// every 25 ms: the holder lets the lease go once its batch is done, and
+// asked every 100 ms the waiter took it 50 ms later on average, in a hot
+// signer's finality lag (four alternate bench-pipeline runs: lag p99
+// 1.02/0.97/1.54/1.06 s against 1.39/1.18/2.36/1.42 s). A drain waiting
+// for another drain keeps the 100 ms.
+func (c claim) longestPause() time.Duration {
+	if c == wantIt {
+		return 25 * time.Millisecond
+	}
+	return 100 * time.Millisecond
+}
+
 // withChainLease runs fn under the signer's chain lease: acquired (waiting
 // up to chainLeaseWait for a holder to release it, polling at a backoff
-// from 5ms to 100ms, or ErrNoLease), renewed while fn runs, released after.
+// from 5ms to longestPause, or ErrNoLease), renewed while fn runs, released after.
 func withChainLease(ctx context.Context, leases txm.LeaseStore, key txm.LeaseKey, owner string, c claim, renewEvery time.Duration,
 	log *slog.Logger, fn func(l txm.Lease, k *leaseKeeper) error) error {
 	l, err := acquireWaiting(ctx, leases, key, owner, c, chainLeaseWait)
@@ -146,6 +160,6 @@ func acquireWaiting(ctx context.Context, leases txm.LeaseStore, key txm.LeaseKey
 			return l, err
 		case <-t.C:
 		}
-		pause = min(2*pause, 100*time.Millisecond)
+		pause = min(2*pause, c.longestPause())
 	}
 }

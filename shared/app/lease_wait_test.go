@@ -131,3 +131,61 @@ func TestWithChainLease_DrainsLeaveAWantedLeaseToItsWaiter(t *testing.T) {
 	cancel()
 	drains.Wait()
 }
+
+// countingLeases counts the asks for a lease (Acquire, AcquireYielding) by
+// owner.
+type countingLeases struct {
+	txm.LeaseStore
+	mu   sync.Mutex
+	asks map[string]int
+}
+
+func (c *countingLeases) ask(owner string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.asks[owner]++
+}
+
+func (c *countingLeases) Acquire(ctx context.Context, key txm.LeaseKey, owner string) (txm.Lease, txm.AcquireResult, error) {
+	c.ask(owner)
+	return c.LeaseStore.Acquire(ctx, key, owner)
+}
+
+func (c *countingLeases) AcquireYielding(ctx context.Context, key txm.LeaseKey, owner string, within time.Duration) (txm.Lease, txm.AcquireResult, error) {
+	c.ask(owner)
+	return c.LeaseStore.AcquireYielding(ctx, key, owner, within)
+}
+
+// A waiter with work of its own (a receipt or confirmation write) asks for
+// a held lease more often than a drain waiting for another drain: the
+// holder lets it go once its batch is done, and asked every 100 ms the
+// waiter took it 50 ms later on average (a hot signer's finality lag).
+// Both wait at once for a lease held most of chainLeaseWait; the counts
+// are taken before it is let go.
+func TestWithChainLease_AWaiterWithWorkAsksOften(t *testing.T) {
+	t.Parallel()
+	real := newLeases(t)
+	leases := &countingLeases{LeaseStore: real, asks: map[string]int{}}
+	ctx := context.Background()
+	key := txm.LeaseKey{ChainID: 1337, Signer: common.HexToAddress("0x8"), Scope: txm.ScopeChain}
+	held, _, err := real.Acquire(ctx, key, "drain")
+	require.NoError(t, err)
+
+	var waiters sync.WaitGroup
+	for _, w := range []struct {
+		owner string
+		claim claim
+	}{{"finality", wantIt}, {"drain-2", awaitIt}} {
+		waiters.Go(func() {
+			_ = withChainLease(ctx, leases, key, w.owner, w.claim, time.Second, logging.Discard(), func(txm.Lease, *leaseKeeper) error { return nil })
+		})
+	}
+	time.Sleep(chainLeaseWait * 9 / 10)
+	leases.mu.Lock()
+	want, await := leases.asks["finality"], leases.asks["drain-2"]
+	leases.mu.Unlock()
+	require.NoError(t, real.Release(ctx, held))
+	waiters.Wait()
+	t.Logf("asks while held: %d with work of its own, %d for another drain", want, await)
+	require.Greater(t, float64(want), 1.5*float64(await), "the waiter with work of its own asks more often")
+}
