@@ -619,7 +619,7 @@ func (s *SweepFinality) sweepSigner(ctx context.Context, view *chainView, work t
 	}
 	lookDone := false
 	if blocksWork {
-		err = withChainLease(ctx, s.leases, key, owner, wantIt, s.cfg.Lease.RenewEvery, s.log, func(l txm.Lease, _ *leaseKeeper) error {
+		err = withChainLease(ctx, s.leases, key, owner, wantItFirst, s.cfg.Lease.RenewEvery, s.log, func(l txm.Lease, _ *leaseKeeper) error {
 			if later, ok := s.later(mine); ok {
 				mine = later
 			}
@@ -643,7 +643,7 @@ func (s *SweepFinality) sweepSigner(ctx context.Context, view *chainView, work t
 	if lookErr != nil || !look.work {
 		return st, lookErr
 	}
-	err = withChainLease(ctx, s.leases, key, owner, wantIt, s.cfg.Lease.RenewEvery, s.log, func(l txm.Lease, _ *leaseKeeper) error {
+	err = withChainLease(ctx, s.leases, key, owner, wantItFirst, s.cfg.Lease.RenewEvery, s.log, func(l txm.Lease, _ *leaseKeeper) error {
 		if err := receipts(l); err != nil {
 			return err
 		}
