@@ -364,6 +364,10 @@ func (s *Stack) serverEnv() []string {
 		// looked for by the next finality pass, as a Receipt retry would.
 		"TXFENCE_STALE_RECEIPT_TIMEOUT=1s",
 		"TXFENCE_RESUBMIT_INTERVAL=10s",
+		// A next nonce unmined for three blocks is asked about: a node that
+		// dropped it holds every later nonce back.
+		"TXFENCE_RECHECK_AFTER=" + (3 * s.opts.BlockTime).String(),
+		"TXFENCE_RESUBMIT_PASS_INTERVAL=1s",
 		"TXFENCE_LEASE_DURATION=3s",
 		"TXFENCE_LEASE_RENEW=1s",
 		"TXFENCE_CLOCK_SKEW=500ms",

@@ -184,3 +184,68 @@ func TestResubmit_StuckAfterTooManyRebroadcasts(t *testing.T) {
 	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM tx_completion WHERE state = 'STUCK'`).Scan(&reported))
 	assert.Equal(t, 1, reported, "reported once as TxStuck")
 }
+
+// lostHead sets the sweep to ask about the next nonce soon after its
+// broadcast, and to rebroadcast on its own schedule only after an hour.
+func lostHead(c *config.Config) {
+	c.ResubmitInterval = time.Hour
+	c.BumpAfter = time.Hour
+	c.RecheckAfter = 100 * time.Millisecond
+}
+
+// A node that lost the next nonce's transaction (its pool dropped it, or
+// never promoted it) holds every later nonce back: the sweep finds the head
+// unmined after RecheckAfter, learns the node does not know it, and
+// rebroadcasts it and the transactions after it, long before
+// ResubmitInterval.
+func TestResubmit_RebroadcastsFromALostHead(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 1, lostHead)
+	n := w.Node(t, "n0")
+	signer := w.Keys[0].Address
+	ids := n.Allocate(t, signer, 4)
+	w.Proxy.Fail("eth_sendRawTransaction", 1, rpcproxy.Fault{Swallow: true}) // nonce 0 never reaches the node
+	_, err := n.Drain.Execute(ctx, stacktest.ChainID().Uint64(), signer)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{"TRACKING": 4}, w.States(t))
+	w.Mine(2)
+	latest, err := w.Chain.Backend.Client().NonceAt(ctx, signer, nil)
+	require.NoError(t, err)
+	require.Zero(t, latest, "the node holds nonces 1-3 back behind the missing 0")
+
+	st, err := n.Resubmit.Pass(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, st.Rebroadcast, "not before RecheckAfter")
+	time.Sleep(150 * time.Millisecond)
+	w.Proxy.Reset()
+	st, err = n.Resubmit.Pass(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, w.Proxy.Count("eth_getTransactionByHash"), "only the next nonce is asked about")
+	assert.Equal(t, 4, st.Rebroadcast, "the lost head and every transaction after it")
+	w.MineAll(t, signer, 4)
+	_, err = n.Receipts.Execute(ctx, stacktest.ChainID().Uint64(), signer)
+	require.NoError(t, err)
+	for _, id := range ids {
+		tx, err := n.Store.GetTx(ctx, id)
+		require.NoError(t, err)
+		assert.Equal(t, "MINED", string(tx.State))
+	}
+}
+
+// A head the node knows (it is merely waiting for a block) is left alone.
+func TestResubmit_AKnownHeadIsNotRebroadcast(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 1, lostHead)
+	n := w.Node(t, "n0")
+	signer := w.Keys[0].Address
+	n.Allocate(t, signer, 2)
+	_, err := n.Drain.Execute(ctx, stacktest.ChainID().Uint64(), signer)
+	require.NoError(t, err)
+	time.Sleep(150 * time.Millisecond)
+	w.Proxy.Reset()
+	st, err := n.Resubmit.Pass(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, w.Proxy.Count("eth_getTransactionByHash"), "the head was asked about")
+	assert.Zero(t, st.Rebroadcast)
+	assert.Zero(t, w.Proxy.Count("eth_sendRawTransaction"))
+}

@@ -141,6 +141,9 @@ type signerView struct {
 	chain  txm.Chain // for the suggestion
 	err    error     // of the suggestion
 	asked  bool
+	// lost: the node did not know the next nonce's attempt, so the signer's
+	// open transactions are rebroadcast from it on (recheckHead).
+	lost bool
 }
 
 // suggestion asks the chain for fees once per signer sweep.

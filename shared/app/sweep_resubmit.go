@@ -134,7 +134,7 @@ func (s *SweepResubmit) Pass(ctx context.Context) (ResubmitStats, error) {
 	}
 	s.relay.Publish(ctx, ids)
 
-	refs, err := s.store.SignersToTend(ctx, min(s.cfg.ResubmitInterval, s.cfg.BumpAfter))
+	refs, err := s.store.SignersToTend(ctx, min(s.cfg.ResubmitInterval, s.cfg.BumpAfter), s.cfg.RecheckAfter)
 	if err != nil {
 		return st, err
 	}
@@ -254,6 +254,14 @@ func (s *SweepResubmit) tendTracking(ctx context.Context, l txm.Lease, chain txm
 		}
 		return rebroadcast(txm.BestAccepted(t.Attempts))
 	}
+	if head {
+		if err := s.recheckHead(ctx, chain, t, view); err != nil {
+			return err
+		}
+	}
+	if view.lost {
+		return rebroadcast(txm.BestAccepted(t.Attempts))
+	}
 	if t.Tx.LastBroadcastAt != nil && view.now.Sub(*t.Tx.LastBroadcastAt) < s.cfg.ResubmitInterval {
 		return nil
 	}
@@ -266,6 +274,35 @@ func (s *SweepResubmit) tendTracking(ctx context.Context, l txm.Lease, chain txm
 			fmt.Sprintf("pending since %s", t.Tx.CreatedAt.UTC().Format(time.RFC3339)), st)
 	}
 	return rebroadcast(txm.BestAccepted(t.Attempts))
+}
+
+// recheckHead asks the node about the next nonce's attempt once it has
+// gone unmined for RecheckAfter (and is not due for a rebroadcast anyway).
+// A node that does not know it holds every later nonce back, and keeps only
+// some of them (geth: 64 queued per account; a block that lands while more
+// wait for promotion drops the rest), so the sweep rebroadcasts the signer's
+// open transactions from the head on, in nonce order, at once: waiting
+// ResubmitInterval cost bench-pipeline's hot signer 10 s stalls.
+func (s *SweepResubmit) recheckHead(ctx context.Context, chain txm.Chain, t txm.Tracked, view *signerView) error {
+	best := txm.BestAccepted(t.Attempts)
+	if best == nil || t.Tx.LastBroadcastAt == nil {
+		return nil
+	}
+	unseen := view.now.Sub(*t.Tx.LastBroadcastAt)
+	if unseen < s.cfg.RecheckAfter || unseen >= s.cfg.ResubmitInterval {
+		return nil
+	}
+	known, err := chain.HasTransaction(ctx, best.Hash)
+	if err != nil {
+		return fmt.Errorf("has transaction: %w", err)
+	}
+	if !known {
+		view.lost = true
+		s.log.WarnContext(ctx, "the node does not know the next nonce's transaction; rebroadcasting from it on",
+			slog.String(logging.KeyTxID, t.Tx.ID), slog.String(logging.KeySigner, txm.CanonicalAddress(t.Tx.From)),
+			slog.Uint64(logging.KeyNonce, t.Tx.Nonce), slog.Duration("unseen", unseen))
+	}
+	return nil
 }
 
 func (s *SweepResubmit) stuck(ctx context.Context, l txm.Lease, t *txm.Tx, subState, detail string, st *ResubmitStats) error {

@@ -221,6 +221,7 @@ type Config struct {
 	RPCMaxBatch         int           // most calls in one JSON-RPC batch to a node
 	SubmitBudget        time.Duration // how long one Submit invocation drains
 	ResubmitInterval    time.Duration // rebroadcast an attempt unseen for this long
+	RecheckAfter        time.Duration // ask the node for the next nonce's attempt unmined this long (sweep_resubmit.go)
 	ResubmitBudget      time.Duration // how long one ResubmitSweep invocation keeps sweeping
 	ResubmitPass        time.Duration // pause between its passes
 	MaxRebroadcasts     int           // rebroadcasts of the next nonce to be mined before STUCK
@@ -289,6 +290,7 @@ func Defaults() Config {
 		RPCMaxBatch:         100,
 		SubmitBudget:        30 * time.Second,
 		ResubmitInterval:    60 * time.Second,
+		RecheckAfter:        15 * time.Second,
 		ResubmitBudget:      50 * time.Second,
 		ResubmitPass:        5 * time.Second,
 		MaxRebroadcasts:     10,
@@ -363,6 +365,7 @@ const (
 	EnvRPCMaxBatch         = "TXFENCE_RPC_MAX_BATCH"
 	EnvSubmitBudget        = "TXFENCE_SUBMIT_BUDGET"
 	EnvResubmitInterval    = "TXFENCE_RESUBMIT_INTERVAL"
+	EnvRecheckAfter        = "TXFENCE_RECHECK_AFTER"
 	EnvMaxRebroadcasts     = "TXFENCE_MAX_REBROADCASTS"
 	EnvStuckAfter          = "TXFENCE_STUCK_AFTER"
 	EnvReceiptWorkers      = "TXFENCE_RECEIPT_WORKERS"
@@ -437,6 +440,7 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 	p.integer(EnvRPCMaxBatch, &c.RPCMaxBatch)
 	p.duration(EnvSubmitBudget, &c.SubmitBudget)
 	p.duration(EnvResubmitInterval, &c.ResubmitInterval)
+	p.duration(EnvRecheckAfter, &c.RecheckAfter)
 	p.duration(EnvResubmitBudget, &c.ResubmitBudget)
 	p.duration(EnvResubmitPass, &c.ResubmitPass)
 	p.integer(EnvMaxRebroadcasts, &c.MaxRebroadcasts)
@@ -632,6 +636,9 @@ func (c Config) validate() []Problem {
 	}
 	if c.ResubmitInterval <= 0 {
 		bad(EnvResubmitInterval, "must be positive, got %s", c.ResubmitInterval)
+	}
+	if c.RecheckAfter <= 0 {
+		bad(EnvRecheckAfter, "must be positive, got %s", c.RecheckAfter)
 	}
 	if c.MaxRebroadcasts < 1 {
 		bad(EnvMaxRebroadcasts, "must be at least 1, got %d", c.MaxRebroadcasts)

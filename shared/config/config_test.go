@@ -36,6 +36,7 @@ func TestIssue2_Config(t *testing.T) {
 		assert.Equal(t, 30*time.Second, c.NonceStateTimeout)
 		assert.Equal(t, 100, c.BatchSize)
 		assert.Equal(t, 60*time.Second, c.ResubmitInterval)
+		assert.Equal(t, 15*time.Second, c.RecheckAfter)
 		assert.Equal(t, 10, c.MaxRebroadcasts)
 		assert.Equal(t, 10, c.ReceiptWorkers)
 		assert.Equal(t, 60*time.Second, c.StaleReceiptTimeout)
@@ -222,6 +223,7 @@ func TestIssue10_Config(t *testing.T) {
 		{EnvRetryBackoffMin, "0s", "positive", nil},
 		{EnvRetryBackoffMax, "1s", "at least", nil},
 		{EnvResubmitBudget, "0s", "positive", nil},
+		{EnvRecheckAfter, "0s", "positive", nil},
 		{EnvReceiptWait, "-1s", "between 0 and 10m", nil},
 		{EnvReceiptWait, "11m", "between 0 and 10m", nil},
 		{EnvStuckPolicy, "*=retry", "noop, bump, cancel, placeholder or webhook", nil},

@@ -38,15 +38,20 @@ RETURNING id`, s.topics.Submit, olderThan)
 }
 
 // SignersToTend implements txm.ResubmitStore.
-func (s *Store) SignersToTend(ctx context.Context, olderThan time.Duration) ([]txm.SignerRef, error) {
+func (s *Store) SignersToTend(ctx context.Context, olderThan, headOlderThan time.Duration) ([]txm.SignerRef, error) {
 	rows, err := s.pool.Query(ctx, `
 SELECT DISTINCT t.chain_id, t.signer::text FROM managed_tx t
 WHERE (t.state = 'TRACKING' AND t.last_broadcast_at <= clock_timestamp() - $1::interval)
    OR (t.state = 'STUCK' AND (t.next_attempt_at IS NULL OR t.next_attempt_at <= clock_timestamp()))
 UNION
+SELECT h.chain_id, h.signer FROM (
+    SELECT DISTINCT ON (t.chain_id, t.signer) t.chain_id, t.signer::text, t.last_broadcast_at FROM managed_tx t
+    WHERE t.state = 'TRACKING' ORDER BY t.chain_id, t.signer, t.nonce) h
+WHERE h.last_broadcast_at <= clock_timestamp() - $2::interval
+UNION
 SELECT DISTINCT t.chain_id, t.signer::text FROM tx_action a JOIN managed_tx t ON t.id = a.tx_id
 WHERE a.status = 'pending'
-ORDER BY 1, 2`, olderThan)
+ORDER BY 1, 2`, olderThan, headOlderThan)
 	if err != nil {
 		return nil, fmt.Errorf("signers to tend: %w", translate(err))
 	}

@@ -181,9 +181,10 @@ type ResubmitStore interface {
 	// cap window (a day).
 	PruneUsage(ctx context.Context) error
 	// SignersToTend lists signers with work for the sweep: TRACKING
-	// transactions last broadcast at least olderThan ago, STUCK ones whose
-	// backoff has run out, or pending admin actions.
-	SignersToTend(ctx context.Context, olderThan time.Duration) ([]SignerRef, error)
+	// transactions last broadcast at least olderThan ago, a lowest-nonce
+	// TRACKING transaction last broadcast at least headOlderThan ago, STUCK
+	// ones whose backoff has run out, or pending admin actions.
+	SignersToTend(ctx context.Context, olderThan, headOlderThan time.Duration) ([]SignerRef, error)
 	// OpenTxs returns the signer's TRACKING and STUCK transactions with
 	// their attempts, in nonce order, and the database's time, against
 	// which their timestamps are judged.

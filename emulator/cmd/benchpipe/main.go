@@ -246,6 +246,9 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	created, confirmed := st.print(lags)
+	if err := printResends(ctx, pool, start, s.Signers[0]); err != nil {
+		return err
+	}
 
 	fmt.Printf("\nbroadcast: %d rounds of %d creates on the hot signer while the submit subscription is paused, then resumed\n",
 		o.rounds, o.burst)
@@ -343,6 +346,33 @@ GROUP BY t.id`, start, txm.CanonicalAddress(hot))
 		st = append(st, t)
 	}
 	return st, rows.Err()
+}
+
+// printResends shows, per part, how many of the sustained load's
+// transactions the node had to be sent more than once: rebroadcast by the
+// resubmit sweep (the node had dropped or held them back) or replaced with
+// higher fees. A hot signer whose MINED rate falls behind its TRACKING rate
+// shows it here.
+func printResends(ctx context.Context, pool *pgxpool.Pool, start time.Time, hot common.Address) error {
+	rows, err := pool.Query(ctx, `
+SELECT t.signer = $2,
+       count(*) FILTER (WHERE t.broadcast_count > 1),
+       count(*) FILTER (WHERE (SELECT count(*) FROM tx_attempt a WHERE a.tx_id = t.id) > 1),
+       count(*)
+FROM managed_tx t WHERE t.created_at >= $1 GROUP BY 1 ORDER BY 1 DESC`, start, txm.CanonicalAddress(hot))
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var hot bool
+		var resent, replaced, n int64
+		if err := rows.Scan(&hot, &resent, &replaced, &n); err != nil {
+			return err
+		}
+		fmt.Printf("  %-6s sent more than once: %d rebroadcast, %d replaced, of %d\n", map[bool]string{true: "hot", false: "others"}[hot], resent, replaced, n)
+	}
+	return rows.Err()
 }
 
 // rate is n over the span of the times: a stage's sustained throughput.
