@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -190,7 +191,7 @@ func TestResubmit_StuckAfterTooManyRebroadcasts(t *testing.T) {
 func lostHead(c *config.Config) {
 	c.ResubmitInterval = time.Hour
 	c.BumpAfter = time.Hour
-	c.RecheckAfter = 100 * time.Millisecond
+	c.RecheckAfter = 2 * time.Second
 }
 
 // A node that lost the next nonce's transaction (its pool dropped it, or
@@ -216,12 +217,22 @@ func TestResubmit_RebroadcastsFromALostHead(t *testing.T) {
 	st, err := n.Resubmit.Pass(ctx)
 	require.NoError(t, err)
 	assert.Zero(t, st.Rebroadcast, "not before RecheckAfter")
-	time.Sleep(150 * time.Millisecond)
+	time.Sleep(2100 * time.Millisecond)
 	w.Proxy.Reset()
 	st, err = n.Resubmit.Pass(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 1, w.Proxy.Count("eth_getTransactionByHash"), "only the next nonce is asked about")
 	assert.Equal(t, 4, st.Rebroadcast, "the lost head and every transaction after it")
+	var sends []time.Time
+	for _, c := range w.Proxy.Calls() {
+		if c.Method == "eth_sendRawTransaction" {
+			sends = append(sends, c.Time)
+		}
+	}
+	require.Len(t, sends, 4)
+	for _, at := range sends {
+		assert.Equal(t, sends[0], at, "one JSON-RPC batch")
+	}
 	w.MineAll(t, signer, 4)
 	_, err = n.Receipts.Execute(ctx, stacktest.ChainID().Uint64(), signer)
 	require.NoError(t, err)
@@ -229,6 +240,7 @@ func TestResubmit_RebroadcastsFromALostHead(t *testing.T) {
 		tx, err := n.Store.GetTx(ctx, id)
 		require.NoError(t, err)
 		assert.Equal(t, "MINED", string(tx.State))
+		assert.Equal(t, 2, tx.BroadcastCount, "each rebroadcast recorded")
 	}
 }
 
@@ -241,11 +253,38 @@ func TestResubmit_AKnownHeadIsNotRebroadcast(t *testing.T) {
 	n.Allocate(t, signer, 2)
 	_, err := n.Drain.Execute(ctx, stacktest.ChainID().Uint64(), signer)
 	require.NoError(t, err)
-	time.Sleep(150 * time.Millisecond)
+	time.Sleep(2100 * time.Millisecond)
 	w.Proxy.Reset()
 	st, err := n.Resubmit.Pass(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 1, w.Proxy.Count("eth_getTransactionByHash"), "the head was asked about")
 	assert.Zero(t, st.Rebroadcast)
 	assert.Zero(t, w.Proxy.Count("eth_sendRawTransaction"))
+}
+
+// A transport failure during the rebroadcast from a lost head fails the
+// signer's sweep, records nothing as sent, and the next pass sends again.
+func TestResubmit_LostHeadRebroadcastSurvivesATransportFailure(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 1, lostHead)
+	n := w.Node(t, "n0")
+	signer := w.Keys[0].Address
+	n.Allocate(t, signer, 3)
+	w.Proxy.Fail("eth_sendRawTransaction", 1, rpcproxy.Fault{Swallow: true})
+	_, err := n.Drain.Execute(ctx, stacktest.ChainID().Uint64(), signer)
+	require.NoError(t, err)
+	time.Sleep(2100 * time.Millisecond)
+	w.Proxy.Fail("eth_sendRawTransaction", 1, rpcproxy.Fault{HTTPStatus: 502})
+	_, err = n.Resubmit.Pass(ctx)
+	require.Error(t, err)
+	var counts []int
+	rows, err := w.DB.Pool.Query(ctx, `SELECT broadcast_count FROM managed_tx ORDER BY nonce`)
+	require.NoError(t, err)
+	counts, err = pgx.CollectRows(rows, pgx.RowTo[int])
+	require.NoError(t, err)
+	assert.Equal(t, []int{1, 1, 1}, counts, "nothing recorded as sent")
+	st, err := n.Resubmit.Pass(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 3, st.Rebroadcast)
+	w.MineAll(t, signer, 3)
 }

@@ -158,6 +158,62 @@ func (w *attempter) rebroadcast(ctx context.Context, l txm.Lease, chain txm.Chai
 	return w.send(ctx, l, chain, t, a, false)
 }
 
+// resend is a persisted attempt to send again as it is.
+type resend struct {
+	t txm.Tracked
+	a *txm.Attempt
+}
+
+// rebroadcastAll sends accepted attempts of TRACKING transactions again, in
+// order, in JSON-RPC batches (a node takes a batch's calls in order), and
+// records them in one write: the resubmit sweep's rebroadcast from a lost
+// head can be hundreds of a hot signer's transactions, which a call and two
+// writes each would hold its lease for seconds. A refusal is recorded as
+// send records it; a transport failure ends it with an error, the attempts
+// sent before it recorded, and the next pass starts again.
+func (w *attempter) rebroadcastAll(ctx context.Context, l txm.Lease, chain txm.Chain, rs []resend) (int, error) {
+	if len(rs) == 0 {
+		return 0, nil
+	}
+	if err := w.leases.Check(ctx, l); err != nil {
+		return 0, err
+	}
+	raws := make([][]byte, len(rs))
+	for i, r := range rs {
+		raws[i] = r.a.Raw
+	}
+	var sent []txm.Broadcasted
+	var stop error
+	for i, err := range chain.SendRawTransactions(ctx, raws) {
+		reason := txm.ReasonOf(err)
+		if err != nil && reason != txm.ReasonKnown {
+			w.metrics.TxSubmit(ctx, string(reason))
+		}
+		switch {
+		case err == nil, reason == txm.ReasonKnown:
+			w.metrics.TxSubmit(ctx, "accepted")
+			w.metrics.Resubmit(ctx, "rebroadcast")
+			sent = append(sent, txm.Broadcasted{TxID: rs[i].t.Tx.ID, AttemptNo: rs[i].a.No})
+			continue
+		case reason == txm.ReasonNonceTooLow:
+			continue // mined meanwhile: receipts and the finality sweep decide
+		case reason == txm.ReasonTransient:
+			stop = fmt.Errorf("rebroadcast: %w", err)
+		default:
+			if _, ferr := w.failed(ctx, l, rs[i].t.Tx, reason, err); ferr != nil {
+				stop = ferr
+			}
+		}
+		if stop != nil {
+			break
+		}
+	}
+	if err := w.store.NoteRebroadcast(ctx, l, sent); err != nil {
+		return 0, err
+	}
+	return len(sent), stop
+}
+
 // send broadcasts a (persisted) and records the outcome: TRACKING when that
 // is progress (a new attempt, an attempt no node had accepted, or a
 // transaction not yet TRACKING), a rebroadcast stamp otherwise, the failure

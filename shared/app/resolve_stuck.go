@@ -142,8 +142,10 @@ type signerView struct {
 	err    error     // of the suggestion
 	asked  bool
 	// lost: the node did not know the next nonce's attempt, so the signer's
-	// open transactions are rebroadcast from it on (recheckHead).
-	lost bool
+	// TRACKING transactions from it on are rebroadcast together (resends)
+	// at the end of the signer's sweep (recheckHead).
+	lost    bool
+	resends []resend
 }
 
 // suggestion asks the chain for fees once per signer sweep.

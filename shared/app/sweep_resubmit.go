@@ -209,7 +209,9 @@ func (s *SweepResubmit) tendSigner(ctx context.Context, l txm.Lease, k *leaseKee
 			return err
 		}
 	}
-	return nil
+	n, err := s.work.rebroadcastAll(ctx, l, chain, view.resends)
+	st.Rebroadcast += n
+	return err
 }
 
 // tendTracking bumps, rebroadcasts or reports STUCK one TRACKING
@@ -260,7 +262,8 @@ func (s *SweepResubmit) tendTracking(ctx context.Context, l txm.Lease, chain txm
 		}
 	}
 	if view.lost {
-		return rebroadcast(txm.BestAccepted(t.Attempts))
+		view.resends = append(view.resends, resend{t: t, a: txm.BestAccepted(t.Attempts)})
+		return nil
 	}
 	if t.Tx.LastBroadcastAt != nil && view.now.Sub(*t.Tx.LastBroadcastAt) < s.cfg.ResubmitInterval {
 		return nil
@@ -281,7 +284,7 @@ func (s *SweepResubmit) tendTracking(ctx context.Context, l txm.Lease, chain txm
 // A node that does not know it holds every later nonce back, and keeps only
 // some of them (geth: 64 queued per account; a block that lands while more
 // wait for promotion drops the rest), so the sweep rebroadcasts the signer's
-// open transactions from the head on, in nonce order, at once: waiting
+// TRACKING transactions from the head on, in nonce order, at once: waiting
 // ResubmitInterval cost bench-pipeline's hot signer 10 s stalls.
 func (s *SweepResubmit) recheckHead(ctx context.Context, chain txm.Chain, t txm.Tracked, view *signerView) error {
 	best := txm.BestAccepted(t.Attempts)
