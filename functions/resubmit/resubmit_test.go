@@ -194,6 +194,22 @@ func lostHead(c *config.Config) {
 	c.RecheckAfter = 2 * time.Second
 }
 
+// drainedSigner allocates count transactions for one signer and drains
+// them, with the first broadcast lost on its way when lose is set.
+func drainedSigner(t *testing.T, count int, lose bool) (*stacktest.World, *stacktest.Node, []string) {
+	t.Helper()
+	w := stacktest.NewWorld(t, 1, lostHead)
+	n := w.Node(t, "n0")
+	ids := n.Allocate(t, w.Keys[0].Address, count)
+	if lose {
+		w.Proxy.Fail("eth_sendRawTransaction", 1, rpcproxy.Fault{Swallow: true}) // nonce 0 never reaches the node
+	}
+	_, err := n.Drain.Execute(ctx, stacktest.ChainID().Uint64(), w.Keys[0].Address)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{"TRACKING": count}, w.States(t))
+	return w, n, ids
+}
+
 // A node that lost the next nonce's transaction (its pool dropped it, or
 // never promoted it) holds every later nonce back: the sweep finds the head
 // unmined after RecheckAfter, learns the node does not know it, and
@@ -201,14 +217,8 @@ func lostHead(c *config.Config) {
 // ResubmitInterval.
 func TestResubmit_RebroadcastsFromALostHead(t *testing.T) {
 	t.Parallel()
-	w := stacktest.NewWorld(t, 1, lostHead)
-	n := w.Node(t, "n0")
+	w, n, ids := drainedSigner(t, 4, true)
 	signer := w.Keys[0].Address
-	ids := n.Allocate(t, signer, 4)
-	w.Proxy.Fail("eth_sendRawTransaction", 1, rpcproxy.Fault{Swallow: true}) // nonce 0 never reaches the node
-	_, err := n.Drain.Execute(ctx, stacktest.ChainID().Uint64(), signer)
-	require.NoError(t, err)
-	require.Equal(t, map[string]int{"TRACKING": 4}, w.States(t))
 	w.Mine(2)
 	latest, err := w.Chain.Backend.Client().NonceAt(ctx, signer, nil)
 	require.NoError(t, err)
@@ -247,12 +257,7 @@ func TestResubmit_RebroadcastsFromALostHead(t *testing.T) {
 // A head the node knows (it is merely waiting for a block) is left alone.
 func TestResubmit_AKnownHeadIsNotRebroadcast(t *testing.T) {
 	t.Parallel()
-	w := stacktest.NewWorld(t, 1, lostHead)
-	n := w.Node(t, "n0")
-	signer := w.Keys[0].Address
-	n.Allocate(t, signer, 2)
-	_, err := n.Drain.Execute(ctx, stacktest.ChainID().Uint64(), signer)
-	require.NoError(t, err)
+	w, n, _ := drainedSigner(t, 2, false)
 	time.Sleep(2100 * time.Millisecond)
 	w.Proxy.Reset()
 	st, err := n.Resubmit.Pass(ctx)
@@ -266,25 +271,18 @@ func TestResubmit_AKnownHeadIsNotRebroadcast(t *testing.T) {
 // signer's sweep, records nothing as sent, and the next pass sends again.
 func TestResubmit_LostHeadRebroadcastSurvivesATransportFailure(t *testing.T) {
 	t.Parallel()
-	w := stacktest.NewWorld(t, 1, lostHead)
-	n := w.Node(t, "n0")
-	signer := w.Keys[0].Address
-	n.Allocate(t, signer, 3)
-	w.Proxy.Fail("eth_sendRawTransaction", 1, rpcproxy.Fault{Swallow: true})
-	_, err := n.Drain.Execute(ctx, stacktest.ChainID().Uint64(), signer)
-	require.NoError(t, err)
+	w, n, _ := drainedSigner(t, 3, true)
 	time.Sleep(2100 * time.Millisecond)
 	w.Proxy.Fail("eth_sendRawTransaction", 1, rpcproxy.Fault{HTTPStatus: 502})
-	_, err = n.Resubmit.Pass(ctx)
+	_, err := n.Resubmit.Pass(ctx)
 	require.Error(t, err)
-	var counts []int
 	rows, err := w.DB.Pool.Query(ctx, `SELECT broadcast_count FROM managed_tx ORDER BY nonce`)
 	require.NoError(t, err)
-	counts, err = pgx.CollectRows(rows, pgx.RowTo[int])
+	counts, err := pgx.CollectRows(rows, pgx.RowTo[int])
 	require.NoError(t, err)
 	assert.Equal(t, []int{1, 1, 1}, counts, "nothing recorded as sent")
 	st, err := n.Resubmit.Pass(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 3, st.Rebroadcast)
-	w.MineAll(t, signer, 3)
+	w.MineAll(t, w.Keys[0].Address, 3)
 }
