@@ -174,10 +174,13 @@ func (s *gateStore) Allocate(ctx context.Context, batches []txm.AllocationBatch)
 }
 
 // dispatchSetup is a CreateTx over store with two lanes and n signers.
-func dispatchSetup(t *testing.T, store CreateStore, n int) (*CreateTx, []common.Address) {
+func dispatchSetup(t *testing.T, store CreateStore, n int, opts ...func(*config.Config)) (*CreateTx, []common.Address) {
 	t.Helper()
 	cfg := config.Defaults()
 	cfg.InstanceID, cfg.Workers, cfg.BatchSize = "i", 2, 50
+	for _, o := range opts {
+		o(&cfg)
+	}
 	cfg.Chains = []config.Chain{{ID: 1}}
 	var signers []common.Address
 	for i := 1; i <= n; i++ {
@@ -275,6 +278,61 @@ func TestDispatcher_ContendedSignersApart(t *testing.T) {
 	require.Equal(t, []common.Address{b}, <-store.started)
 	store.release <- struct{}{}
 	wg.Wait()
+}
+
+// TestDispatcher_ContendedBatchWaits: a batch of contended signers, whose
+// call would wait for the lease row behind other instances' calls anyway,
+// waits ContendedWait before it closes, so that what arrives meanwhile goes
+// in the same call; a batch of uncontended signers does not wait.
+func TestDispatcher_ContendedBatchWaits(t *testing.T) {
+	t.Parallel()
+	store := newGateStore()
+	const wait = 300 * time.Millisecond
+	c, signers := dispatchSetup(t, store, 2, func(c *config.Config) { c.ContendedWait = wait })
+	hot, calm := signers[0], signers[1]
+	store.contended[hot] = true
+	var wg sync.WaitGroup
+
+	// Uncontended: the call starts at once with the one create, and the
+	// next create, 50 ms later, goes in a call of its own.
+	wg.Go(func() { assert.NoError(t, createFor(c, calm, "calm-0")) })
+	require.Equal(t, []common.Address{calm}, <-store.started)
+	time.Sleep(50 * time.Millisecond)
+	wg.Go(func() { assert.NoError(t, createFor(c, calm, "calm-1")) })
+	store.release <- struct{}{}
+	require.Equal(t, []common.Address{calm}, <-store.started)
+	store.release <- struct{}{}
+	wg.Wait()
+	assert.Equal(t, []int{1, 1}, store.sizes, "an uncontended signer's batch does not wait")
+
+	// The hot signer's first allocation says it waited for another
+	// instance's: from then on it is contended.
+	wg.Go(func() { assert.NoError(t, createFor(c, hot, "hot-0")) })
+	require.Equal(t, []common.Address{hot}, <-store.started)
+	store.release <- struct{}{}
+	wg.Wait()
+
+	// Its next batch forms at once but waits before its call: the creates
+	// that come 50 ms later join it.
+	before := len(store.sizes)
+	wg.Go(func() { assert.NoError(t, createFor(c, hot, "hot-1")) })
+	time.Sleep(50 * time.Millisecond)
+	for i := 2; i <= 3; i++ {
+		wg.Go(func() { assert.NoError(t, createFor(c, hot, fmt.Sprintf("hot-%d", i))) })
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	for open := true; open; {
+		select {
+		case <-store.started:
+			store.release <- struct{}{}
+		case <-done:
+			open = false
+		}
+	}
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	assert.Equal(t, []int{3}, store.sizes[before:], "the contended batch gathered what came while it waited")
 }
 
 // TestDispatcher_OneCallUnlessLate: under a steady load on many signers,

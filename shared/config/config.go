@@ -195,6 +195,7 @@ type Config struct {
 	NonceStateTimeout time.Duration // how long the chain's pending nonce is trusted
 	BatchSize         int           // creates per allocation transaction
 	BatchWait         time.Duration // how long a short batch waits for more requests before it runs (0: not at all)
+	ContendedWait     time.Duration // how long a short batch of contended signers waits for more requests before it runs
 	// Workers is how many allocation batches an instance has in flight (a
 	// signer in at most one). Default 2: one lane for the signers that are
 	// not contended, one call at a time, which gathers the most requests
@@ -278,6 +279,7 @@ func Defaults() Config {
 		NonceStateTimeout:   30 * time.Second,
 		BatchSize:           100,
 		BatchWait:           0,
+		ContendedWait:       5 * time.Millisecond,
 		Workers:             2,
 		MaxGasLimit:         30_000_000,
 		MaxDataBytes:        128 * 1024,
@@ -343,6 +345,7 @@ const (
 	EnvNonceStateTimeout   = "TXFENCE_NONCE_STATE_TIMEOUT"
 	EnvBatchSize           = "TXFENCE_BATCH_SIZE"
 	EnvBatchWait           = "TXFENCE_BATCH_WAIT"
+	EnvContendedWait       = "TXFENCE_CONTENDED_WAIT"
 	EnvWorkers             = "TXFENCE_WORKERS"
 	EnvMaxGasLimit         = "TXFENCE_MAX_GAS_LIMIT"
 	EnvMaxDataBytes        = "TXFENCE_MAX_DATA_BYTES"
@@ -426,6 +429,7 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 	p.duration(EnvNonceStateTimeout, &c.NonceStateTimeout)
 	p.integer(EnvBatchSize, &c.BatchSize)
 	p.duration(EnvBatchWait, &c.BatchWait)
+	p.duration(EnvContendedWait, &c.ContendedWait)
 	p.integer(EnvWorkers, &c.Workers)
 	p.uint(EnvMaxGasLimit, &c.MaxGasLimit)
 	p.integer(EnvMaxDataBytes, &c.MaxDataBytes)
@@ -546,6 +550,9 @@ func (c Config) validate() []Problem {
 	}
 	if c.BatchWait < 0 || c.BatchWait > time.Second {
 		bad(EnvBatchWait, "must be between 0 and 1s, got %s", c.BatchWait)
+	}
+	if c.ContendedWait < 0 || c.ContendedWait > time.Second {
+		bad(EnvContendedWait, "must be between 0 and 1s, got %s", c.ContendedWait)
 	}
 	if c.Workers < 1 || c.Workers > 4096 {
 		bad(EnvWorkers, "must be between 1 and 4096, got %d", c.Workers)

@@ -92,6 +92,7 @@ func TestIssue2_Config(t *testing.T) {
 		{EnvBatchSize, "0", "between 1 and 10000"},
 		{EnvBatchSize, "many", "integer"},
 		{EnvBatchWait, "2s", "between 0 and 1s"},
+		{EnvContendedWait, "-1ms", "between 0 and 1s"},
 		{EnvWorkers, "0", "between 1 and 4096"},
 		{EnvMaxInFlight, "0", "at least 1"},
 		{EnvRPCMaxBatch, "0", "at least 1"},
