@@ -191,6 +191,10 @@ type Config struct {
 
 	Chains  []Chain
 	Signers []Signer
+	// signerAt indexes Signers by address (Load builds it); Signer checks
+	// what it finds and scans on a miss, so a Config built or changed in
+	// code without it still answers right, only slower.
+	signerAt map[common.Address]int
 
 	NonceStateTimeout time.Duration // how long the chain's pending nonce is trusted
 	BatchSize         int           // creates per allocation transaction
@@ -493,7 +497,18 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 	if len(p.errs) > 0 {
 		return Config{}, &Error{Problems: p.errs}
 	}
-	return c, nil
+	return c.indexed(), nil
+}
+
+// indexed returns c with its signers indexed by address: every create and
+// signer read looks its signer up, and a scan of 1,000 signers took 5.5 µs
+// (BenchmarkSigner).
+func (c Config) indexed() Config {
+	c.signerAt = make(map[common.Address]int, len(c.Signers))
+	for i, s := range c.Signers {
+		c.signerAt[s.Address] = i
+	}
+	return c
 }
 
 // Validate checks a Config built in code (tests, the emulator) by the same
@@ -848,6 +863,9 @@ func (w StuckWebhook) LogValue() slog.Value { return slog.StringValue(w.String()
 
 // Signer returns the configured signer for addr, if any.
 func (c Config) Signer(addr common.Address) (Signer, bool) {
+	if i, ok := c.signerAt[addr]; ok && i < len(c.Signers) && c.Signers[i].Address == addr {
+		return c.Signers[i], true
+	}
 	for _, s := range c.Signers {
 		if s.Address == addr {
 			return s, true
