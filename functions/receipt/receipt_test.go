@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -251,6 +252,66 @@ func TestCheckReceipts_LeaseOnlyToWrite(t *testing.T) {
 	var history int
 	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM tx_history WHERE to_state = 'MINED'`).Scan(&history))
 	assert.Equal(t, 2, history, "one MINED entry per transaction")
+}
+
+// TestCheckReceipts_GivesUpWhatAnotherWrote: a check that found receipts
+// and waits for the signer's chain lease, held by another invocation that
+// writes those same receipts meanwhile (another process's check of the same
+// block), stops waiting once they are written: no ErrNoLease after the
+// lease wait, no write, no lease taken.
+func TestCheckReceipts_GivesUpWhatAnotherWrote(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 1)
+	a, b := w.Node(t, "A"), w.Node(t, "B")
+	signer := w.Keys[0].Address
+	ctx := context.Background()
+	chainID := stacktest.ChainID().Uint64()
+	a.Allocate(t, signer, 3)
+	res, err := a.Drain.Execute(ctx, chainID, signer)
+	require.NoError(t, err)
+	require.Equal(t, 3, res.Broadcast)
+	w.MineAll(t, signer, 3)
+
+	key := txm.LeaseKey{ChainID: chainID, Signer: signer, Scope: txm.ScopeChain}
+	held, _, err := a.Leases.Acquire(ctx, key, "other check")
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	var mined int
+	go func() {
+		var err error
+		mined, err = b.Receipts.Execute(ctx, chainID, signer)
+		done <- err
+	}()
+	// B waits for the lease (marking it wanted); the holder writes the
+	// receipts, and keeps the lease past B's whole wait.
+	stacktest.WaitFor(t, "B to ask for the lease", func() bool {
+		wanted, err := a.Leases.Wanted(ctx, held)
+		require.NoError(t, err)
+		return wanted
+	})
+	below, _, err := a.Store.TrackingBelow(ctx, chainID, signer, 3, 0)
+	require.NoError(t, err)
+	require.Len(t, below, 3)
+	var found []txm.Mined
+	for _, tr := range below {
+		r, err := w.Chain.Backend.Client().TransactionReceipt(ctx, tr.Attempts[0].Hash)
+		require.NoError(t, err)
+		found = append(found, txm.Mined{TxID: tr.Tx.ID, AttemptNo: tr.Attempts[0].No, Receipt: txm.Receipt{
+			BlockNumber: r.BlockNumber.Uint64(), BlockHash: r.BlockHash, Status: r.Status, GasUsed: r.GasUsed, EffectiveGasPrice: r.EffectiveGasPrice}})
+	}
+	_, err = a.Store.MarkMined(ctx, held, found)
+	require.NoError(t, err)
+
+	require.NoError(t, <-done, "B gave up its wait once the receipts were written, before ErrNoLease")
+	assert.Equal(t, 3, mined, "what B found is mined, by whoever wrote it")
+	assert.Zero(t, b.Metrics.Count("receipt_check_total", "result", "mined"), "B wrote nothing")
+	assert.Equal(t, map[string]int{"MINED": 3}, w.States(t))
+	rows, err := w.DB.Pool.Query(ctx, `SELECT DISTINCT owner FROM tx_history WHERE to_state = 'MINED'`)
+	require.NoError(t, err)
+	owners, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	assert.Equal(t, []string{"other check"}, owners)
+	require.NoError(t, a.Leases.Check(ctx, held), "the holder kept its lease throughout")
 }
 
 // TestCheckReceipts_FollowsTheHead: a check that finds broadcast

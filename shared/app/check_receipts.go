@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -122,11 +123,28 @@ func (c *CheckReceipts) check(ctx context.Context, chainID uint64, signer common
 		c.metrics.ReceiptCheck(ctx, "rpc_error")
 		return 0, err
 	}
+	mined := len(found) // by this check or, meanwhile, by another
 	if len(found) > 0 {
 		key := txm.LeaseKey{ChainID: chainID, Signer: signer, Scope: txm.ScopeChain}
 		var ids []int64
-		err := withChainLease(ctx, c.leases, key, c.cfg.InstanceID+"/receipt/"+uuid.NewString(), wantIt, c.cfg.Lease.RenewEvery, c.log,
+		written := false
+		// While another holds the lease (often another process's check
+		// writing these same receipts), keep only what is still unmined.
+		needed := func(ctx context.Context) (bool, error) {
+			txIDs := make([]string, len(found))
+			for i, m := range found {
+				txIDs[i] = m.TxID
+			}
+			still, err := c.store.StillUnmined(ctx, txIDs)
+			if err != nil {
+				return false, err
+			}
+			found = slices.DeleteFunc(found, func(m txm.Mined) bool { return !still[m.TxID] })
+			return len(found) > 0, nil
+		}
+		err := withChainLeaseIf(ctx, c.leases, key, c.cfg.InstanceID+"/receipt/"+uuid.NewString(), wantIt, needed, c.cfg.Lease.RenewEvery, c.log,
 			func(l txm.Lease, _ *leaseKeeper) error {
+				written = true
 				pctx, span := c.metrics.Start(ctx, "receipt.persist")
 				var err error
 				ids, err = c.store.MarkMined(pctx, l, found)
@@ -142,19 +160,21 @@ func (c *CheckReceipts) check(ctx context.Context, chainID uint64, signer common
 		if err != nil {
 			return 0, err
 		}
-		for range found {
-			c.metrics.ReceiptCheck(ctx, "mined")
+		if written {
+			for range found {
+				c.metrics.ReceiptCheck(ctx, "mined")
+			}
 		}
 	}
 	// A transaction below the latest nonce without a receipt is waiting for
 	// a lagging node, or another transaction took its nonce: the finality
 	// sweep settles that at depth, and the prompt's retries are bounded by
 	// its subscription.
-	if pending := len(tracked) + waiting - len(found); pending > 0 {
+	if pending := len(tracked) + waiting - mined; pending > 0 {
 		c.metrics.ReceiptCheck(ctx, "not_mined")
-		return len(found), fmt.Errorf("%d of %d: %w", pending, len(tracked)+waiting, ErrNotMined)
+		return mined, fmt.Errorf("%d of %d: %w", pending, len(tracked)+waiting, ErrNotMined)
 	}
-	return len(found), nil
+	return mined, nil
 }
 
 // findReceipts looks up, in one batched call, the receipts of every attempt

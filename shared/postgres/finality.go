@@ -119,6 +119,23 @@ func clampNonce(nonce uint64) int64 {
 	return int64(min(nonce, math.MaxInt64))
 }
 
+// StillUnmined implements txm.ReceiptStore.
+func (s *Store) StillUnmined(ctx context.Context, txIDs []string) (map[string]bool, error) {
+	rows, err := s.pool.Query(ctx, `SELECT t.id::text FROM managed_tx t WHERE t.id = ANY($1::uuid[]) AND `+moveMined.guard(), txIDs)
+	if err != nil {
+		return nil, fmt.Errorf("still unmined: %w", translate(err))
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("still unmined: %w", translate(err))
+	}
+	out := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		out[id] = true
+	}
+	return out, nil
+}
+
 // MinedTxs implements txm.ReceiptStore.
 func (s *Store) MinedTxs(ctx context.Context, chainID uint64, signer common.Address) ([]txm.Tracked, error) {
 	return s.trackedTxs(ctx, `t.chain_id = $1 AND t.signer = $2 AND t.state = 'MINED'`, 0, int64(chainID), txm.CanonicalAddress(signer))

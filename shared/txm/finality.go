@@ -117,6 +117,9 @@ type ReceiptStore interface {
 	// TRACKING or STUCK to MINED (the others are left as they are), and
 	// prompts Submit when the signer has ALLOCATED work waiting.
 	MarkMined(ctx context.Context, l Lease, mined []Mined) ([]int64, error)
+	// StillUnmined returns those of the transactions (by id) that MarkMined
+	// would still move: TRACKING or STUCK. It only reads.
+	StillUnmined(ctx context.Context, txIDs []string) (map[string]bool, error)
 	// MinedTxs returns the signer's MINED transactions (receipt included).
 	MinedTxs(ctx context.Context, chainID uint64, signer common.Address) ([]Tracked, error)
 	// Finalize moves MINED transactions to their final state and records
