@@ -208,17 +208,9 @@ func TestCheckReceipts_LoadsOnlyWhatCanBeMined(t *testing.T) {
 // left as it is, without an error.
 func TestCheckReceipts_LeaseOnlyToWrite(t *testing.T) {
 	t.Parallel()
-	w := stacktest.NewWorld(t, 1)
-	a, b := w.Node(t, "A"), w.Node(t, "B")
-	signer := w.Keys[0].Address
+	w, a, b, key := broadcastOnA(t, 2)
+	signer, chainID := key.Signer, key.ChainID
 	ctx := context.Background()
-	chainID := stacktest.ChainID().Uint64()
-	a.Allocate(t, signer, 2)
-	res, err := a.Drain.Execute(ctx, chainID, signer)
-	require.NoError(t, err)
-	require.Equal(t, 2, res.Broadcast)
-
-	key := txm.LeaseKey{ChainID: chainID, Signer: signer, Scope: txm.ScopeChain}
 	held, _, err := a.Leases.Acquire(ctx, key, "holder")
 	require.NoError(t, err)
 	_, err = b.Receipts.Execute(ctx, chainID, signer)
@@ -239,14 +231,7 @@ func TestCheckReceipts_LeaseOnlyToWrite(t *testing.T) {
 	require.Equal(t, 2, mined)
 	l, _, err := a.Leases.Acquire(ctx, key, "late")
 	require.NoError(t, err)
-	var found []txm.Mined
-	for _, tr := range below {
-		r, err := w.Chain.Backend.Client().TransactionReceipt(ctx, tr.Attempts[0].Hash)
-		require.NoError(t, err)
-		found = append(found, txm.Mined{TxID: tr.Tx.ID, AttemptNo: tr.Attempts[0].No, Receipt: txm.Receipt{
-			BlockNumber: r.BlockNumber.Uint64(), BlockHash: r.BlockHash, Status: r.Status, GasUsed: r.GasUsed, EffectiveGasPrice: r.EffectiveGasPrice}})
-	}
-	_, err = a.Store.MarkMined(ctx, l, found)
+	_, err = a.Store.MarkMined(ctx, l, receiptsOf(t, w, below))
 	require.NoError(t, err, "already MINED: left as it is")
 	assert.Equal(t, map[string]int{"MINED": 2}, w.States(t))
 	var history int
@@ -261,18 +246,10 @@ func TestCheckReceipts_LeaseOnlyToWrite(t *testing.T) {
 // lease wait, no write, no lease taken.
 func TestCheckReceipts_GivesUpWhatAnotherWrote(t *testing.T) {
 	t.Parallel()
-	w := stacktest.NewWorld(t, 1)
-	a, b := w.Node(t, "A"), w.Node(t, "B")
-	signer := w.Keys[0].Address
+	w, a, b, key := broadcastOnA(t, 3)
+	signer, chainID := key.Signer, key.ChainID
 	ctx := context.Background()
-	chainID := stacktest.ChainID().Uint64()
-	a.Allocate(t, signer, 3)
-	res, err := a.Drain.Execute(ctx, chainID, signer)
-	require.NoError(t, err)
-	require.Equal(t, 3, res.Broadcast)
 	w.MineAll(t, signer, 3)
-
-	key := txm.LeaseKey{ChainID: chainID, Signer: signer, Scope: txm.ScopeChain}
 	held, _, err := a.Leases.Acquire(ctx, key, "other check")
 	require.NoError(t, err)
 	done := make(chan error, 1)
@@ -292,14 +269,7 @@ func TestCheckReceipts_GivesUpWhatAnotherWrote(t *testing.T) {
 	below, _, err := a.Store.TrackingBelow(ctx, chainID, signer, 3, 0)
 	require.NoError(t, err)
 	require.Len(t, below, 3)
-	var found []txm.Mined
-	for _, tr := range below {
-		r, err := w.Chain.Backend.Client().TransactionReceipt(ctx, tr.Attempts[0].Hash)
-		require.NoError(t, err)
-		found = append(found, txm.Mined{TxID: tr.Tx.ID, AttemptNo: tr.Attempts[0].No, Receipt: txm.Receipt{
-			BlockNumber: r.BlockNumber.Uint64(), BlockHash: r.BlockHash, Status: r.Status, GasUsed: r.GasUsed, EffectiveGasPrice: r.EffectiveGasPrice}})
-	}
-	_, err = a.Store.MarkMined(ctx, held, found)
+	_, err = a.Store.MarkMined(ctx, held, receiptsOf(t, w, below))
 	require.NoError(t, err)
 
 	require.NoError(t, <-done, "B gave up its wait once the receipts were written, before ErrNoLease")
@@ -398,4 +368,32 @@ func TestCheckReceipts_WaitSpent(t *testing.T) {
 		assert.GreaterOrEqual(t, took, wait, "it followed the head for the wait first")
 		assert.Equal(t, map[string]int{"TRACKING": 1}, w.States(t))
 	}
+}
+
+// broadcastOnA is a world with nodes A and B and count transactions of its
+// signer broadcast by A; key is the signer's chain lease.
+func broadcastOnA(t *testing.T, count int) (*stacktest.World, *stacktest.Node, *stacktest.Node, txm.LeaseKey) {
+	t.Helper()
+	w := stacktest.NewWorld(t, 1)
+	a, b := w.Node(t, "A"), w.Node(t, "B")
+	key := txm.LeaseKey{ChainID: stacktest.ChainID().Uint64(), Signer: w.Keys[0].Address, Scope: txm.ScopeChain}
+	a.Allocate(t, key.Signer, count)
+	res, err := a.Drain.Execute(context.Background(), key.ChainID, key.Signer)
+	require.NoError(t, err)
+	require.Equal(t, count, res.Broadcast)
+	return w, a, b, key
+}
+
+// receiptsOf reads from the chain the receipts of the transactions' first
+// attempts, as a check finds them.
+func receiptsOf(t *testing.T, w *stacktest.World, tracked []txm.Tracked) []txm.Mined {
+	t.Helper()
+	var found []txm.Mined
+	for _, tr := range tracked {
+		r, err := w.Chain.Backend.Client().TransactionReceipt(context.Background(), tr.Attempts[0].Hash)
+		require.NoError(t, err)
+		found = append(found, txm.Mined{TxID: tr.Tx.ID, AttemptNo: tr.Attempts[0].No, Receipt: txm.Receipt{
+			BlockNumber: r.BlockNumber.Uint64(), BlockHash: r.BlockHash, Status: r.Status, GasUsed: r.GasUsed, EffectiveGasPrice: r.EffectiveGasPrice}})
+	}
+	return found
 }
