@@ -306,7 +306,7 @@ func TestAllocate_ContendedWhenItWaited(t *testing.T) {
 		require.Eventually(t, func() bool {
 			var waiting bool
 			_ = db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock'
-                AND query LIKE '%txfence_allocate(%')`).Scan(&waiting)
+                AND datname = current_database() AND query LIKE '%txfence_allocate(%')`).Scan(&waiting)
 			return waiting
 		}, 5*time.Second, 10*time.Millisecond, "the allocation waits for the lease row")
 		if write {

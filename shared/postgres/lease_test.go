@@ -482,10 +482,13 @@ func TestLeases_RefusedAcquireTakesNoLock(t *testing.T) {
 	require.ErrorIs(t, err, txm.ErrLeaseHeld, "refused at once, not after the write")
 	_, _, err = b.leases.AcquireYielding(actx, chainKey(), "drain-2", time.Second)
 	require.ErrorIs(t, err, txm.ErrLeaseHeld)
+	// Only this database's locks: the parallel tests' databases are clones of
+	// one template, so their signer_lease has the same oid as this one.
 	var locks int
 	require.NoError(t, b.pool.QueryRow(ctx, `
 SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
-WHERE c.relname = 'signer_lease' AND l.mode = 'RowExclusiveLock' AND l.pid <> $1`,
+WHERE c.relname = 'signer_lease' AND l.mode = 'RowExclusiveLock' AND l.pid <> $1
+  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
 		int64(write.Conn().PgConn().PID())).Scan(&locks))
 	assert.Zero(t, locks, "no refused ask is still waiting")
 	require.NoError(t, write.Commit(ctx))
