@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -269,4 +270,66 @@ INSERT INTO tx_attempt (tx_id, attempt_no, tx_hash, raw_tx, nonce, gas_limit, fe
 SELECT id, 1, '0x' || encode(sha256(($1::text || $2::bigint::text)::bytea), 'hex'), '\x01', $2::bigint, 21000, 1 FROM t
 RETURNING tx_id::text`, txm.CanonicalAddress(who), nonce, state, status, block, hash.Hex()).Scan(&id))
 	return id
+}
+
+// TestWriteCompletions_MessagesAreTheFeedsOwn: the pending outcomes'
+// messages and attributes, built in SQL, are txm.CompletionMessage as JSON
+// and the completion topic's attributes, as the process would build them:
+// with and without a shard name, with and without a hash and a
+// sub-state.
+func TestWriteCompletions_MessagesAreTheFeedsOwn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.New(t)
+	s := testStore(t, db.Pool)
+	signer := common.HexToAddress("0xa1")
+	hash := "0x" + strings.Repeat("ab", 32)
+	confirmed := insertTx(t, db, signer, 0, "CONFIRMED", 1, 10, common.HexToHash("0xaa"))
+	reverted := insertTx(t, db, signer, 1, "FAILED_FINAL", 0, 10, common.HexToHash("0xaa"))
+	stuck := insertTx(t, db, signer, 2, "STUCK", 0, 0, common.Hash{})
+	done := []finalized{
+		{id: confirmed, chainID: 1, signer: txm.CanonicalAddress(signer), state: "CONFIRMED", nonce: 0, hash: &hash},
+		{id: reverted, chainID: 1, signer: txm.CanonicalAddress(signer), state: "FAILED_FINAL", subState: "reverted", nonce: 1, hash: &hash},
+		{id: stuck, chainID: 1, signer: txm.CanonicalAddress(signer), state: "STUCK", subState: "too_many_rebroadcasts", nonce: 2, fork: true},
+	}
+	for _, shard := range []string{"", "eu"} {
+		s.SetShard(shard)
+		_, err := db.Pool.Exec(ctx, `DELETE FROM completion_pending`)
+		require.NoError(t, err)
+		require.NoError(t, WithTx(ctx, db.Pool, func(tx pgx.Tx) error { return s.writeCompletions(ctx, tx, done) }))
+		rows, err := db.Pool.Query(ctx, `SELECT tx_id::text, new_fork, coalesce(sub_state, ''), payload, attributes FROM completion_pending ORDER BY id`)
+		require.NoError(t, err)
+		type pending struct {
+			id, sub          string
+			fork             bool
+			payload, attribs []byte
+		}
+		got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (pending, error) {
+			var p pending
+			return p, r.Scan(&p.id, &p.fork, &p.sub, &p.payload, &p.attribs)
+		})
+		require.NoError(t, err)
+		require.Len(t, got, len(done), "in the order given")
+		for i, f := range done {
+			want := txm.CompletionMessage{Type: txm.EventFor(txm.State(f.state)), TxID: f.id, ChainID: uint64(f.chainID),
+				Signer: f.signer, State: txm.State(f.state), SubState: f.subState, Nonce: uint64(f.nonce), Shard: shard}
+			if f.hash != nil {
+				want.Hash = *f.hash
+			}
+			wantAttrs := map[string]string{"chain": "1", "signer": f.signer, "state": f.state, "type": string(want.Type),
+				"subState": f.subState}
+			if shard != "" {
+				wantAttrs["shard"] = shard
+			}
+			wantJSON, err := json.Marshal(want)
+			require.NoError(t, err)
+			wantAttrsJSON, err := json.Marshal(wantAttrs)
+			require.NoError(t, err)
+			assert.Equal(t, f.id, got[i].id)
+			assert.Equal(t, f.fork, got[i].fork)
+			assert.Equal(t, f.subState, got[i].sub)
+			assert.JSONEq(t, string(wantJSON), string(got[i].payload), "shard %q, %s", shard, f.state)
+			assert.JSONEq(t, string(wantAttrsJSON), string(got[i].attribs), "shard %q, %s", shard, f.state)
+		}
+	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"strconv"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -154,9 +153,15 @@ func (s *Store) MarkMined(ctx context.Context, l txm.Lease, mined []txm.Mined) (
 		bhashes[i], statuses[i], used[i] = m.Receipt.BlockHash.Hex(), int16(m.Receipt.Status), int64(m.Receipt.GasUsed)
 		prices[i] = bigText(m.Receipt.EffectiveGasPrice)
 	}
-	var outbox []int64
-	err := WithTx(ctx, s.pool, func(tx pgx.Tx) error {
-		got, err := s.leases.fencedExec(ctx, tx, l, "mark_mined", ids[0], `
+	// One statement, so no transaction of its own (a BEGIN, the prompt and
+	// a COMMIT were three more round trips under the signer's chain
+	// lease): the move, the attempts' outcomes, the history and, when
+	// anything moved (room was freed under maxInFlight), a submit prompt if
+	// the signer has ALLOCATED work. Fenced, it moves nothing and writes no
+	// prompt.
+	var moved int
+	var prompt *int64
+	err := s.pool.QueryRow(ctx, `
 WITH u AS (
     SELECT * FROM unnest($6::uuid[], $7::int[], $8::bigint[], $9::text[], $10::smallint[], $11::bigint[], $12::text[])
         AS u(id, no, bnum, bhash, status, used, price)
@@ -172,27 +177,32 @@ WITH u AS (
     -- whichever attempt was mined wins; the others at its nonce were replaced
     UPDATE tx_attempt a SET outcome = CASE WHEN a.attempt_no = moved.no THEN 'mined' ELSE 'replaced' END
     FROM moved WHERE a.tx_id = moved.id
+), hist AS (
+    INSERT INTO tx_history (tx_id, from_state, to_state, reason, owner, fencing_token)
+    SELECT id, from_state, 'MINED', 'receipt in block ' || bnum, $4::text, $5::bigint FROM moved
+), prompt AS (
+    INSERT INTO outbox (topic, ordering_key, payload)
+    SELECT $13, $2, $14
+    WHERE EXISTS (SELECT 1 FROM moved)
+      AND EXISTS (SELECT 1 FROM managed_tx w WHERE w.chain_id = $1 AND w.signer = $2 AND w.state = 'ALLOCATED')
+    RETURNING id
 )
-INSERT INTO tx_history (tx_id, from_state, to_state, reason, owner, fencing_token)
-SELECT id, from_state, 'MINED', 'receipt in block ' || bnum, $4::text, $5::bigint FROM moved`,
-			ids, nos, bnums, bhashes, statuses, used, prices)
-		if err != nil {
-			return err
-		}
-		// Fewer than n moved: the others left TRACKING since they were
-		// looked up (another check marked them, or they were settled);
-		// the state guard leaves them as they are.
-		if got == 0 {
-			return nil
-		}
-		// Room was freed under maxInFlight: prompt Submit if work waits.
-		outbox, err = s.promptSubmitIfWaiting(ctx, tx, l.Key)
-		return err
-	})
+SELECT (SELECT count(*) FROM moved), (SELECT id FROM prompt)`,
+		append(fenceArgs(l), ids, nos, bnums, bhashes, statuses, used, prices, s.topics.Submit, promptPayload(l.Key))...).Scan(&moved, &prompt)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("mark_mined: %w", translate(err))
 	}
-	return outbox, nil
+	if moved == 0 {
+		// Fenced, or none of them is TRACKING any more (another check
+		// marked them, or they were settled): the state guard left them.
+		return nil, s.leases.check(ctx, s.pool, l, "mark_mined", ids[0])
+	}
+	// Fewer than n moved: the others left TRACKING since they were looked
+	// up; the state guard leaves them as they are.
+	if prompt == nil {
+		return nil, nil
+	}
+	return []int64{*prompt}, nil
 }
 
 func promptPayload(k txm.LeaseKey) []byte {
@@ -230,15 +240,22 @@ WITH moved AS (`+finalSet+`
 
 // finalizeMoved ends a finalizing statement: its moved rows go to
 // history, and are returned as report reads them.
-const finalizeMoved = `
-    RETURNING t.id, t.chain_id, t.signer::text, t.state, t.sub_state, t.nonce, a.tx_hash, t.created_at,
-        (SELECT o.fork_pending FROM managed_tx o WHERE o.id = t.id) AS fork
-), hist AS (
-    INSERT INTO tx_history (tx_id, from_state, to_state, sub_state, reason, owner, fencing_token)
-    SELECT id, 'MINED', state, sub_state, 'final', $4::text, $5::bigint FROM moved
-)
+const finalizeMoved = finalReturning + `
+), ` + finalHist + `
 SELECT m.id::text, m.chain_id, m.signer, m.state, coalesce(m.sub_state, ''), m.nonce, m.fork, m.tx_hash, m.created_at
 FROM moved m ORDER BY m.nonce`
+
+// finalReturning is what a finalizing move (moved) returns.
+const finalReturning = `
+    RETURNING t.id, t.chain_id, t.signer::text, t.state, t.sub_state, t.nonce, a.tx_hash, t.created_at,
+        (SELECT o.fork_pending FROM managed_tx o WHERE o.id = t.id) AS fork`
+
+// finalHist writes the history of a finalizing move (moved), by the lease
+// of fenceArgs.
+const finalHist = `hist AS (
+    INSERT INTO tx_history (tx_id, from_state, to_state, sub_state, reason, owner, fencing_token)
+    SELECT id, 'MINED', state, sub_state, 'final', $4::text, $5::bigint FROM moved
+)`
 
 // finalSet is what Finalize and FinalizeBlocks set on a transaction whose
 // receipt block is final (a mined cancel or placeholder took the nonce
@@ -251,7 +268,12 @@ const finalSet = `
         finalized_at = clock_timestamp(), fork_pending = false,
         fencing_token = $5::bigint, updated_at = clock_timestamp()`
 
-// FinalizeBlocks implements txm.ReceiptStore.
+// FinalizeBlocks implements txm.ReceiptStore. It is one statement, so no
+// transaction of its own: the move, its history and its pending outcomes
+// (built in SQL: pendingInsert). A hot signer's finality write holds its
+// chain lease, which its drains and receipt checks wait for, and as a
+// transaction (BEGIN, the move, the outcomes, COMMIT) it was four round
+// trips, each tens of milliseconds on a busy machine.
 func (s *Store) FinalizeBlocks(ctx context.Context, l txm.Lease, blocks []txm.Header) ([]txm.Final, error) {
 	if len(blocks) == 0 {
 		return nil, nil
@@ -260,19 +282,34 @@ func (s *Store) FinalizeBlocks(ctx context.Context, l txm.Lease, blocks []txm.He
 	for i, b := range blocks {
 		numbers[i], hashes[i] = int64(b.Number), b.Hash.Hex()
 	}
-	done, err := s.reportMoved(ctx, l, "finalize", "MINED", -1, "", `
+	rows, err := s.pool.Query(ctx, `
 WITH moved AS (`+finalSet+`
     FROM tx_attempt a, unnest($6::bigint[], $7::text[]) AS b(number, hash)
     WHERE t.chain_id = $1::bigint AND t.signer = $2::text
       AND t.receipt_block_number = b.number AND t.receipt_block_hash = b.hash
       AND a.tx_id = t.id AND a.attempt_no = t.receipt_attempt_no
-      AND `+moveFinal.guard()+` AND `+fenceHeld+finalizeMoved, numbers, hashes)
+      AND `+moveFinal.guard()+` AND `+fenceHeld+finalReturning+`
+), `+finalHist+`, pending AS (
+`+pendingInsert("(SELECT id, chain_id, signer, state, sub_state, nonce, tx_hash AS hash, fork FROM moved)", "nonce", "$8::text")+`
+)
+SELECT m.id::text, m.state, m.created_at FROM moved m ORDER BY m.nonce`, append(fenceArgs(l), numbers, hashes, s.shard)...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("finalize: %w", translate(err))
 	}
-	final := make([]txm.Final, len(done))
-	for i, f := range done {
-		final[i] = txm.Final{TxID: f.id, State: txm.State(f.state), CreatedAt: f.createdAt}
+	final, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (txm.Final, error) {
+		var f txm.Final
+		var state string
+		err := r.Scan(&f.TxID, &state, &f.CreatedAt)
+		f.State = txm.State(state)
+		return f, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("finalize: %w", translate(err))
+	}
+	if len(final) == 0 {
+		// Nothing moved: nothing was MINED in those blocks, or the lease
+		// was lost.
+		return nil, s.leases.check(ctx, s.pool, l, "finalize", "")
 	}
 	return final, nil
 }
@@ -351,35 +388,17 @@ func (s *Store) writeCompletions(ctx context.Context, tx pgx.Tx, done []finalize
 	}
 	n := len(done)
 	ids, chains, signers, states, forks := make([]string, n), make([]int64, n), make([]string, n), make([]string, n), make([]bool, n)
-	subs := make([]*string, n)
-	payloads, attrs := make([][]byte, n), make([][]byte, n)
+	subs, nonces, hashes := make([]string, n), make([]int64, n), make([]*string, n)
 	for i, f := range done {
 		ids[i], chains[i], signers[i], states[i], forks[i] = f.id, f.chainID, f.signer, f.state, f.fork
-		if f.subState != "" {
-			subs[i] = &done[i].subState
-		}
-		// Seq and NewFork are set when it is numbered.
-		msg := txm.CompletionMessage{Type: txm.EventFor(txm.State(f.state)), TxID: f.id, ChainID: uint64(f.chainID),
-			Signer: f.signer, State: txm.State(f.state), SubState: f.subState, Nonce: uint64(f.nonce), Shard: s.shard}
-		if f.hash != nil {
-			msg.Hash = *f.hash
-		}
-		payloads[i], _ = json.Marshal(msg)
-		attr := map[string]string{
-			"chain": strconv.FormatInt(f.chainID, 10), "signer": f.signer, "state": f.state,
-			"type": string(msg.Type), "subState": f.subState,
-		}
-		if s.shard != "" {
-			attr["shard"] = s.shard // seq counts per shard
-		}
-		attrs[i], _ = json.Marshal(attr)
+		subs[i], nonces[i], hashes[i] = f.subState, f.nonce, f.hash
 	}
 	tag, err := tx.Exec(ctx, `
-INSERT INTO completion_pending (tx_id, chain_id, signer, state, new_fork, sub_state, payload, attributes)
-SELECT u.id, u.chain_id, u.signer, u.state, u.fork, u.sub, u.payload, u.attrs
-FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::bool[], $6::text[], $7::jsonb[], $8::jsonb[])
-    WITH ORDINALITY AS u(id, chain_id, signer, state, fork, sub, payload, attrs, ord)
-ORDER BY u.ord`, ids, chains, signers, states, forks, subs, payloads, attrs)
+WITH u AS (
+    SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[], $8::bool[])
+        WITH ORDINALITY AS u(id, chain_id, signer, state, sub_state, nonce, hash, fork, ord)
+)
+`+pendingInsert("u", "ord", "$9::text"), ids, chains, signers, states, subs, nonces, hashes, forks, s.shard)
 	if err != nil {
 		return fmt.Errorf("write completions: %w", translate(err))
 	}
@@ -387,6 +406,35 @@ ORDER BY u.ord`, ids, chains, signers, states, forks, subs, payloads, attrs)
 		return fmt.Errorf("write completions: %d rows for %d outcomes", tag.RowsAffected(), n)
 	}
 	return nil
+}
+
+// pendingInsert is the statement (or data-modifying CTE) that records, as
+// pending, one reported outcome for each row of src, a relation with
+// columns id, chain_id, signer, state, sub_state ("" or NULL for none),
+// nonce, hash (NULL for none) and fork, in the order of order; shard is
+// the text expression naming this database's shard ("" with one
+// database). The message is txm.CompletionMessage as JSON (its seq and
+// newFork are set when it is numbered) and the attributes are the
+// completion topic's; both are built here, in SQL, so that a statement
+// that moves transactions can record their outcomes without a round trip
+// back to the process (see FinalizeBlocksLeased).
+func pendingInsert(src, order, shard string) string {
+	return `INSERT INTO completion_pending (tx_id, chain_id, signer, state, new_fork, sub_state, payload, attributes)
+SELECT p.id, p.chain_id, p.signer, p.state, p.fork, nullif(p.sub_state, ''),
+    jsonb_strip_nulls(jsonb_build_object('type', p.type, 'seq', 0, 'txId', p.id::text, 'chainId', p.chain_id,
+        'signer', p.signer, 'state', p.state, 'newFork', false, 'subState', nullif(p.sub_state, ''),
+        'nonce', p.nonce, 'hash', nullif(p.hash, ''), 'shard', nullif(` + shard + `, ''))),
+    jsonb_strip_nulls(jsonb_build_object('chain', p.chain_id::text, 'signer', p.signer, 'state', p.state,
+        'type', p.type, 'subState', coalesce(p.sub_state, ''), 'shard', nullif(` + shard + `, '')))
+FROM (SELECT src.*, ` + eventTypeSQL("src.state") + ` AS type FROM ` + src + ` src) p
+ORDER BY p.` + order
+}
+
+// eventTypeSQL is txm.EventFor of the state expression state, in SQL.
+func eventTypeSQL(state string) string {
+	return fmt.Sprintf("CASE %s WHEN '%s' THEN '%s' WHEN '%s' THEN '%s' ELSE '%s' END", state,
+		txm.StateConfirmed, txm.EventFor(txm.StateConfirmed), txm.StateFailedFinal, txm.EventFor(txm.StateFailedFinal),
+		txm.EventFor(txm.StateStuck))
 }
 
 // numberCompletionsSQL numbers every pending outcome, in the order they
