@@ -457,41 +457,54 @@ func (s *SweepFinality) Pass(ctx context.Context) (PassStats, error) {
 // median from a new head to the signers' sweeps starting).
 func (s *SweepFinality) launch(ctx context.Context, sw *sweeps) error {
 	defer sw.kick()
-	refs, err := s.store.SignersWithWork(ctx, s.cfg.StaleReceiptTimeout, s.watch())
+	found, err := s.store.SignersWithWork(ctx, s.cfg.StaleReceiptTimeout, s.watch())
 	if err != nil {
 		return err
 	}
 	views := map[uint64]*chainView{}
 	var errs []error
-	work := make([]txm.SignerWork, 0, len(refs))
-	for _, ref := range refs {
-		chain, ok := s.chains[ref.ChainID]
-		if !ok {
-			continue
+	// viewOf is the pass's view of chain id, read once (nil: the chain is
+	// not served here, or its head could not be read, and is skipped).
+	viewOf := func(id uint64) *chainView {
+		if view, seen := views[id]; seen {
+			return view
 		}
-		view, seen := views[ref.ChainID]
-		if !seen {
-			if view, err = s.view(ctx, ref.ChainID, chain); err != nil {
+		var view *chainView
+		if chain, ok := s.chains[id]; ok {
+			if view, err = s.view(ctx, id, chain); err != nil {
 				s.metrics.ReceiptCheck(ctx, "rpc_error")
-				errs = append(errs, fmt.Errorf("chain %d %w", ref.ChainID, err))
+				errs = append(errs, fmt.Errorf("chain %d %w", id, err))
 			}
-			views[ref.ChainID] = view // nil after a failure: the chain is skipped this pass
 		}
-		if view != nil {
+		views[id] = view
+		return view
+	}
+	work := make([]txm.SignerWork, 0, len(found.Signers))
+	for _, ref := range found.Signers {
+		if viewOf(ref.ChainID) != nil {
 			work = append(work, ref)
 		}
 	}
-	// Every block the signers' looks need, in one call per chain: a failure
-	// here is left to each signer's own load, which asks again for what is
-	// missing and reports it.
+	// Every block the signers' looks and the reported outcomes need, in one
+	// call per chain: a failure here is left to each signer's own load,
+	// which asks again for what is missing and reports it.
 	byChain := map[uint64][]uint64{}
 	for _, w := range work {
-		byChain[w.ChainID] = append(byChain[w.ChainID], blockHeights(w.MinedBlocks, w.ReportedBlocks)...)
+		byChain[w.ChainID] = append(byChain[w.ChainID], blockHeights(w.MinedBlocks)...)
+	}
+	for id, blocks := range found.Reported {
+		if viewOf(id) != nil {
+			byChain[id] = append(byChain[id], blockHeights(blocks)...)
+		}
 	}
 	for id, heights := range byChain {
 		if len(heights) > 0 {
 			_ = views[id].load(ctx, heights)
 		}
+	}
+	work, err = s.reopening(ctx, views, found.Reported, work)
+	if err != nil {
+		errs = append(errs, err)
 	}
 	s.mostReadyFirst(views, work)
 	for _, ref := range work {
@@ -527,6 +540,55 @@ func (s *SweepFinality) launch(ctx context.Context, sw *sweeps) error {
 	return errors.Join(errs...)
 }
 
+// reopening adds to work the signers with outcomes reported in a block
+// that is no longer canonical in its chain's view (a reorg deeper than the
+// confirmation depth), with those blocks to re-check. A block the node
+// does not have (a node behind) is not a reorg.
+func (s *SweepFinality) reopening(ctx context.Context, views map[uint64]*chainView, reported map[uint64][]txm.Header,
+	work []txm.SignerWork) ([]txm.SignerWork, error) {
+	var errs []error
+	for id, blocks := range reported {
+		view := views[id]
+		if view == nil {
+			continue
+		}
+		// The pass loaded them; this asks again only for what it failed to.
+		if err := view.load(ctx, blockHeights(blocks)); err != nil {
+			s.metrics.ReceiptCheck(ctx, "rpc_error")
+			errs = append(errs, fmt.Errorf("chain %d reported blocks: %w", id, err))
+			continue
+		}
+		var gone []txm.Header
+		for _, b := range blocks {
+			if h := view.header(b.Number); h != nil && h.Hash != b.Hash {
+				gone = append(gone, b)
+			}
+		}
+		signers, err := s.store.ReportedIn(ctx, id, gone, s.watch())
+		if err != nil {
+			errs = append(errs, fmt.Errorf("chain %d: %w", id, err))
+			continue
+		}
+		for _, r := range signers {
+			i := slices.IndexFunc(work, func(w txm.SignerWork) bool { return w.SignerRef == r.SignerRef })
+			if i < 0 {
+				work = append(work, r)
+				continue
+			}
+			work[i].Reported, work[i].ReportedBlocks = true, r.ReportedBlocks
+		}
+	}
+	return work, errors.Join(errs...)
+}
+
+// minedIn is how many of w's MINED transactions its i-th block holds.
+func minedIn(w txm.SignerWork, i int) int {
+	if i < len(w.MinedCounts) {
+		return w.MinedCounts[i]
+	}
+	return 1
+}
+
 // mostReadyFirst orders work so that the signers with the most
 // transactions to end now (MINED in blocks that are final, or that left
 // the chain) are swept first, the others after in their order. A pass
@@ -539,10 +601,10 @@ func (s *SweepFinality) mostReadyFirst(views map[uint64]*chainView, work []txm.S
 	for _, w := range work {
 		view := views[w.ChainID]
 		n := 0
-		for _, b := range w.MinedBlocks {
+		for i, b := range w.MinedBlocks {
 			h := view.header(b.Number)
 			if h != nil && (h.Hash != b.Hash || s.isFinal(view, b.Number)) {
-				n++
+				n += minedIn(w, i)
 			}
 		}
 		ready[w.SignerRef] = n

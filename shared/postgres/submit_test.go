@@ -93,18 +93,21 @@ FROM generate_series(0, 29999) n`, strings.ToLower(hotSigner.Hex()))
 	_, err = db.Pool.Exec(ctx, `ANALYZE managed_tx`)
 	require.NoError(t, err)
 
-	refs, err := s.SignersWithWork(ctx, time.Minute, 10*time.Minute)
+	found, err := s.SignersWithWork(ctx, time.Minute, 10*time.Minute)
 	require.NoError(t, err)
-	require.Len(t, refs, 1)
-	assert.True(t, refs[0].Reported, "outcomes within the watch")
-	assert.False(t, refs[0].Mined || refs[0].Stale, "and nothing else to look at")
-	assert.Len(t, refs[0].ReportedBlocks, 50, "the work carries the blocks")
+	assert.Empty(t, found.Signers, "nothing MINED or stale")
+	assert.Len(t, found.Reported[1337], 50, "the chain's reported blocks within the watch")
+	in, err := s.ReportedIn(ctx, 1337, found.Reported[1337][:2], 10*time.Minute)
+	require.NoError(t, err)
+	require.Len(t, in, 1)
+	assert.Equal(t, found.Reported[1337][:2], in[0].ReportedBlocks, "the signer with outcomes in them")
 
 	for name, q := range map[string]struct {
 		sql  string
 		args []any
 	}{
 		"signers with work": {signersWithWorkSQL, []any{time.Minute, 10 * time.Minute}},
+		"reported in":       {reportedInSQL, []any{1337, []int64{14999}, []string{"0x" + strings.Repeat("0", 60) + "3a97"}, 10 * time.Minute}},
 	} {
 		var raw []byte
 		require.NoError(t, db.Pool.QueryRow(ctx, `EXPLAIN (FORMAT JSON) `+q.sql, q.args...).Scan(&raw))
@@ -113,8 +116,8 @@ FROM generate_series(0, 29999) n`, strings.ToLower(hotSigner.Hex()))
 }
 
 // TestSignersWithWork_CarriesTheBlocks: the finality sweep's one query gives
-// each signer's MINED transactions' receipt blocks (one per transaction, in
-// nonce order) and its reported blocks (distinct), and marks stale signers,
+// each signer's MINED transactions' receipt blocks (distinct, with how many
+// in each) and each chain's reported blocks (distinct), and marks stale signers,
 // so that a pass looks at a hundred signers without a query per signer.
 func TestSignersWithWork_CarriesTheBlocks(t *testing.T) {
 	t.Parallel()
@@ -148,17 +151,27 @@ VALUES (gen_random_uuid(), 1337, $1, $2::bigint, sha256($2::bigint::text::bytea)
 	insert(other, 2, "FAILED_FINAL", 8, true, 0)
 	insert(other, 3, "TRACKING", nil, false, 0) // fresh: not stale
 
-	work, err := s.SignersWithWork(ctx, time.Minute, 10*time.Minute)
+	found, err := s.SignersWithWork(ctx, time.Minute, 10*time.Minute)
 	require.NoError(t, err)
-	require.Len(t, work, 2)
-	byAddr := map[common.Address]txm.SignerWork{work[0].Signer: work[0], work[1].Signer: work[1]}
-	hot, oth := byAddr[hotSigner], byAddr[other]
+	require.Len(t, found.Signers, 1, "the other signer has only outcomes reported")
+	hot := found.Signers[0]
+	assert.Equal(t, hotSigner, hot.Signer)
 	assert.True(t, hot.Mined && hot.Stale && !hot.Reported)
-	assert.Equal(t, []txm.Header{{Number: 10, Hash: common.HexToHash(hash(10))}, {Number: 10, Hash: common.HexToHash(hash(10))},
-		{Number: 11, Hash: common.HexToHash(hash(11))}}, hot.MinedBlocks, "one per MINED transaction, in nonce order")
-	assert.True(t, oth.Reported && !oth.Mined && !oth.Stale)
-	assert.Equal(t, []txm.Header{{Number: 7, Hash: common.HexToHash(hash(7))}, {Number: 8, Hash: common.HexToHash(hash(8))}},
-		oth.ReportedBlocks, "distinct blocks")
+	assert.Equal(t, []txm.Header{{Number: 10, Hash: common.HexToHash(hash(10))}, {Number: 11, Hash: common.HexToHash(hash(11))}},
+		hot.MinedBlocks, "distinct, in block order")
+	assert.Equal(t, []int{2, 1}, hot.MinedCounts, "how many MINED in each")
+	reported := []txm.Header{{Number: 7, Hash: common.HexToHash(hash(7))}, {Number: 8, Hash: common.HexToHash(hash(8))}}
+	assert.Equal(t, map[uint64][]txm.Header{1337: reported}, found.Reported, "the chain's distinct reported blocks")
+
+	in, err := s.ReportedIn(ctx, 1337, reported[1:], 10*time.Minute)
+	require.NoError(t, err)
+	require.Len(t, in, 1)
+	assert.Equal(t, other, in[0].Signer)
+	assert.True(t, in[0].Reported && !in[0].Mined && !in[0].Stale)
+	assert.Equal(t, reported[1:], in[0].ReportedBlocks, "only the blocks asked about")
+	in, err = s.ReportedIn(ctx, 1337, []txm.Header{{Number: 7, Hash: common.HexToHash(hash(9))}}, 10*time.Minute)
+	require.NoError(t, err)
+	assert.Empty(t, in, "another hash at that height: none")
 }
 
 // TestMarkTracking_FencedWritesNoPrompt: MarkTracking moves the batch and

@@ -82,7 +82,7 @@ type SignerRef struct {
 
 // SignerWork is a signer with work for the finality sweep, and which: a
 // pass looks only at what a signer has (most signers have only MINED
-// transactions waiting for depth, or only outcomes under the reorg watch).
+// transactions waiting for depth).
 //
 // The blocks come with it, read for every signer in one query: looked up
 // signer by signer, a pass over a hundred signers was some three hundred
@@ -92,10 +92,21 @@ type SignerWork struct {
 	SignerRef
 	Mined    bool // MINED transactions: depth to check
 	Stale    bool // TRACKING/STUCK ones untouched for a while: receipts to look for
-	Reported bool // outcomes reported within the watch: blocks to re-check
+	Reported bool // outcomes reported within the watch in a block that left the chain: to reopen
 
-	MinedBlocks    []Header // each MINED transaction's receipt block, in nonce order
-	ReportedBlocks []Header // the distinct blocks of the outcomes reported within the watch
+	MinedBlocks    []Header // the distinct receipt blocks of its MINED transactions, in block order
+	MinedCounts    []int    // how many of its MINED transactions each of MinedBlocks holds
+	ReportedBlocks []Header // the blocks of its outcomes reported within the watch that are to be re-checked
+}
+
+// FinalityWork is what a finality pass looks at: the signers with MINED or
+// stale transactions, and each chain's distinct blocks of the outcomes
+// reported within the reorg watch. A reported block is checked once per
+// chain, not once per signer with outcomes in it; the signers of a block
+// that left the chain are read then (ReportedIn).
+type FinalityWork struct {
+	Signers  []SignerWork
+	Reported map[uint64][]Header // by chain id, in block order
 }
 
 // SignerAge is how long a signer's oldest non-final transaction has waited.
@@ -135,10 +146,15 @@ type ReceiptStore interface {
 	// Reorged moves a MINED transaction back to TRACKING: its receipt block
 	// left the canonical chain.
 	Reorged(ctx context.Context, l Lease, txID string, detail string) error
-	// SignersWithWork lists signers with MINED transactions, TRACKING ones
-	// untouched for staleAfter, or outcomes reported within watch (with a
-	// receipt block), which of the three each has, and the blocks.
-	SignersWithWork(ctx context.Context, staleAfter, watch time.Duration) ([]SignerWork, error)
+	// SignersWithWork lists signers with MINED transactions or TRACKING ones
+	// untouched for staleAfter, which of the two each has, and the blocks;
+	// and each chain's distinct receipt blocks of the outcomes reported
+	// within watch.
+	SignersWithWork(ctx context.Context, staleAfter, watch time.Duration) (FinalityWork, error)
+	// ReportedIn lists the signers with outcomes reported within watch in
+	// one of blocks of chain chainID, each with Reported set and those of
+	// blocks it has outcomes in as ReportedBlocks.
+	ReportedIn(ctx context.Context, chainID uint64, blocks []Header, watch time.Duration) ([]SignerWork, error)
 	// ConsumedExternally ends open transactions whose nonce another
 	// transaction took, FAILED_FINAL `nonce_consumed_externally`, each with
 	// its outcome recorded pending, as Finalize does.
