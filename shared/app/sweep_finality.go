@@ -471,6 +471,7 @@ func (s *SweepFinality) launch(ctx context.Context, sw *sweeps) error {
 		}
 		var view *chainView
 		if chain, ok := s.chains[id]; ok {
+			var err error
 			if view, err = s.view(ctx, id, chain); err != nil {
 				s.metrics.ReceiptCheck(ctx, "rpc_error")
 				errs = append(errs, fmt.Errorf("chain %d %w", id, err))
