@@ -248,20 +248,16 @@ func (d *DrainSigner) drainHeld(ctx context.Context, key txm.LeaseKey, lease txm
 				return wanted, err
 			}
 		}
-		inflight, err := d.store.InFlight(ctx, key.ChainID, key.Signer)
+		items, inflight, err := d.store.NextToSubmit(ctx, key.ChainID, key.Signer, d.cfg.MaxInFlight, DrainBatch)
 		if err != nil {
 			return false, err
 		}
 		room := d.cfg.MaxInFlight - inflight
-		if room <= 0 {
-			res.Full = true
+		if len(items) == 0 {
+			res.Full = room <= 0
 			return false, nil
 		}
 		limit := min(room, DrainBatch)
-		items, err := d.store.NextToSubmit(ctx, key.ChainID, key.Signer, limit)
-		if err != nil || len(items) == 0 {
-			return false, err
-		}
 		more, err := d.submitBatch(ctx, log, lease, chain, sig, items, len(items) < limit, relay, res)
 		if err != nil || !more {
 			return false, err

@@ -42,32 +42,47 @@ func (s *Store) trackedTxs(ctx context.Context, where string, limit int, args ..
 	if err != nil {
 		return nil, fmt.Errorf("load tracked: %w", translate(err))
 	}
+	out, err := scanTracked(rows)
+	if err != nil {
+		return nil, err
+	}
+	return out, s.attachAttempts(ctx, out)
+}
+
+// scanTracked reads the transactions of rows (txColumns), and closes rows.
+func scanTracked(rows pgx.Rows) ([]txm.Tracked, error) {
+	defer rows.Close()
 	var out []txm.Tracked
-	byID := map[string]int{}
-	var ids []string
 	for rows.Next() {
 		t, err := scanTx(rows)
 		if err != nil {
-			rows.Close()
 			return nil, fmt.Errorf("load tracked: %w", translate(err))
-		}
-		byID[t.ID] = len(out)
-		if t.Attempts > 0 { // the number of its latest attempt
-			ids = append(ids, t.ID)
 		}
 		out = append(out, txm.Tracked{Tx: t})
 	}
-	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("load tracked: %w", translate(err))
 	}
+	return out, nil
+}
+
+// attachAttempts loads the attempts of the transactions in out that have
+// some, in one query (none when none has: a drain's fresh rows).
+func (s *Store) attachAttempts(ctx context.Context, out []txm.Tracked) error {
+	byID := map[string]int{}
+	var ids []string
+	for i, t := range out {
+		if t.Tx.Attempts > 0 { // the number of its latest attempt
+			byID[t.Tx.ID] = i
+			ids = append(ids, t.Tx.ID)
+		}
+	}
 	if len(ids) == 0 {
-		// None signed yet (a drain's fresh rows): no second round trip.
-		return out, nil
+		return nil
 	}
 	arows, err := s.pool.Query(ctx, `SELECT `+attemptColumns+` FROM tx_attempt at WHERE at.tx_id = ANY($1::uuid[]) ORDER BY at.tx_id, at.attempt_no`, ids)
 	if err != nil {
-		return nil, fmt.Errorf("load attempts: %w", translate(err))
+		return fmt.Errorf("load attempts: %w", translate(err))
 	}
 	defer arows.Close()
 	for arows.Next() {
@@ -81,7 +96,7 @@ func (s *Store) trackedTxs(ctx context.Context, where string, limit int, args ..
 		)
 		if err := arows.Scan(&a.TxID, &no, &kind, &hash, &a.Raw, &nonce, &gas, &maxFee, &maxPrio, &gasPrice,
 			&a.CreatedAt, &a.BroadcastAt, &bcount, &outcome); err != nil {
-			return nil, fmt.Errorf("load attempts: %w", translate(err))
+			return fmt.Errorf("load attempts: %w", translate(err))
 		}
 		a.No, a.BroadcastCount, a.Outcome = int(no), int(bcount), deref(outcome)
 		scanAttemptInto(&a, hash, maxFee, maxPrio, gasPrice, nonce, gas, kind)
@@ -89,9 +104,9 @@ func (s *Store) trackedTxs(ctx context.Context, where string, limit int, args ..
 		out[i].Attempts = append(out[i].Attempts, a)
 	}
 	if err := arows.Err(); err != nil {
-		return nil, fmt.Errorf("load attempts: %w", translate(err))
+		return fmt.Errorf("load attempts: %w", translate(err))
 	}
-	return out, nil
+	return nil
 }
 
 // TrackingBelow implements txm.ReceiptStore. A hot signer may have

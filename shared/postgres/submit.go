@@ -22,12 +22,33 @@ const notHeld = `NOT EXISTS (
       AND ((b.state = 'ALLOCATED' AND b.next_attempt_at > clock_timestamp())
         OR (b.state = 'STUCK' AND b.broadcast_count = 0 AND b.nonce < t.nonce)))`
 
-// NextToSubmit implements txm.SubmitStore.
-func (s *Store) NextToSubmit(ctx context.Context, chainID uint64, signer common.Address, limit int) ([]txm.SubmitItem, error) {
-	txs, err := s.trackedTxs(ctx, `t.chain_id = $1 AND t.signer = $2 AND t.state = 'ALLOCATED' AND `+notHeld, limit,
-		int64(chainID), txm.CanonicalAddress(signer))
+// inFlightSQL counts signer $2's (chain $1) broadcast-but-unmined
+// transactions, STUCK ones included.
+const inFlightSQL = `SELECT count(*) FROM managed_tx WHERE chain_id = $1 AND signer = $2 AND state IN ('TRACKING', 'STUCK')`
+
+// NextToSubmit implements txm.SubmitStore: the count and the rows in one
+// round trip (a batch), the attempts in a second only when some have one.
+// A drain asks before each batch, under the signer's chain lease, and a
+// round trip under load was tens of milliseconds of that lease (the pool's
+// wait: docs/performance.md, session 35).
+func (s *Store) NextToSubmit(ctx context.Context, chainID uint64, signer common.Address, maxInFlight, limit int) ([]txm.SubmitItem, int, error) {
+	args := []any{int64(chainID), txm.CanonicalAddress(signer), limit, maxInFlight}
+	b := &pgx.Batch{}
+	b.Queue(inFlightSQL, args[:2]...)
+	b.Queue(`SELECT `+txColumns+` FROM `+txFrom+`
+WHERE t.chain_id = $1 AND t.signer = $2 AND t.state = 'ALLOCATED' AND `+notHeld+`
+ORDER BY t.nonce
+LIMIT greatest(0, least($3::int, $4::int - (`+inFlightSQL+`)))`, args...)
+	br := s.pool.SendBatch(ctx, b)
+	txs, inflight, err := nextRows(br)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("next to submit: %w", translate(cerr))
+	}
+	if err == nil {
+		err = s.attachAttempts(ctx, txs)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("next to submit: %w", err)
+		return nil, 0, err
 	}
 	out := make([]txm.SubmitItem, len(txs))
 	for i, t := range txs {
@@ -36,7 +57,21 @@ func (s *Store) NextToSubmit(ctx context.Context, chainID uint64, signer common.
 			out[i].Attempt = &t.Attempts[n-1]
 		}
 	}
-	return out, nil
+	return out, inflight, nil
+}
+
+// nextRows reads NextToSubmit's batch: the count, then the rows.
+func nextRows(br pgx.BatchResults) ([]txm.Tracked, int, error) {
+	var inflight int
+	if err := br.QueryRow().Scan(&inflight); err != nil {
+		return nil, 0, fmt.Errorf("count in flight: %w", translate(err))
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, 0, fmt.Errorf("next to submit: %w", translate(err))
+	}
+	txs, err := scanTracked(rows)
+	return txs, inflight, err
 }
 
 // HasSubmitWork implements txm.SubmitStore.
@@ -51,17 +86,6 @@ SELECT EXISTS (SELECT 1 FROM managed_tx t WHERE t.chain_id = $1 AND t.signer = $
 		return w, fmt.Errorf("submit work: %w", translate(err))
 	}
 	return w, nil
-}
-
-// InFlight implements txm.SubmitStore.
-func (s *Store) InFlight(ctx context.Context, chainID uint64, signer common.Address) (int, error) {
-	var n int
-	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM managed_tx WHERE chain_id = $1 AND signer = $2 AND state IN ('TRACKING', 'STUCK')`,
-		int64(chainID), txm.CanonicalAddress(signer)).Scan(&n)
-	if err != nil {
-		return 0, fmt.Errorf("count in flight: %w", translate(err))
-	}
-	return n, nil
 }
 
 // SaveAttempts implements txm.SubmitStore.

@@ -45,11 +45,20 @@ FROM generate_series(0, 25999) n`, strings.ToLower(hotSigner.Hex()))
 	_, err = db.Pool.Exec(ctx, `ANALYZE managed_tx`)
 	require.NoError(t, err)
 
-	items, err := s.NextToSubmit(ctx, 1337, hotSigner, 64)
+	items, inflight, err := s.NextToSubmit(ctx, 1337, hotSigner, 4096, 64)
 	require.NoError(t, err)
 	require.Len(t, items, 64)
+	assert.Equal(t, 2000, inflight)
 	assert.EqualValues(t, 22000, items[0].Tx.Nonce)
 	assert.EqualValues(t, 22063, items[63].Tx.Nonce)
+	items, inflight, err = s.NextToSubmit(ctx, 1337, hotSigner, 2010, 64)
+	require.NoError(t, err)
+	assert.Len(t, items, 10, "as many as maxInFlight leaves room for")
+	assert.Equal(t, 2000, inflight)
+	items, inflight, err = s.NextToSubmit(ctx, 1337, hotSigner, 1500, 64)
+	require.NoError(t, err)
+	assert.Empty(t, items, "no room")
+	assert.Equal(t, 2000, inflight)
 
 	var plan []struct {
 		Plan struct {
@@ -68,7 +77,7 @@ WHERE t.chain_id = $1 AND t.signer = $2 AND t.state = 'ALLOCATED' AND `+notHeld+
 	// A hold: the one backing off at 22010 and everything after it wait.
 	_, err = db.Pool.Exec(ctx, `UPDATE managed_tx SET next_attempt_at = clock_timestamp() + interval '1 hour' WHERE nonce = 22010`)
 	require.NoError(t, err)
-	items, err = s.NextToSubmit(ctx, 1337, hotSigner, 64)
+	items, _, err = s.NextToSubmit(ctx, 1337, hotSigner, 4096, 64)
 	require.NoError(t, err)
 	require.Len(t, items, 10)
 	assert.EqualValues(t, 22009, items[9].Tx.Nonce)

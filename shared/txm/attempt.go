@@ -140,18 +140,17 @@ type SubmitStore interface {
 	AttemptStore
 	ActionQueue
 	// NextToSubmit returns up to limit ALLOCATED transactions of the signer
-	// in nonce order, each with its persisted attempt, if any. It stops
-	// before the first one whose backoff has not run out, and returns
-	// nothing beyond a STUCK transaction no node has accepted yet (the later
-	// nonces could not be mined before it).
-	NextToSubmit(ctx context.Context, chainID uint64, signer common.Address, limit int) ([]SubmitItem, error)
+	// in nonce order, each with its persisted attempt, if any, and no more
+	// than maxInFlight leaves room for; and how many of the signer's
+	// transactions are in flight (broadcast but unmined, STUCK ones
+	// included). It stops before the first one whose backoff has not run
+	// out, and returns nothing beyond a STUCK transaction no node has
+	// accepted yet (the later nonces could not be mined before it).
+	NextToSubmit(ctx context.Context, chainID uint64, signer common.Address, maxInFlight, limit int) ([]SubmitItem, int, error)
 	// HasSubmitWork reports what a drain of the signer would find to do:
 	// an ALLOCATED transaction NextToSubmit would return, a pending admin
 	// action. It only reads, and takes no lease.
 	HasSubmitWork(ctx context.Context, chainID uint64, signer common.Address) (SubmitWork, error)
-	// InFlight counts the signer's broadcast-but-unmined transactions, STUCK
-	// ones included.
-	InFlight(ctx context.Context, chainID uint64, signer common.Address) (int, error)
 	// PromptSubmit writes a submit prompt for the signer to the outbox when
 	// it has ALLOCATED transactions, and returns the rows to relay.
 	PromptSubmit(ctx context.Context, key LeaseKey) ([]int64, error)
