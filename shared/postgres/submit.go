@@ -26,6 +26,14 @@ const notHeld = `NOT EXISTS (
 // transactions, STUCK ones included.
 const inFlightSQL = `SELECT count(*) FROM managed_tx WHERE chain_id = $1 AND signer = $2 AND state IN ('TRACKING', 'STUCK')`
 
+// nextToSubmitSQL reads signer $2's (chain $1) next ALLOCATED transactions
+// that may be sent, in nonce order: at most $3, and no more than $4
+// (maxInFlight) leaves room for.
+const nextToSubmitSQL = `SELECT ` + txColumns + ` FROM ` + txFrom + `
+WHERE t.chain_id = $1 AND t.signer = $2 AND t.state = 'ALLOCATED' AND ` + notHeld + `
+ORDER BY t.nonce
+LIMIT greatest(0, least($3::int, $4::int - (` + inFlightSQL + `)))`
+
 // NextToSubmit implements txm.SubmitStore: the count and the rows in one
 // round trip (a batch), the attempts in a second only when some have one.
 // A drain asks before each batch, under the signer's chain lease, and a
@@ -35,10 +43,7 @@ func (s *Store) NextToSubmit(ctx context.Context, chainID uint64, signer common.
 	args := []any{int64(chainID), txm.CanonicalAddress(signer), limit, maxInFlight}
 	b := &pgx.Batch{}
 	b.Queue(inFlightSQL, args[:2]...)
-	b.Queue(`SELECT `+txColumns+` FROM `+txFrom+`
-WHERE t.chain_id = $1 AND t.signer = $2 AND t.state = 'ALLOCATED' AND `+notHeld+`
-ORDER BY t.nonce
-LIMIT greatest(0, least($3::int, $4::int - (`+inFlightSQL+`)))`, args...)
+	b.Queue(nextToSubmitSQL, args...)
 	br := s.pool.SendBatch(ctx, b)
 	txs, inflight, err := nextRows(br)
 	if cerr := br.Close(); err == nil && cerr != nil {

@@ -66,9 +66,8 @@ FROM generate_series(0, 25999) n`, strings.ToLower(hotSigner.Hex()))
 		}
 	}
 	var raw []byte
-	require.NoError(t, db.Pool.QueryRow(ctx, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT t.id FROM managed_tx t
-WHERE t.chain_id = $1 AND t.signer = $2 AND t.state = 'ALLOCATED' AND `+notHeld+` ORDER BY t.nonce LIMIT 64`,
-		1337, strings.ToLower(hotSigner.Hex())).Scan(&raw))
+	require.NoError(t, db.Pool.QueryRow(ctx, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+nextToSubmitSQL,
+		1337, strings.ToLower(hotSigner.Hex()), 64, 4096).Scan(&raw))
 	require.NoError(t, json.Unmarshal(raw, &plan))
 	require.Len(t, plan, 1)
 	assert.False(t, strings.Contains(string(raw), `"Seq Scan"`), "no scan of the table")
