@@ -1,0 +1,178 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/shared/txm"
+)
+
+// writeOutbox writes n outbox rows for topic, each ordering key taking
+// turns among keys, and returns their ids in order.
+func writeOutbox(t *testing.T, db *pgtest.DB, topic string, n int, keys ...string) []int64 {
+	t.Helper()
+	var ids []int64
+	for i := 0; i < n; i++ {
+		var id int64
+		require.NoError(t, db.Pool.QueryRow(context.Background(),
+			`INSERT INTO outbox (topic, ordering_key, payload, attributes) VALUES ($1, $2, $3, '{"n":"x"}') RETURNING id`,
+			topic, keys[i%len(keys)], fmt.Sprintf(`{"i": %d}`, i)).Scan(&id))
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+type outboxRow struct {
+	ID       int64
+	Attempts int
+	LastErr  *string
+}
+
+func outboxRows(t *testing.T, db *pgtest.DB) []outboxRow {
+	t.Helper()
+	rows, err := db.Pool.Query(context.Background(), `SELECT id, attempts, last_error FROM outbox ORDER BY id`)
+	require.NoError(t, err)
+	defer rows.Close()
+	var out []outboxRow
+	for rows.Next() {
+		var r outboxRow
+		require.NoError(t, rows.Scan(&r.ID, &r.Attempts, &r.LastErr))
+		out = append(out, r)
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// TestRelay_DeletesWhatItPublished: a relay publishes the rows it claims in
+// the order they were written, with their content, and a published row is
+// gone; a row whose publish failed is written back under its id, with the
+// error and one more attempt, and the next relay publishes it.
+func TestRelay_DeletesWhatItPublished(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.New(t)
+	s := testStore(t, db.Pool)
+	ids := writeOutbox(t, db, "s", 6, "k1", "k2")
+
+	var got []txm.Message
+	n, err := s.Relay(ctx, ids, 0, 100, func(_ context.Context, msgs []txm.Message) []error {
+		got = msgs
+		errs := make([]error, len(msgs))
+		errs[3] = errors.New("topic s: unavailable")
+		return errs
+	})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "unavailable")
+	assert.Equal(t, 5, n)
+	require.Len(t, got, 6)
+	for i, m := range got {
+		assert.Equal(t, ids[i], m.ID, "published in the order written")
+		assert.Equal(t, "s", m.Topic)
+		assert.Equal(t, []string{"k1", "k2"}[i%2], m.OrderingKey)
+		assert.JSONEq(t, fmt.Sprintf(`{"i": %d}`, i), string(m.Data))
+		assert.Equal(t, map[string]string{"n": "x"}, m.Attributes)
+	}
+	left := outboxRows(t, db)
+	require.Len(t, left, 1, "the published rows are gone")
+	assert.Equal(t, ids[3], left[0].ID, "the failed row kept its id")
+	assert.Equal(t, 1, left[0].Attempts)
+	require.NotNil(t, left[0].LastErr)
+	assert.Equal(t, "topic s: unavailable", *left[0].LastErr)
+
+	// The sweep's relay takes it, content intact.
+	n, err = s.Relay(ctx, nil, 0, 100, func(_ context.Context, msgs []txm.Message) []error {
+		got = msgs
+		return make([]error, len(msgs))
+	})
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	require.Len(t, got, 1)
+	assert.Equal(t, ids[3], got[0].ID)
+	assert.JSONEq(t, `{"i": 3}`, string(got[0].Data))
+	assert.Equal(t, "k2", got[0].OrderingKey)
+	assert.Empty(t, outboxRows(t, db))
+}
+
+// TestRelay_DyingAfterPublishLosesNothing: a relay that published but did
+// not commit (its process died, or its context ended) leaves every row it
+// claimed as it was, for the sweep to publish again.
+func TestRelay_DyingAfterPublishLosesNothing(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	s := testStore(t, db.Pool)
+	ids := writeOutbox(t, db, "s", 4, "k")
+	before := outboxRows(t, db)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	published := 0
+	_, err := s.Relay(ctx, ids, 0, 100, func(_ context.Context, msgs []txm.Message) []error {
+		published = len(msgs)
+		cancel() // dies before its commit
+		return make([]error, len(msgs))
+	})
+	require.Error(t, err)
+	assert.Equal(t, 4, published)
+	assert.Equal(t, before, outboxRows(t, db), "every claimed row still there, unchanged")
+
+	n, err := s.Relay(context.Background(), nil, 0, 100, func(_ context.Context, msgs []txm.Message) []error {
+		return make([]error, len(msgs))
+	})
+	require.NoError(t, err)
+	assert.Equal(t, 4, n, "published again")
+	assert.Empty(t, outboxRows(t, db))
+}
+
+// TestRelay_ConcurrentRelaysPublishEachRowOnce: relays of several
+// instances (pools of their own) racing for the same rows, by id and by
+// age, publish each row once: a claimed row is skipped, not waited for.
+func TestRelay_ConcurrentRelaysPublishEachRowOnce(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ids := writeOutbox(t, db, "s", 400, "a", "b", "c")
+
+	var mu sync.Mutex
+	seen := map[int64]int{}
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		s := testStore(t, pgtest.Pool(t, db.URL))
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			deadline := time.Now().Add(20 * time.Second)
+			for time.Now().Before(deadline) {
+				var byID []int64
+				if i%2 == 0 {
+					byID = ids[(i*37)%len(ids):]
+				}
+				n, err := s.Relay(context.Background(), byID, 0, 25, func(_ context.Context, msgs []txm.Message) []error {
+					mu.Lock()
+					defer mu.Unlock()
+					for _, m := range msgs {
+						seen[m.ID]++
+					}
+					return make([]error, len(msgs))
+				})
+				if !assert.NoError(t, err) {
+					return
+				}
+				if n == 0 {
+					return // nothing left that no other relay holds
+				}
+			}
+		}(i)
+	}
+	wg.Wait()
+	assert.Len(t, seen, len(ids), "every row published")
+	for id, n := range seen {
+		assert.Equal(t, 1, n, "row %d published %d times", id, n)
+	}
+	assert.Empty(t, outboxRows(t, db))
+}
