@@ -15,23 +15,35 @@ import (
 
 var _ txm.OutboxStore = (*Store)(nil)
 
-// The claim deletes the rows it takes (skipping rows another relay has
-// claimed), inside the relay's transaction: published rows are gone when it
-// commits, and the rows of a failed publish are written back. sent_at is
-// only set by code older than migration 00014, whose rows are not claimed
-// again.
+// A relay of the rows an invocation just wrote (by id) reads them, publishes
+// them and then deletes what was published, holding no transaction and no
+// connection while Pub/Sub answers: a slow Pub/Sub (each invocation's
+// relay may wait up to seconds) must not take the database pool with it.
+// Nothing else relays those rows meanwhile: the sweep (by age) takes only
+// rows older than its minimum age, seconds more than an invocation's relay
+// may take. The sweep claims its rows (deletes them, skipping rows another
+// sweep holds) inside a transaction, since sweeps may overlap: published
+// rows are gone when it commits, and the rows of a failed publish are
+// written back. sent_at is only set by code older than migration 00014,
+// whose rows are not relayed again.
 const (
-	claimOutboxByIDSQL = `
-DELETE FROM outbox WHERE id IN (
-    SELECT id FROM outbox WHERE id = ANY($1::bigint[]) AND sent_at IS NULL ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)
-RETURNING id, topic, ordering_key, payload, attributes, created_at, attempts`
+	readOutboxSQL = `
+SELECT id, topic, ordering_key, payload, attributes, created_at, attempts FROM outbox
+WHERE id = ANY($1::bigint[]) AND sent_at IS NULL ORDER BY id LIMIT $2`
+	// settleOutboxSQL deletes the published rows and notes the error and
+	// one more attempt on the others.
+	settleOutboxSQL = `
+WITH gone AS (DELETE FROM outbox WHERE id = ANY($1::bigint[]))
+UPDATE outbox o SET attempts = o.attempts + 1, last_error = f.err
+FROM unnest($2::bigint[], $3::text[]) AS f(id, err) WHERE o.id = f.id`
 	claimOutboxByAgeSQL = `
 DELETE FROM outbox WHERE id IN (
     SELECT id FROM outbox WHERE sent_at IS NULL AND created_at <= clock_timestamp() - $1::interval
     ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)
 RETURNING id, topic, ordering_key, payload, attributes, created_at, attempts`
-	// keepOutboxSQL writes back the rows whose publish failed, under their
-	// own ids (so that their order among the rest holds), with the error.
+	// keepOutboxSQL writes back the claimed rows whose publish failed,
+	// under their own ids (so that their order among the rest holds), with
+	// the error.
 	keepOutboxSQL = `
 INSERT INTO outbox (id, topic, ordering_key, payload, attributes, created_at, attempts, last_error) OVERRIDING SYSTEM VALUE
 SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::jsonb[], $5::jsonb[], $6::timestamptz[], $7::int[], $8::text[])`
@@ -45,84 +57,99 @@ type claimed struct {
 	attempts  int
 }
 
-// Relay implements txm.OutboxStore. Rows are claimed (deleted, skipping
-// rows another relay holds) inside one transaction, published at once (one
-// by one, each waiting for Pub/Sub, a sweep's hundreds of completions took
-// seconds), and the transaction commits: a published row is gone. A failed
-// publish writes its row back with the error and one more attempt, unsent,
-// for the sweep. A crash after publishing but before the commit leaves
-// every claimed row in place, to be published again later: at-least-once,
+// failed is what a relay learnt of the rows it could not publish.
+type failed struct {
+	id                  []int64
+	topic, key, lastErr []string
+	payload, attrs      [][]byte
+	createdAt           []time.Time
+	attempts            []int
+	first               error
+}
+
+func (f *failed) add(c claimed, err error) {
+	if f.first == nil {
+		f.first = err
+	}
+	f.id = append(f.id, c.msg.ID)
+	f.topic = append(f.topic, c.msg.Topic)
+	f.key = append(f.key, c.msg.OrderingKey)
+	f.payload = append(f.payload, c.msg.Data)
+	f.attrs = append(f.attrs, c.attrs)
+	f.createdAt = append(f.createdAt, c.createdAt)
+	f.attempts = append(f.attempts, c.attempts+1)
+	f.lastErr = append(f.lastErr, err.Error())
+}
+
+// Relay implements txm.OutboxStore: the rows given (by id), or the unsent
+// rows older than olderThan (the sweep), at most limit, are published at
+// once (one by one, each waiting for Pub/Sub, a sweep's hundreds of
+// completions took seconds) in id order, and each published row is
+// deleted; a failed publish leaves its row with the error and one more
+// attempt, for the sweep. A crash after publishing but before the delete
+// leaves the rows in place, to be published again later: at-least-once,
 // never lost.
 func (s *Store) Relay(ctx context.Context, ids []int64, olderThan time.Duration, limit int,
 	publish func(context.Context, []txm.Message) []error) (int, error) {
 	if limit <= 0 {
 		limit = 100
 	}
-	sent := 0
-	var pubErr error
-	err := WithTx(ctx, s.pool, func(tx pgx.Tx) error {
-		var rows pgx.Rows
-		var err error
-		if len(ids) > 0 {
-			rows, err = tx.Query(ctx, claimOutboxByIDSQL, ids, limit)
+	if len(ids) > 0 {
+		return s.relayByID(ctx, ids, limit, publish)
+	}
+	return s.relayByAge(ctx, olderThan, limit, publish)
+}
+
+// relayByID relays rows an invocation just wrote, in no transaction.
+func (s *Store) relayByID(ctx context.Context, ids []int64, limit int,
+	publish func(context.Context, []txm.Message) []error) (int, error) {
+	rows, err := s.pool.Query(ctx, readOutboxSQL, ids, limit)
+	if err != nil {
+		return 0, fmt.Errorf("read outbox: %w", translate(err))
+	}
+	took, err := scanClaimed(rows)
+	if err != nil || len(took) == 0 {
+		return 0, err
+	}
+	var done []int64
+	var bad failed
+	for i, err := range publish(ctx, messages(took)) {
+		if err == nil {
+			done = append(done, took[i].msg.ID)
 		} else {
-			rows, err = tx.Query(ctx, claimOutboxByAgeSQL, olderThan, limit)
+			bad.add(took[i], err)
 		}
+	}
+	if _, err := s.pool.Exec(ctx, settleOutboxSQL, done, bad.id, bad.lastErr); err != nil {
+		return 0, fmt.Errorf("settle outbox: %w", translate(err))
+	}
+	return len(done), bad.err()
+}
+
+// relayByAge relays rows left behind, claimed in a transaction.
+func (s *Store) relayByAge(ctx context.Context, olderThan time.Duration, limit int,
+	publish func(context.Context, []txm.Message) []error) (int, error) {
+	sent := 0
+	var bad failed
+	err := WithTx(ctx, s.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, claimOutboxByAgeSQL, olderThan, limit)
 		if err != nil {
 			return fmt.Errorf("claim outbox: %w", translate(err))
 		}
-		var took []claimed
-		for rows.Next() {
-			var c claimed
-			if err := rows.Scan(&c.msg.ID, &c.msg.Topic, &c.msg.OrderingKey, &c.msg.Data, &c.attrs, &c.createdAt, &c.attempts); err != nil {
-				rows.Close()
-				return fmt.Errorf("claim outbox: %w", translate(err))
-			}
-			if err := json.Unmarshal(c.attrs, &c.msg.Attributes); err != nil {
-				rows.Close()
-				return fmt.Errorf("outbox %d attributes: %w", c.msg.ID, err)
-			}
-			took = append(took, c)
+		took, err := scanClaimed(rows)
+		if err != nil {
+			return err
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("claim outbox: %w", translate(err))
-		}
-		// A DELETE returns its rows in no set order; an ordering key's
-		// messages are published in the order they were written.
-		slices.SortFunc(took, func(a, b claimed) int { return cmp.Compare(a.msg.ID, b.msg.ID) })
-		msgs := make([]txm.Message, len(took))
-		for i, c := range took {
-			msgs[i] = c.msg
-		}
-		var back struct {
-			id                  []int64
-			topic, key, lastErr []string
-			payload, attrs      [][]byte
-			createdAt           []time.Time
-			attempts            []int
-		}
-		for i, err := range publish(ctx, msgs) {
+		for i, err := range publish(ctx, messages(took)) {
 			if err == nil {
 				sent++
-				continue
+			} else {
+				bad.add(took[i], err)
 			}
-			if pubErr == nil {
-				pubErr = err
-			}
-			c := took[i]
-			back.id = append(back.id, c.msg.ID)
-			back.topic = append(back.topic, c.msg.Topic)
-			back.key = append(back.key, c.msg.OrderingKey)
-			back.payload = append(back.payload, c.msg.Data)
-			back.attrs = append(back.attrs, c.attrs)
-			back.createdAt = append(back.createdAt, c.createdAt)
-			back.attempts = append(back.attempts, c.attempts+1)
-			back.lastErr = append(back.lastErr, err.Error())
 		}
-		if len(back.id) > 0 {
-			if _, err := tx.Exec(ctx, keepOutboxSQL, back.id, back.topic, back.key, back.payload, back.attrs,
-				back.createdAt, back.attempts, back.lastErr); err != nil {
+		if len(bad.id) > 0 {
+			if _, err := tx.Exec(ctx, keepOutboxSQL, bad.id, bad.topic, bad.key, bad.payload, bad.attrs,
+				bad.createdAt, bad.attempts, bad.lastErr); err != nil {
 				return fmt.Errorf("keep unpublished outbox rows: %w", translate(err))
 			}
 		}
@@ -131,8 +158,44 @@ func (s *Store) Relay(ctx context.Context, ids []int64, olderThan time.Duration,
 	if err != nil {
 		return 0, err
 	}
-	if pubErr != nil {
-		return sent, fmt.Errorf("publish outbox: %w", pubErr)
+	return sent, bad.err()
+}
+
+// err is the first publish error, if any.
+func (f *failed) err() error {
+	if f.first == nil {
+		return nil
 	}
-	return sent, nil
+	return fmt.Errorf("publish outbox: %w", f.first)
+}
+
+// scanClaimed reads outbox rows, in id order (a DELETE returns its rows in
+// no set order; an ordering key's messages are published in the order
+// they were written).
+func scanClaimed(rows pgx.Rows) ([]claimed, error) {
+	defer rows.Close()
+	var took []claimed
+	for rows.Next() {
+		var c claimed
+		if err := rows.Scan(&c.msg.ID, &c.msg.Topic, &c.msg.OrderingKey, &c.msg.Data, &c.attrs, &c.createdAt, &c.attempts); err != nil {
+			return nil, fmt.Errorf("read outbox: %w", translate(err))
+		}
+		if err := json.Unmarshal(c.attrs, &c.msg.Attributes); err != nil {
+			return nil, fmt.Errorf("outbox %d attributes: %w", c.msg.ID, err)
+		}
+		took = append(took, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read outbox: %w", translate(err))
+	}
+	slices.SortFunc(took, func(a, b claimed) int { return cmp.Compare(a.msg.ID, b.msg.ID) })
+	return took, nil
+}
+
+func messages(took []claimed) []txm.Message {
+	msgs := make([]txm.Message, len(took))
+	for i, c := range took {
+		msgs[i] = c.msg
+	}
+	return msgs
 }

@@ -170,7 +170,9 @@ type Audit struct {
 type OutboxStore interface {
 	// Relay publishes the given unsent rows (all unsent rows older than
 	// olderThan when ids is empty, at most limit) through publish, at once
-	// and in id order, marking sent each one publish accepted. Rows another
-	// relay is publishing are skipped. It returns how many were sent.
+	// and in id order, and deletes each one publish accepted. Given ids
+	// are the rows the caller just wrote, relayed within seconds of their
+	// commit; rows another relay by age is publishing are skipped. It
+	// returns how many were sent.
 	Relay(ctx context.Context, ids []int64, olderThan time.Duration, limit int, publish func(context.Context, []Message) []error) (int, error)
 }
