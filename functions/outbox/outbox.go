@@ -31,7 +31,10 @@ type Relayer interface {
 type Sweeper struct {
 	relay Relayer
 	log   *slog.Logger
-	// MinAge leaves fresh rows to the invocations that wrote them.
+	// MinAge leaves fresh rows to the invocations that wrote them, which
+	// relay them without claiming them (app.PublishTimeout bounds each
+	// such relay): more than PublishTimeout, or a row could be published
+	// by both.
 	MinAge time.Duration
 	// Budget bounds one sweep.
 	Budget time.Duration

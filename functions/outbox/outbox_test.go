@@ -168,3 +168,14 @@ func TestIssue4_OutboxRelay(t *testing.T) {
 		assert.Zero(t, unsent(t, db), "published once the topic exists")
 	})
 }
+
+// TestSweeper_LeavesInvocationsTheirRows: an invocation relays the rows it
+// wrote without claiming them, within app.PublishTimeout of its commit; the
+// sweep must not take rows that young, or a row could be published twice.
+func TestSweeper_LeavesInvocationsTheirRows(t *testing.T) {
+	t.Parallel()
+	_, _, _, _, relay := setup(t)
+	s, err := NewSweeper(relay, logging.Discard())
+	require.NoError(t, err)
+	assert.Greater(t, s.MinAge, app.PublishTimeout)
+}

@@ -27,10 +27,11 @@ func NewRelay(store txm.OutboxStore, pub txm.Publisher, log *slog.Logger) (*Rela
 	return &Relay{store: store, pub: pub, log: log}, nil
 }
 
-// publishTimeout bounds an invocation's own relay: a Pub/Sub outage must
+// PublishTimeout bounds an invocation's own relay: a Pub/Sub outage must
 // not hold up the request (or the callers batched behind it); the sweep
-// publishes what is left.
-const publishTimeout = 3 * time.Second
+// publishes what is left. The sweep leaves rows younger than more than
+// this to their invocations, which relay them without a claim.
+const PublishTimeout = 3 * time.Second
 
 // Publish relays the given rows. Failures are logged, not returned: the rows
 // stay unsent and the sweep picks them up.
@@ -41,7 +42,7 @@ func (r *Relay) Publish(ctx context.Context, ids []int64) {
 	// What the invocation committed is relayed even when its own context
 	// ends with it (a sweep at the end of its budget): left for the outbox
 	// sweep, the rows waited seconds.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), PublishTimeout)
 	defer cancel()
 	if _, err := r.store.Relay(ctx, ids, 0, len(ids), r.pub.PublishAll); err != nil {
 		r.log.WarnContext(ctx, "relay outbox", slog.Any("ids", ids), slog.Any("error", err))
