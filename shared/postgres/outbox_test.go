@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -39,23 +40,17 @@ type outboxRow struct {
 
 func outboxRows(t *testing.T, db *pgtest.DB) []outboxRow {
 	t.Helper()
-	rows, err := db.Pool.Query(context.Background(), `SELECT id, attempts, last_error FROM outbox ORDER BY id`)
+	rows, _ := db.Pool.Query(context.Background(), `SELECT id, attempts, last_error FROM outbox ORDER BY id`)
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[outboxRow])
 	require.NoError(t, err)
-	defer rows.Close()
-	var out []outboxRow
-	for rows.Next() {
-		var r outboxRow
-		require.NoError(t, rows.Scan(&r.ID, &r.Attempts, &r.LastErr))
-		out = append(out, r)
-	}
-	require.NoError(t, rows.Err())
 	return out
 }
 
 // TestRelay_DeletesWhatItPublished: a relay publishes the rows it claims in
 // the order they were written, with their content, and a published row is
-// gone; a row whose publish failed is written back under its id, with the
-// error and one more attempt, and the next relay publishes it.
+// gone; a row whose publish failed stays under its id, with the error and
+// one more attempt, and the sweep publishes it (a sweep that fails writes
+// the row it claimed back as it was, with its error).
 func TestRelay_DeletesWhatItPublished(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -88,7 +83,21 @@ func TestRelay_DeletesWhatItPublished(t *testing.T) {
 	require.NotNil(t, left[0].LastErr)
 	assert.Equal(t, "topic s: unavailable", *left[0].LastErr)
 
-	// The sweep's relay takes it, content intact.
+	// A sweep whose publish fails writes the row it claimed back, under
+	// its id, with the error and one more attempt.
+	n, err = s.Relay(ctx, nil, 0, 100, func(_ context.Context, msgs []txm.Message) []error {
+		return []error{errors.New("topic s: still unavailable")}
+	})
+	require.Error(t, err)
+	assert.Zero(t, n)
+	left = outboxRows(t, db)
+	require.Len(t, left, 1)
+	assert.Equal(t, ids[3], left[0].ID)
+	assert.Equal(t, 2, left[0].Attempts)
+	require.NotNil(t, left[0].LastErr)
+	assert.Equal(t, "topic s: still unavailable", *left[0].LastErr)
+
+	// The next sweep publishes it, content intact.
 	n, err = s.Relay(ctx, nil, 0, 100, func(_ context.Context, msgs []txm.Message) []error {
 		got = msgs
 		return make([]error, len(msgs))
