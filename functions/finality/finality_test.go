@@ -850,6 +850,15 @@ func TestSweepFinality_PassesFollowTheHead(t *testing.T) {
 	stacktest.WaitFor(t, "confirmed by a pass the new blocks started", func() bool {
 		return w.States(t)["CONFIRMED"] == 3
 	})
+	// The write is committed once the rows show it, but the sweep may not
+	// have its answer yet: ended then, it would count the write failed.
+	// It lets the signer's lease go once it has.
+	stacktest.WaitFor(t, "the sweep let the lease go after its write", func() bool {
+		var c int
+		require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM signer_lease
+WHERE scope = 'chain' AND owner LIKE '%/finality/%' AND expires_at = '-infinity'`).Scan(&c))
+		return c > 0
+	})
 	cancel()
 	st := <-done
 	assert.Equal(t, 3, st.Confirmed)
