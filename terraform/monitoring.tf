@@ -13,10 +13,12 @@
 #   resource type, generic_task (namespace "txfence", job = the Cloud Run
 #   service, task_id = the instance), with the instruments' attributes as
 #   metric labels (result, op, reason; chain_id and signer on
-#   pending_oldest_age_seconds) plus service_name, service_namespace and
-#   service_instance_id. Counters are CUMULATIVE INT64, histograms
-#   CUMULATIVE DISTRIBUTION, gauges GAUGE (writer_queue_depth INT64,
-#   pending_oldest_age_seconds DOUBLE); TestIssue13_ExportToCloudMonitoring
+#   pending_oldest_age_seconds; shard on the outbox gauges when sharded)
+#   plus service_name, service_namespace and service_instance_id. Counters
+#   are CUMULATIVE INT64, histograms CUMULATIVE DISTRIBUTION, gauges GAUGE
+#   (writer_queue_depth, outbox_backlog_rows and outbox_failing_rows INT64,
+#   pending_oldest_age_seconds and outbox_oldest_age_seconds DOUBLE);
+#   TestIssue13_ExportToCloudMonitoring
 #   (functions/internal/exporttest) checks exactly this against a fake of
 #   Cloud Monitoring. Conditions on them
 #   are PromQL (a metric type maps to workload_googleapis_com:NAME, a
@@ -43,6 +45,7 @@ locals {
     sql_cpu         = "${var.runbook_url}#cloud-sql-cpu-high"
     sql_connections = "${var.runbook_url}#cloud-sql-connections-near-the-limit"
     lease_takeovers = "${var.runbook_url}#lease-take-overs-churning"
+    outbox          = "${var.runbook_url}#outbox-not-draining"
   }
 
   sql_database_id = "${var.project}:${var.db_instance_name}"
@@ -121,6 +124,51 @@ resource "google_monitoring_alert_policy" "pending_age" {
     condition_prometheus_query_language {
       query                     = "max by (chain_id, signer) (workload_googleapis_com:pending_oldest_age_seconds) > ${var.alert_thresholds.pending_age_seconds}"
       duration                  = "300s"
+      evaluation_interval       = "60s"
+      disable_metric_validation = true
+    }
+  }
+
+  alert_strategy {
+    auto_close = "1800s"
+  }
+
+  depends_on = [google_project_service.apis]
+}
+
+resource "google_monitoring_alert_policy" "outbox" {
+  display_name          = "txfence: outbox not draining"
+  combiner              = "OR"
+  severity              = "ERROR"
+  notification_channels = var.notification_channels
+  user_labels           = local.monitoring_labels
+
+  documentation {
+    subject   = "txfence: outbox rows waiting longer than ${var.alert_thresholds.outbox_age_seconds}s to be published"
+    mime_type = "text/markdown"
+    content   = <<-EOT
+      The oldest outbox row (a submit or receipt prompt, or a completion
+      message, committed and not yet published to Pub/Sub) has waited longer
+      than ${var.alert_thresholds.outbox_age_seconds}s, as the OutboxSweep
+      measured it (`outbox_oldest_age_seconds`, by shard when sharded).
+      Invocations publish their rows within seconds and the sweep retries
+      every minute, so publishing has been failing for minutes: Pub/Sub
+      permissions, a topic removed, or a Pub/Sub outage. Nothing is lost,
+      but prompts (so broadcasts) and completion messages wait.
+
+      Runbook: ${local.runbook.outbox}
+    EOT
+    links {
+      display_name = "Runbook: outbox not draining"
+      url          = local.runbook.outbox
+    }
+  }
+
+  conditions {
+    display_name = "outbox_oldest_age_seconds > ${var.alert_thresholds.outbox_age_seconds}"
+    condition_prometheus_query_language {
+      query                     = "max by (shard) (workload_googleapis_com:outbox_oldest_age_seconds) > ${var.alert_thresholds.outbox_age_seconds}"
+      duration                  = "60s"
       evaluation_interval       = "60s"
       disable_metric_validation = true
     }
@@ -501,6 +549,15 @@ locals {
       title = "Oldest pending transaction by signer (s)"
       queries = {
         by_signer = "max by (chain_id, signer) (workload_googleapis_com:pending_oldest_age_seconds)"
+      }
+    },
+    {
+      # Each sweep instance reports the same outbox: the highest, not the sum.
+      title = "Outbox: rows waiting to be published, failing, oldest (s)"
+      queries = {
+        waiting = "max by (shard) (workload_googleapis_com:outbox_backlog_rows)"
+        failing = "max by (shard) (workload_googleapis_com:outbox_failing_rows)"
+        oldest  = "max by (shard) (workload_googleapis_com:outbox_oldest_age_seconds)"
       }
     },
     {

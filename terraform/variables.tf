@@ -458,6 +458,8 @@ variable "alert_thresholds" {
       sql_cpu                Cloud SQL CPU utilization, 0-1, over 10 minutes (0.8)
       sql_connections_ratio  connections in use / db_max_connections (0.8)
       lease_takeovers        lease take-overs in 10 minutes, all signers (10)
+      outbox_age_seconds     oldest outbox row waiting to be published (300: five
+                             of the OutboxSweep's runs, a minute apart)
   EOT
   type = object({
     fenced_writes         = optional(number, 5)
@@ -467,6 +469,7 @@ variable "alert_thresholds" {
     sql_cpu               = optional(number, 0.8)
     sql_connections_ratio = optional(number, 0.8)
     lease_takeovers       = optional(number, 10)
+    outbox_age_seconds    = optional(number, 300)
   })
   default = {}
 }

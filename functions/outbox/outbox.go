@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
@@ -17,6 +19,8 @@ import (
 	"github.com/txfence/txfence/functions/internal/deps"
 	"github.com/txfence/txfence/functions/internal/scheduled"
 	"github.com/txfence/txfence/shared/app"
+	"github.com/txfence/txfence/shared/metrics"
+	"github.com/txfence/txfence/shared/txm"
 )
 
 func init() { functions.HTTP("OutboxSweep", serve) }
@@ -25,12 +29,16 @@ func init() { functions.HTTP("OutboxSweep", serve) }
 // which sweeps every shard's outbox.
 type Relayer interface {
 	Sweep(ctx context.Context, olderThan time.Duration, limit int) (int, error)
+	// Backlogs says what waits in each shard's outbox ("" for the one
+	// database).
+	Backlogs(ctx context.Context) (map[string]txm.OutboxBacklog, error)
 }
 
 // Sweeper relays left-behind rows.
 type Sweeper struct {
-	relay Relayer
-	log   *slog.Logger
+	relay   Relayer
+	metrics *metrics.Metrics
+	log     *slog.Logger
 	// MinAge leaves fresh rows to the invocations that wrote them, which
 	// relay them without claiming them (app.PublishTimeout bounds each
 	// such relay): more than PublishTimeout, or a row could be published
@@ -40,12 +48,45 @@ type Sweeper struct {
 	Budget time.Duration
 }
 
-// NewSweeper returns a sweeper.
-func NewSweeper(relay Relayer, log *slog.Logger) (*Sweeper, error) {
+// NewSweeper returns a sweeper; m may be nil (nothing is measured).
+func NewSweeper(relay Relayer, m *metrics.Metrics, log *slog.Logger) (*Sweeper, error) {
 	if relay == nil || relay == Relayer((*app.Relay)(nil)) || log == nil {
 		return nil, errors.New("new outbox sweeper: relay and logger are required")
 	}
-	return &Sweeper{relay: relay, log: log, MinAge: 5 * time.Second, Budget: 50 * time.Second}, nil
+	return &Sweeper{relay: relay, metrics: m, log: log, MinAge: 5 * time.Second, Budget: 50 * time.Second}, nil
+}
+
+// Stats is what one run of the sweep did and left.
+type Stats struct {
+	Sent int `json:"sent"`
+	// Backlog is what waits in each shard's outbox after the sweep, in
+	// shard order; a shard that did not answer is missing.
+	Backlog []Backlog `json:"backlog"`
+}
+
+// Backlog is what waits in one shard's outbox.
+type Backlog struct {
+	Shard         string  `json:"shard,omitempty"` // empty without TXFENCE_DATABASES
+	Rows          int64   `json:"rows"`
+	Failing       int64   `json:"failing"` // rows whose publish failed at least once
+	OldestSeconds float64 `json:"oldestSeconds"`
+}
+
+// Run sweeps, then measures what is left in every shard's outbox: the
+// outbox_backlog_rows, outbox_failing_rows and outbox_oldest_age_seconds
+// gauges, which the outbox alert reads. A sweep that fails still measures
+// (an outbox that cannot be published is what the gauges are for).
+func (s *Sweeper) Run(ctx context.Context) (Stats, error) {
+	var st Stats
+	var err error
+	st.Sent, err = s.Sweep(ctx)
+	backlogs, berr := s.relay.Backlogs(ctx)
+	for shard, b := range backlogs {
+		st.Backlog = append(st.Backlog, Backlog{Shard: shard, Rows: b.Rows, Failing: b.Failing, OldestSeconds: b.OldestAge.Seconds()})
+		s.metrics.OutboxBacklog(ctx, shard, b.Rows, b.Failing, b.OldestAge.Seconds())
+	}
+	slices.SortFunc(st.Backlog, func(a, b Backlog) int { return strings.Compare(a.Shard, b.Shard) })
+	return st, errors.Join(err, berr)
 }
 
 // Sweep publishes unsent rows in pages until none is left or the budget is
@@ -70,8 +111,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
 // ServeHTTP runs one sweep.
 func (s *Sweeper) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	scheduled.Serve(w, r, s.log, "outbox sweep", func(ctx context.Context) (any, error) {
-		n, err := s.Sweep(ctx)
-		return map[string]int{"sent": n}, err
+		return s.Run(ctx)
 	})
 }
 
@@ -81,7 +121,7 @@ var lazy = deps.Lazy[*Sweeper]{Build: Build}
 // outbox.
 func Build(_ context.Context, p *deps.Process) (*Sweeper, error) {
 	if !p.Config.Sharded() {
-		return NewSweeper(p.Relay, p.Log)
+		return NewSweeper(p.Relay, p.Metrics, p.Log)
 	}
 	by := map[string]*app.Relay{}
 	for _, sh := range p.Shards {
@@ -91,7 +131,7 @@ func Build(_ context.Context, p *deps.Process) (*Sweeper, error) {
 	if err != nil {
 		return nil, fmt.Errorf("outbox sweep: %w (is a Pub/Sub project configured?)", err)
 	}
-	return NewSweeper(relay, p.Log)
+	return NewSweeper(relay, p.Metrics, p.Log)
 }
 
 func serve(w http.ResponseWriter, r *http.Request) {

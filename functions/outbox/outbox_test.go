@@ -127,7 +127,7 @@ func TestIssue4_OutboxRelay(t *testing.T) {
 		createMany(t, noRelay, signer, 50)
 		left := unsent(t, db)
 		require.Positive(t, left)
-		s, err := NewSweeper(relay, logging.Discard())
+		s, err := NewSweeper(relay, nil, logging.Discard())
 		require.NoError(t, err)
 		s.MinAge = 0
 		n, err := s.Sweep(ctx)
@@ -160,7 +160,7 @@ func TestIssue4_OutboxRelay(t *testing.T) {
 		require.NotNil(t, lastErr)
 		assert.Contains(t, *lastErr, "missing-topic")
 		require.NoError(t, ps.CreateTopic(ctx, "missing-topic"))
-		s, err := NewSweeper(relay, logging.Discard())
+		s, err := NewSweeper(relay, nil, logging.Discard())
 		require.NoError(t, err)
 		s.MinAge = 0
 		_, err = s.Sweep(ctx)
@@ -175,7 +175,91 @@ func TestIssue4_OutboxRelay(t *testing.T) {
 func TestSweeper_LeavesInvocationsTheirRows(t *testing.T) {
 	t.Parallel()
 	_, _, _, _, relay := setup(t)
-	s, err := NewSweeper(relay, logging.Discard())
+	s, err := NewSweeper(relay, nil, logging.Discard())
 	require.NoError(t, err)
 	assert.Greater(t, s.MinAge, app.PublishTimeout)
+}
+
+// TestSweeper_MeasuresWhatWaits: after each run the sweeper says, in its
+// answer and in the gauges the outbox alert reads, how many rows wait to
+// be published, how many of them failed to, and how old the oldest is;
+// rows that cannot be published (their topic missing, as in a Pub/Sub
+// outage) keep the figures up, and once they are published the figures
+// fall to zero.
+func TestSweeper_MeasuresWhatWaits(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, cfg, _, ps, relay := setup(t)
+	m := metrics.New()
+	s, err := NewSweeper(relay, m, logging.Discard())
+	require.NoError(t, err)
+	s.MinAge = 0
+	gauges := func() [3]float64 {
+		t.Helper()
+		var g [3]float64
+		for i, name := range []string{"outbox_backlog_rows", "outbox_failing_rows", "outbox_oldest_age_seconds"} {
+			v, ok := m.Gauge(name)
+			require.True(t, ok, "%s recorded", name)
+			g[i] = v
+		}
+		return g
+	}
+
+	st, err := s.Run(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, Stats{Backlog: []Backlog{{}}}, st, "nothing waits")
+	assert.Equal(t, [3]float64{}, gauges())
+
+	// Prompts for a topic that does not exist: their writers' relay fails,
+	// and so does every sweep.
+	bad := cfg
+	bad.TopicSubmit = "absent-topic"
+	badStore, err := postgres.NewStoreFromConfig(db.Pool, bad, metrics.New(), logging.Discard())
+	require.NoError(t, err)
+	c, err := app.NewCreateTx(badStore, map[uint64]app.ChainReader{1337: chainStub{}}, relay, policies(t, db), bad, metrics.New(), logging.Discard())
+	require.NoError(t, err)
+	createMany(t, c, cfg.Signers[0].Address, 5)
+	waiting := unsent(t, db)
+	require.Positive(t, waiting)
+	// And prompts that nothing relayed yet (their writer crashed).
+	quiet, err := app.NewCreateTx(badStore, map[uint64]app.ChainReader{1337: chainStub{}}, nil, policies(t, db), cfg, metrics.New(), logging.Discard())
+	require.NoError(t, err)
+	createMany(t, quiet, cfg.Signers[0].Address, 3)
+	fresh := unsent(t, db) - waiting
+	require.Positive(t, fresh)
+	time.Sleep(50 * time.Millisecond)
+
+	// A sweep that leaves them (too young for it) measures them all.
+	young, err := NewSweeper(relay, m, logging.Discard())
+	require.NoError(t, err)
+	young.MinAge = time.Hour
+	st, err = young.Run(ctx)
+	require.NoError(t, err)
+	require.Len(t, st.Backlog, 1)
+	b := st.Backlog[0]
+	assert.Equal(t, Backlog{Rows: int64(waiting + fresh), Failing: int64(waiting), OldestSeconds: b.OldestSeconds}, b)
+	assert.GreaterOrEqual(t, b.OldestSeconds, 0.05, "the oldest row's age")
+	assert.Less(t, b.OldestSeconds, 60.0)
+	assert.Equal(t, [3]float64{float64(waiting + fresh), float64(waiting), b.OldestSeconds}, gauges())
+
+	// A sweep that tries them all fails, and says so.
+	st, err = s.Run(ctx)
+	require.Error(t, err, "the sweep could not publish")
+	assert.Contains(t, err.Error(), "absent-topic")
+	require.Len(t, st.Backlog, 1)
+	older := st.Backlog[0]
+	assert.Equal(t, Backlog{Rows: int64(waiting + fresh), Failing: int64(waiting + fresh), OldestSeconds: older.OldestSeconds}, older)
+	assert.Greater(t, older.OldestSeconds, b.OldestSeconds, "the same oldest row, older")
+	assert.Equal(t, [3]float64{float64(waiting + fresh), float64(waiting + fresh), older.OldestSeconds}, gauges())
+	var attempts int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT max(attempts) FROM outbox`).Scan(&attempts))
+	assert.Equal(t, 2, attempts, "the writer's relay and the sweep each tried once")
+
+	// Pub/Sub heals: the next sweep publishes them and the figures fall.
+	require.NoError(t, ps.CreateTopic(ctx, "absent-topic"))
+	st, err = s.Run(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, Stats{Sent: waiting + fresh, Backlog: []Backlog{{}}}, st)
+	assert.Equal(t, [3]float64{}, gauges())
+	assert.Zero(t, unsent(t, db))
 }

@@ -56,3 +56,16 @@ func (r *Relay) Sweep(ctx context.Context, olderThan time.Duration, limit int) (
 	}
 	return r.store.Relay(ctx, nil, olderThan, limit, r.pub.PublishAll)
 }
+
+// Backlogs says what waits in the outbox to be published, by shard: ""
+// for a relay's one database.
+func (r *Relay) Backlogs(ctx context.Context) (map[string]txm.OutboxBacklog, error) {
+	if r == nil {
+		return nil, errors.New("outbox backlog: no publisher configured")
+	}
+	b, err := r.store.OutboxBacklog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]txm.OutboxBacklog{"": b}, nil
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/txfence/txfence/shared/txm"
 )
 
 // ShardedFinality runs every shard's SweepFinality at once, for the same
@@ -71,6 +73,24 @@ func (s *ShardedRelay) Sweep(ctx context.Context, olderThan time.Duration, limit
 	return everyShard(ctx, s.r, s.by, func(ctx context.Context, w *Relay) (int, error) {
 		return w.Sweep(ctx, olderThan, limit)
 	}, func(total *int, n int) { *total += n })
+}
+
+// Backlogs says what waits in each shard's outbox; a shard that does not
+// answer is left out and named in the error.
+func (s *ShardedRelay) Backlogs(ctx context.Context) (map[string]txm.OutboxBacklog, error) {
+	var mu sync.Mutex
+	out := map[string]txm.OutboxBacklog{}
+	errs := s.r.each(ctx, s.r.names, func(ctx context.Context, name string) error {
+		b, err := s.by[name].Backlogs(ctx)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		out[name] = b[""]
+		mu.Unlock()
+		return nil
+	})
+	return out, s.r.joinShardErrors(errs)
 }
 
 // everyShard runs run on every shard's worker at once and sums what they

@@ -36,6 +36,9 @@ type Metrics struct {
 	createLatency metric.Float64Histogram
 	stages        [stageCount]metric.Float64Histogram
 	pendingOldest metric.Float64Gauge
+	outboxRows    metric.Int64Gauge
+	outboxFailing metric.Int64Gauge
+	outboxOldest  metric.Float64Gauge
 
 	// createResults holds the attribute option of each create result,
 	// built once: a create records two measurements by result, and building
@@ -183,6 +186,12 @@ func New(opts ...Option) *Metrics {
 	}
 	m.pendingOldest, err = meter.Float64Gauge("pending_oldest_age_seconds", metric.WithDescription("Age of a signer's oldest non-final transaction, as the last resubmit sweep saw it (0: none)."))
 	must(err)
+	m.outboxRows, err = meter.Int64Gauge("outbox_backlog_rows", metric.WithDescription("Outbox rows waiting to be published, as the last outbox sweep left them."))
+	must(err)
+	m.outboxFailing, err = meter.Int64Gauge("outbox_failing_rows", metric.WithDescription("Outbox rows whose publish failed at least once, as the last outbox sweep left them."))
+	must(err)
+	m.outboxOldest, err = meter.Float64Gauge("outbox_oldest_age_seconds", metric.WithDescription("Age of the oldest outbox row waiting to be published, as the last outbox sweep left it (0: none)."))
+	must(err)
 	return m
 }
 
@@ -285,6 +294,23 @@ func (m *Metrics) PendingOldest(ctx context.Context, chainID uint64, signer stri
 	m.pendingOldest.Record(ctx, seconds, attrs([]string{"chain_id", strconv.FormatUint(chainID, 10), "signer", signer}))
 }
 
+// OutboxBacklog sets what waits in shard's outbox after a sweep: rows,
+// rows whose publish failed, the oldest's age in seconds. shard is ""
+// without TXFENCE_DATABASES, and then not a label.
+func (m *Metrics) OutboxBacklog(ctx context.Context, shard string, rows, failing int64, oldestSeconds float64) {
+	if m == nil {
+		return
+	}
+	var kv []string
+	if shard != "" {
+		kv = []string{"shard", shard}
+	}
+	opt := attrs(kv)
+	m.outboxRows.Record(ctx, rows, opt)
+	m.outboxFailing.Record(ctx, failing, opt)
+	m.outboxOldest.Record(ctx, oldestSeconds, opt)
+}
+
 // Shutdown exports what the extra readers have not yet exported and stops
 // them; nothing is recorded afterwards.
 func (m *Metrics) Shutdown(ctx context.Context) error {
@@ -331,6 +357,41 @@ func (m *Metrics) Count(name string, kv ...string) int64 {
 	return total
 }
 
+// Gauge is the last value recorded in gauge name with exactly the
+// attributes kv, and whether one was (for tests and diagnostics).
+func (m *Metrics) Gauge(name string, kv ...string) (float64, bool) {
+	if m == nil {
+		return 0, false
+	}
+	rm, err := m.collect(context.Background())
+	if err != nil {
+		return 0, false
+	}
+	want := attribute.NewSet(attrsKV(kv)...)
+	for _, sm := range rm.ScopeMetrics {
+		for _, md := range sm.Metrics {
+			if md.Name != name {
+				continue
+			}
+			switch g := md.Data.(type) {
+			case metricdata.Gauge[int64]:
+				for _, dp := range g.DataPoints {
+					if dp.Attributes.Equals(&want) {
+						return float64(dp.Value), true
+					}
+				}
+			case metricdata.Gauge[float64]:
+				for _, dp := range g.DataPoints {
+					if dp.Attributes.Equals(&want) {
+						return dp.Value, true
+					}
+				}
+			}
+		}
+	}
+	return 0, false
+}
+
 func attrsKV(kv []string) []attribute.KeyValue {
 	as := make([]attribute.KeyValue, 0, len(kv)/2)
 	for i := 0; i+1 < len(kv); i += 2 {
@@ -367,6 +428,11 @@ func writeMetric(b *strings.Builder, md metricdata.Metrics) {
 			kind = "gauge"
 		}
 		fmt.Fprintf(b, "# TYPE %s %s\n", md.Name, kind)
+		for _, dp := range d.DataPoints {
+			fmt.Fprintf(b, "%s%s %d\n", md.Name, labels(dp.Attributes, ""), dp.Value)
+		}
+	case metricdata.Gauge[int64]:
+		fmt.Fprintf(b, "# TYPE %s gauge\n", md.Name)
 		for _, dp := range d.DataPoints {
 			fmt.Fprintf(b, "%s%s %d\n", md.Name, labels(dp.Attributes, ""), dp.Value)
 		}

@@ -44,6 +44,10 @@ RETURNING id, topic, ordering_key, payload, attributes, created_at, attempts`
 	// keepOutboxSQL writes back the claimed rows whose publish failed,
 	// under their own ids (so that their order among the rest holds), with
 	// the error.
+	outboxBacklogSQL = `
+SELECT count(*), count(*) FILTER (WHERE attempts > 0),
+       coalesce(extract(epoch FROM clock_timestamp() - min(created_at)), 0)::float8
+FROM outbox WHERE sent_at IS NULL`
 	keepOutboxSQL = `
 INSERT INTO outbox (id, topic, ordering_key, payload, attributes, created_at, attempts, last_error) OVERRIDING SYSTEM VALUE
 SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::jsonb[], $5::jsonb[], $6::timestamptz[], $7::int[], $8::text[])`
@@ -159,6 +163,18 @@ func (s *Store) relayByAge(ctx context.Context, olderThan time.Duration, limit i
 		return 0, err
 	}
 	return sent, bad.err()
+}
+
+// OutboxBacklog implements txm.OutboxStore. Rows a sweep has claimed and
+// not committed yet still count: they are not published until it commits.
+func (s *Store) OutboxBacklog(ctx context.Context) (txm.OutboxBacklog, error) {
+	var b txm.OutboxBacklog
+	var age float64
+	if err := s.pool.QueryRow(ctx, outboxBacklogSQL).Scan(&b.Rows, &b.Failing, &age); err != nil {
+		return txm.OutboxBacklog{}, fmt.Errorf("outbox backlog: %w", translate(err))
+	}
+	b.OldestAge = time.Duration(age * float64(time.Second))
+	return b, nil
 }
 
 // err is the first publish error, if any.

@@ -226,3 +226,30 @@ func TestRelay_ConcurrentRelaysPublishEachRowOnce(t *testing.T) {
 	}
 	assert.Empty(t, outboxRows(t, db))
 }
+
+// TestOutboxBacklog_CountsWhatWaits: the backlog is the rows not published
+// yet (a row that code older than migration 00014 marked sent is not), how
+// many of them failed a publish, and the age of the oldest.
+func TestOutboxBacklog_CountsWhatWaits(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.New(t)
+	s := testStore(t, db.Pool)
+	b, err := s.OutboxBacklog(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, txm.OutboxBacklog{}, b, "an empty outbox")
+
+	_, err = db.Pool.Exec(ctx, `INSERT INTO outbox (topic, payload, created_at, sent_at) VALUES
+    ('s', '{}', clock_timestamp() - interval '1 hour', clock_timestamp()),
+    ('s', '{}', clock_timestamp() - interval '2 minutes', NULL)`)
+	require.NoError(t, err)
+	_, err = db.Pool.Exec(ctx, `INSERT INTO outbox (topic, payload, attempts, last_error, created_at) VALUES
+    ('s', '{}', 3, 'unavailable', clock_timestamp() - interval '1 minute')`)
+	require.NoError(t, err)
+	writeOutbox(t, db, "s", 2, "k")
+	b, err = s.OutboxBacklog(ctx)
+	require.NoError(t, err)
+	assert.EqualValues(t, 4, b.Rows)
+	assert.EqualValues(t, 1, b.Failing)
+	assert.InDelta(t, 120, b.OldestAge.Seconds(), 5, "the oldest unsent row")
+}

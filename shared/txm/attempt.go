@@ -175,4 +175,15 @@ type OutboxStore interface {
 	// commit; rows another relay by age is publishing are skipped. It
 	// returns how many were sent.
 	Relay(ctx context.Context, ids []int64, olderThan time.Duration, limit int, publish func(context.Context, []Message) []error) (int, error)
+	// OutboxBacklog says what waits to be published.
+	OutboxBacklog(ctx context.Context) (OutboxBacklog, error)
+}
+
+// OutboxBacklog is what waits in an outbox: rows written and not yet
+// published, those of them whose publish failed at least once, and the age
+// of the oldest (0 when none waits). Rows wait seconds at most while
+// Pub/Sub takes what is published; an old backlog means publishing fails.
+type OutboxBacklog struct {
+	Rows, Failing int64
+	OldestAge     time.Duration
 }

@@ -21,12 +21,15 @@ import (
 	metricpb "google.golang.org/genproto/googleapis/api/metric"
 
 	"github.com/txfence/txfence/functions/internal/stacktest"
+	"github.com/txfence/txfence/functions/outbox"
 	"github.com/txfence/txfence/functions/receipt"
 	"github.com/txfence/txfence/functions/submit"
 	"github.com/txfence/txfence/shared/app"
 	"github.com/txfence/txfence/shared/config"
 	"github.com/txfence/txfence/shared/metrics"
 	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/shared/pubsub"
+	"github.com/txfence/txfence/shared/pubsub/pubsubtest"
 	"github.com/txfence/txfence/shared/telemetry"
 	"github.com/txfence/txfence/shared/telemetry/telemetrytest"
 	"github.com/txfence/txfence/shared/txm"
@@ -102,6 +105,11 @@ var design = []struct {
 	{"resubmit_total", metricpb.MetricDescriptor_CUMULATIVE, metricpb.MetricDescriptor_INT64, []string{"result"}},
 	{"stuck_total", metricpb.MetricDescriptor_CUMULATIVE, metricpb.MetricDescriptor_INT64, []string{"reason"}},
 	{"writer_queue_depth", metricpb.MetricDescriptor_GAUGE, metricpb.MetricDescriptor_INT64, nil},
+	// What waits in the outbox, as the OutboxSweep left it (no shard label
+	// without TXFENCE_DATABASES).
+	{"outbox_backlog_rows", metricpb.MetricDescriptor_GAUGE, metricpb.MetricDescriptor_INT64, nil},
+	{"outbox_failing_rows", metricpb.MetricDescriptor_GAUGE, metricpb.MetricDescriptor_INT64, nil},
+	{"outbox_oldest_age_seconds", metricpb.MetricDescriptor_GAUGE, metricpb.MetricDescriptor_DOUBLE, nil},
 	// Stage latencies: create, allocate batch, submit, broadcast, receipt,
 	// time to CONFIRMED.
 	{"create_latency_seconds", metricpb.MetricDescriptor_CUMULATIVE, metricpb.MetricDescriptor_DISTRIBUTION, []string{"result"}},
@@ -164,6 +172,22 @@ WHERE scope = 'chain' AND signer = $1`, txm.CanonicalAddress(signer))
 	st, err := n.Resubmit.Pass(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, st.Prompted)
+
+	// The outbox sweep during a Pub/Sub outage (the nodes relay nothing
+	// themselves; the topics do not exist): it measures what waits.
+	ps := pubsubtest.MustStart(t, "test")
+	pub, err := pubsub.NewPublisher(ps.Client, "test")
+	require.NoError(t, err)
+	t.Cleanup(pub.Close)
+	relay, err := app.NewRelay(n.Store, pub, n.Log)
+	require.NoError(t, err)
+	sweeper, err := outbox.NewSweeper(relay, n.Metrics, n.Log)
+	require.NoError(t, err)
+	sweeper.MinAge = 0
+	ob, err := sweeper.Run(ctx)
+	require.Error(t, err, "nothing can be published")
+	require.Len(t, ob.Backlog, 1)
+	require.Positive(t, ob.Backlog[0].Rows)
 
 	e.flush(t)
 
