@@ -122,8 +122,7 @@ func decodeCreate(body []byte, idemKey string, cfg config.Config) (*txm.Request,
 	}
 	bodyID := ""
 	if v, ok := present(raw, "requestId"); ok {
-		var s string
-		if err := json.Unmarshal(v, &s); err != nil || strings.TrimSpace(s) == "" {
+		if s, err := jsonString(v); err != nil || strings.TrimSpace(s) == "" {
 			bad("requestId", "must be a non-empty string")
 		} else {
 			bodyID = s
@@ -161,18 +160,39 @@ func present(raw map[string]json.RawMessage, k string) (json.RawMessage, bool) {
 }
 
 func addressField(v json.RawMessage) (common.Address, error) {
-	var s string
-	if err := json.Unmarshal(v, &s); err != nil {
+	s, err := jsonString(v)
+	if err != nil {
 		return common.Address{}, fmt.Errorf("must be a string")
 	}
 	return txm.ParseAddress(s)
 }
 
+// jsonString reads a JSON string: at once when it is printable ASCII
+// without escapes (what every address, quantity and most request ids
+// are), else through encoding/json.
+func jsonString(v json.RawMessage) (string, error) {
+	if n := len(v); n >= 2 && v[0] == '"' && v[n-1] == '"' {
+		plain := true
+		for _, c := range v[1 : n-1] {
+			if c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+				plain = false
+				break
+			}
+		}
+		if plain {
+			return string(v[1 : n-1]), nil
+		}
+	}
+	var s string
+	err := json.Unmarshal(v, &s)
+	return s, err
+}
+
 // quantityField reads a string holding a decimal or 0x-hex unsigned integer
 // of at most 256 bits.
 func quantityField(v json.RawMessage) (*big.Int, error) {
-	var s string
-	if err := json.Unmarshal(v, &s); err != nil {
+	s, err := jsonString(v)
+	if err != nil {
 		return nil, fmt.Errorf("must be a string holding a decimal or 0x-hex integer")
 	}
 	return parseQuantity(s)
@@ -210,7 +230,8 @@ func parseQuantity(s string) (*big.Int, error) {
 func uintField(v json.RawMessage, bits int) (uint64, error) {
 	var s string
 	if v[0] == '"' {
-		if err := json.Unmarshal(v, &s); err != nil {
+		var err error
+		if s, err = jsonString(v); err != nil {
 			return 0, fmt.Errorf("must be an integer")
 		}
 		q, err := parseQuantity(s)
@@ -230,8 +251,8 @@ func uintField(v json.RawMessage, bits int) (uint64, error) {
 }
 
 func dataField(v json.RawMessage, max int) ([]byte, error) {
-	var s string
-	if err := json.Unmarshal(v, &s); err != nil {
+	s, err := jsonString(v)
+	if err != nil {
 		return nil, fmt.Errorf("must be a 0x-prefixed hex string")
 	}
 	if !strings.HasPrefix(s, "0x") {

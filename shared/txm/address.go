@@ -28,20 +28,23 @@ func ParseAddress(s string) (common.Address, error) {
 	if len(hex) != 40 {
 		return common.Address{}, errAddress("must have 40 hex digits, got %d", len(hex))
 	}
+	var lower, upper bool
 	for _, c := range hex {
-		if !isHexDigit(c) {
+		switch {
+		case c >= 'a' && c <= 'f':
+			lower = true
+		case c >= 'A' && c <= 'F':
+			upper = true
+		case c < '0' || c > '9':
 			return common.Address{}, errAddress("contains a non-hex character %q", c)
 		}
 	}
 	a := common.HexToAddress(hex)
-	if hex != strings.ToLower(hex) && hex != strings.ToUpper(hex) && a.Hex()[2:] != hex {
+	// Mixed case is an EIP-55 checksum, which must hold.
+	if lower && upper && a.Hex()[2:] != hex {
 		return common.Address{}, errAddress("EIP-55 checksum mismatch (expected %s)", a.Hex())
 	}
 	return a, nil
-}
-
-func isHexDigit(c rune) bool {
-	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
 }
 
 // AddressError explains why an address was rejected.
