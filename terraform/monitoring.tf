@@ -154,7 +154,8 @@ resource "google_monitoring_alert_policy" "outbox" {
       Invocations publish their rows within seconds and the sweep retries
       every minute, so publishing has been failing for minutes: Pub/Sub
       permissions, a topic removed, or a Pub/Sub outage. Nothing is lost,
-      but prompts (so broadcasts) and completion messages wait.
+      but prompts (so broadcasts) and completion messages wait. Also when
+      no figures arrived for 20 minutes: the OutboxSweep is not running.
 
       Runbook: ${local.runbook.outbox}
     EOT
@@ -171,6 +172,23 @@ resource "google_monitoring_alert_policy" "outbox" {
       duration                  = "60s"
       evaluation_interval       = "60s"
       disable_metric_validation = true
+    }
+  }
+
+  # Only the OutboxSweep writes these figures: when it stops running (its
+  # Cloud Scheduler job paused or failing), they stop arriving instead of
+  # growing. Met only once the metric has been written since the policy
+  # was created, so a fresh project does not page.
+  conditions {
+    display_name = "no outbox figures for 20 minutes (the OutboxSweep is not running)"
+    condition_absent {
+      filter   = "resource.type = \"generic_task\" AND metric.type = \"workload.googleapis.com/outbox_oldest_age_seconds\""
+      duration = "1200s"
+      aggregations {
+        alignment_period     = "300s"
+        per_series_aligner   = "ALIGN_MAX"
+        cross_series_reducer = "REDUCE_MAX"
+      }
     }
   }
 
