@@ -59,8 +59,8 @@ func NewSweeper(relay Relayer, m *metrics.Metrics, log *slog.Logger) (*Sweeper, 
 // Stats is what one run of the sweep did and left.
 type Stats struct {
 	Sent int `json:"sent"`
-	// Backlog is what waits in each shard's outbox after the sweep, in
-	// shard order; a shard that did not answer is missing.
+	// Backlog is what waits in each shard's outbox after the sweep, by
+	// shard name; a shard that did not answer is missing.
 	Backlog []Backlog `json:"backlog"`
 }
 
