@@ -41,6 +41,7 @@ func main() {
 	profile := flag.String("profile", "", "a directory: save a 5s CPU profile of the first API process of each scenario there")
 	statements := flag.Bool("pg-statements", false, "report each scenario's most expensive statements on PostgreSQL's side (pg_stat_statements: calls, mean and total time, lock waits included)")
 	procs := flag.Int("gomaxprocs", 1, "each API process's GOMAXPROCS: 1 as on Cloud Run, where each instance has one CPU (terraform: cpu = \"1\") and Go sizes GOMAXPROCS from the container's CPU limit; 0 leaves Go's default, every core of this machine")
+	warm := flag.Duration("warm", time.Second, "how long each scenario runs at its own load before it is measured, not counted (its figures are printed apart): new processes grow their heaps and database pools and the load generator opens its connections, up to one per client and process, which an instance under steady load has long done (bench-coldstart measures a cold start); 0 measures from the first request")
 	only := flag.String("only", "", "a regular expression: run only the scenarios whose key (hot1, hot3, naive3, p99, signers1000, ...) matches; the summary line shows 0 for the others")
 	flag.Parse()
 	filter, err := regexp.Compile(*only)
@@ -50,7 +51,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *n, *naiveN, *conc, *procs, *rate, *profile, *statements, filter); err != nil {
+	if err := run(ctx, *n, *naiveN, *conc, *procs, *rate, *warm, *profile, *statements, filter); err != nil {
 		fmt.Fprintln(os.Stderr, "benchapi:", err)
 		os.Exit(1)
 	}
@@ -99,8 +100,9 @@ func (sc scenario) name() string {
 // outcome is what one scenario measured.
 type outcome struct {
 	res       loadgen.Result
-	rssMB     float64 // the highest peak RSS of its API processes
-	perCommit float64 // creates per committed database transaction
+	warm      loadgen.Result // the warm-up before it, not counted
+	rssMB     float64        // the highest peak RSS of its API processes
+	perCommit float64        // creates per committed database transaction
 	cpu       stack.CPUTimes
 }
 
@@ -112,7 +114,8 @@ func (o outcome) cpuPer() string {
 	return fmt.Sprintf("cpu/create: api %.0fµs pg %.0fµs load %.0fµs", us(o.cpu.Procs), us(o.cpu.Postgres), us(o.cpu.Self))
 }
 
-func run(ctx context.Context, n, naiveN, conc, gomaxprocs int, rate float64, profile string, statements bool, only *regexp.Regexp) error {
+func run(ctx context.Context, n, naiveN, conc, gomaxprocs int, rate float64, warm time.Duration, profile string, statements bool,
+	only *regexp.Regexp) error {
 	server, cleanup, err := stack.BuildTempServer(ctx)
 	if err != nil {
 		return err
@@ -150,7 +153,8 @@ func run(ctx context.Context, n, naiveN, conc, gomaxprocs int, rate float64, pro
 	many := scenario{mode: "batched", procs: 3, signers: 1000, requests: n}
 	scenarios = append(scenarios, latency, many)
 
-	fmt.Printf("%d creates per batched scenario, %d per naive one, %d concurrent clients (closed loop)\n\n", n, naiveN, conc)
+	fmt.Printf("%d creates per batched scenario, %d per naive one, %d concurrent clients (closed loop), each after %s at its own load not counted\n\n",
+		n, naiveN, conc, warm)
 	fmt.Printf("%-8s %-6s %-8s %s\n", "signers", "procs", "mode", "result")
 	got := map[scenario]outcome{}
 	baseline := map[string]float64{}
@@ -166,7 +170,7 @@ func run(ctx context.Context, n, naiveN, conc, gomaxprocs int, rate float64, pro
 				return err
 			}
 		}
-		o, err := runScenario(ctx, sc, server, dbURL, chain.URL, signers, conc, gomaxprocs, pool, profile)
+		o, err := runScenario(ctx, sc, server, dbURL, chain.URL, signers, conc, gomaxprocs, warm, pool, profile)
 		if err != nil {
 			return fmt.Errorf("%s: %w", sc.name(), err)
 		}
@@ -179,6 +183,9 @@ func run(ctx context.Context, n, naiveN, conc, gomaxprocs int, rate float64, pro
 			ratio = fmt.Sprintf("  ×%.1f vs naive", o.res.PerSecond()/b)
 		}
 		fmt.Printf("%s %s%s  rss %.0f MB  %.1f creates/commit  %s\n", sc.name(), o.res, ratio, o.rssMB, o.perCommit, o.cpuPer())
+		if warm > 0 {
+			fmt.Printf("%-24s warm-up, not counted: %s\n", "", o.warm)
+		}
 		if statements {
 			if err := stack.PrintStatements(ctx, pool, 8); err != nil {
 				return err
@@ -208,7 +215,7 @@ func run(ctx context.Context, n, naiveN, conc, gomaxprocs int, rate float64, pro
 }
 
 func runScenario(ctx context.Context, sc scenario, server, dbURL, rpcURL string, signers []string, conc, gomaxprocs int,
-	pool *pgxpool.Pool, profile string) (outcome, error) {
+	warm time.Duration, pool *pgxpool.Pool, profile string) (outcome, error) {
 	var urls []string
 	var procs []*exec.Cmd
 	profileFrom := "" // the first process's pprof address when profiling
@@ -275,6 +282,18 @@ func runScenario(ctx context.Context, sc scenario, server, dbURL, rpcURL string,
 	if sc.rate > 0 {
 		cfg.Concurrency = 1024 // in flight at most; the offered rate sets the pace
 	}
+	var warmRes loadgen.Result
+	if warm > 0 {
+		w := cfg
+		w.Requests, w.Duration = 0, warm
+		var err error
+		if warmRes, err = loadgen.Run(ctx, w); err != nil {
+			return outcome{}, err
+		}
+		if warmRes.Errors > 0 {
+			return outcome{}, fmt.Errorf("warm-up: %d creates failed: %v", warmRes.Errors, warmRes.Statuses)
+		}
+	}
 	commits := func() float64 {
 		var n float64
 		_ = pool.QueryRow(ctx, `SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()`).Scan(&n)
@@ -304,7 +323,7 @@ func runScenario(ctx context.Context, sc scenario, server, dbURL, rpcURL string,
 		}
 	}
 	time.Sleep(600 * time.Millisecond) // pg_stat_database is updated at most every 500ms
-	o := outcome{res: res, perCommit: float64(len(res.Latencies)) / max(commits()-before, 1), cpu: cpu}
+	o := outcome{res: res, warm: warmRes, perCommit: float64(len(res.Latencies)) / max(commits()-before, 1), cpu: cpu}
 	for _, p := range procs {
 		o.rssMB = max(o.rssMB, peakRSS(p.Process.Pid))
 	}
