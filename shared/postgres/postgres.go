@@ -122,7 +122,9 @@ const rollbackTimeout = 5 * time.Second
 // WithTx runs fn in a transaction and commits it. If fn fails, or panics, the
 // transaction is rolled back with a context that the caller's cancellation
 // cannot reach, so a cancelled request never leaves a connection mid-
-// transaction. A failed commit is returned as an error, never as success.
+// transaction. A failed commit is returned as an error, never as success;
+// a context that ended before the commit is the error, and nothing is
+// committed.
 func WithTx(ctx context.Context, db beginner, fn func(pgx.Tx) error) (err error) {
 	tx, err := db.Begin(ctx)
 	if err != nil {
@@ -139,6 +141,14 @@ func WithTx(ctx context.Context, db beginner, fn func(pgx.Tx) error) (err error)
 	}()
 	if err := fn(tx); err != nil {
 		return err
+	}
+	if err := ctx.Err(); err != nil {
+		// Ended before COMMIT was sent: nothing is committed. The deferred
+		// ROLLBACK ends the transaction, and frees its locks, before this
+		// returns; a COMMIT tried on the ended context would close the
+		// connection instead, leaving the server session to end it some
+		// time later, with its locks held meanwhile.
+		return fmt.Errorf("commit: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		var pgErr *pgconn.PgError
