@@ -96,13 +96,18 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.To == "" {
 		cfg.To = "0x000000000000000000000000000000000000dEaD"
 	}
-	hosts, paths := make([]string, len(cfg.URLs)), make([]string, len(cfg.URLs))
+	pools, paths := make([]*connPool, len(cfg.URLs)), make([]string, len(cfg.URLs))
+	defer func() {
+		for _, p := range pools {
+			p.close()
+		}
+	}()
 	for i, u := range cfg.URLs {
 		parsed, err := url.Parse(u)
 		if err != nil || parsed.Scheme != "http" || parsed.Host == "" {
 			return Result{}, fmt.Errorf("loadgen: %q is not an http:// URL", u)
 		}
-		hosts[i], paths[i] = parsed.Host, strings.TrimSuffix(parsed.Path, "/")+"/v1/transactions"
+		pools[i], paths[i] = &connPool{addr: parsed.Host}, strings.TrimSuffix(parsed.Path, "/")+"/v1/transactions"
 	}
 	bodies := make([][]byte, len(cfg.Signers))
 	for i, s := range cfg.Signers {
@@ -165,22 +170,15 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			var lat []time.Duration
 			statuses := map[int]int{}
 			errs := 0
-			conns := make([]*clientConn, len(cfg.URLs))
-			defer func() {
-				for _, c := range conns {
-					c.close()
-				}
-			}()
 			for {
 				j, ok := take()
 				if !ok {
 					break
 				}
 				u := j.i % len(cfg.URLs)
-				if conns[u] == nil {
-					conns[u] = &clientConn{addr: hosts[u]}
-				}
-				status, err := conns[u].post(cfg.Timeout, paths[u], bodies[j.i%len(bodies)])
+				c := pools[u].get()
+				status, err := c.post(cfg.Timeout, paths[u], bodies[j.i%len(bodies)])
+				pools[u].put(c)
 				d := time.Since(j.due)
 				statuses[status]++
 				if err != nil || status != http.StatusAccepted {
@@ -203,6 +201,49 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	res.Requests = len(res.Latencies) + res.Errors
 	sort.Slice(res.Latencies, func(i, j int) bool { return res.Latencies[i] < res.Latencies[j] })
 	return res, nil
+}
+
+// connPool is the kept-alive connections to one server, shared by the
+// clients as an HTTP client's or a load balancer's are: a request takes an
+// idle one or dials, and gives it back when answered, so a run opens about
+// as many as it has requests in flight at once per server. With a
+// connection of its own per client and server, the latency scenario's
+// 1,024 clients opened about 2,100 in its first 0.6 s and closed them as
+// each client ended, both while requests were in flight.
+type connPool struct {
+	addr string // host:port
+	mu   sync.Mutex
+	idle []*clientConn
+}
+
+func (p *connPool) get() *clientConn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n := len(p.idle); n > 0 {
+		c := p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		return c
+	}
+	return &clientConn{addr: p.addr}
+}
+
+func (p *connPool) put(c *clientConn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.idle = append(p.idle, c)
+}
+
+// close closes the idle connections; called once no request is in flight.
+func (p *connPool) close() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.idle {
+		c.close()
+	}
+	p.idle = nil
 }
 
 // clientConn is one kept-alive HTTP/1.1 connection of a client: a lean
