@@ -37,6 +37,40 @@ type Config struct {
 	// that falls behind shows it (no coordinated omission). Concurrency
 	// bounds the requests in flight.
 	Rate float64
+	// Conns, when set, keeps the connections to the servers for the runs
+	// that share it (a warm-up's for the run it warms); nil: the run's own,
+	// closed when it ends.
+	Conns *Conns
+}
+
+// Conns is kept-alive connections to servers, shared by runs; Close closes
+// them once no run uses it.
+type Conns struct {
+	mu    sync.Mutex
+	pools map[string]*connPool // by host:port
+}
+
+// NewConns returns an empty set of connections for runs to share.
+func NewConns() *Conns { return &Conns{pools: map[string]*connPool{}} }
+
+func (cs *Conns) pool(addr string) *connPool {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	p, ok := cs.pools[addr]
+	if !ok {
+		p = &connPool{addr: addr}
+		cs.pools[addr] = p
+	}
+	return p
+}
+
+// Close closes the idle connections.
+func (cs *Conns) Close() {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	for _, p := range cs.pools {
+		p.close()
+	}
 }
 
 // Result is what a run measured.
@@ -97,17 +131,17 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		cfg.To = "0x000000000000000000000000000000000000dEaD"
 	}
 	pools, paths := make([]*connPool, len(cfg.URLs)), make([]string, len(cfg.URLs))
-	defer func() {
-		for _, p := range pools {
-			p.close()
-		}
-	}()
+	conns := cfg.Conns
+	if conns == nil {
+		conns = NewConns()
+		defer conns.Close()
+	}
 	for i, u := range cfg.URLs {
 		parsed, err := url.Parse(u)
 		if err != nil || parsed.Scheme != "http" || parsed.Host == "" {
 			return Result{}, fmt.Errorf("loadgen: %q is not an http:// URL", u)
 		}
-		pools[i], paths[i] = &connPool{addr: parsed.Host}, strings.TrimSuffix(parsed.Path, "/")+"/v1/transactions"
+		pools[i], paths[i] = conns.pool(parsed.Host), strings.TrimSuffix(parsed.Path, "/")+"/v1/transactions"
 	}
 	bodies := make([][]byte, len(cfg.Signers))
 	for i, s := range cfg.Signers {
@@ -235,9 +269,6 @@ func (p *connPool) put(c *clientConn) {
 
 // close closes the idle connections; called once no request is in flight.
 func (p *connPool) close() {
-	if p == nil {
-		return
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, c := range p.idle {

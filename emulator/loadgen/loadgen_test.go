@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -62,4 +63,47 @@ func TestRun_LeanClient(t *testing.T) {
 	assert.Equal(t, conflicts, res.Statuses[http.StatusConflict])
 	assert.Equal(t, 500-conflicts, len(res.Latencies))
 	assert.Less(t, conns.Load(), int64(100), "kept alive: a new connection after each of the 50 closes at most")
+}
+
+// Clients share the connections to a server, so a run opens at most as many
+// as it ever has requests in flight, and runs that share Conns (a warm-up
+// and the run it warms) open them once: 2 runs of 8 clients open 8 at most,
+// where a connection per client and run opened 16. A run's own connections
+// are closed when it ends.
+func TestRun_SharesConnections(t *testing.T) {
+	t.Parallel()
+	var opened, closed atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			opened.Add(1)
+		case http.StateClosed:
+			closed.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	cfg := Config{URLs: []string{srv.URL}, ChainID: 1, Signers: []string{"0xa"}, Concurrency: 8, Requests: 400, Conns: NewConns()}
+	for run := 0; run < 2; run++ {
+		res, err := Run(context.Background(), cfg)
+		require.NoError(t, err)
+		require.Equal(t, 400, len(res.Latencies), "%v", res.Statuses)
+	}
+	assert.LessOrEqual(t, opened.Load(), int64(8), "one set of connections for both runs")
+	assert.Zero(t, closed.Load(), "kept for the runs that share them")
+	cfg.Conns.Close()
+	assert.Eventually(t, func() bool { return closed.Load() == opened.Load() }, 5*time.Second, 10*time.Millisecond, "closed by Close")
+
+	// A run of its own closes what it opened when it ends.
+	opened.Store(0)
+	closed.Store(0)
+	cfg.Conns = nil
+	_, err := Run(context.Background(), cfg)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, opened.Load(), int64(8))
+	assert.Eventually(t, func() bool { return closed.Load() == opened.Load() }, 5*time.Second, 10*time.Millisecond, "closed when the run ended")
 }

@@ -282,6 +282,9 @@ func runScenario(ctx context.Context, sc scenario, server, dbURL, rpcURL string,
 	if sc.rate > 0 {
 		cfg.Concurrency = 1024 // in flight at most; the offered rate sets the pace
 	}
+	// The warm-up's connections carry over to the measured run.
+	cfg.Conns = loadgen.NewConns()
+	defer cfg.Conns.Close()
 	var warmRes loadgen.Result
 	if warm > 0 {
 		w := cfg
