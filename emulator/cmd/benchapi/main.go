@@ -38,6 +38,7 @@ func main() {
 	naiveN := flag.Int("naive-n", 3000, "creates per naive scenario")
 	conc := flag.Int("c", 64, "concurrent clients (closed loop)")
 	rate := flag.Float64("rate", 5000, "offered creates/s of the latency scenario (hot signer, 3 processes)")
+	rateFor := flag.Duration("rate-for", 10*time.Second, "how long the latency scenario offers -rate: its p99 is of rate × this many creates, so that one stall of tens of milliseconds, a few hundred creates, is not the whole of its worst 1% (3 s before: 150 creates)")
 	profile := flag.String("profile", "", "a directory: save a 5s CPU profile of the first API process of each scenario there")
 	statements := flag.Bool("pg-statements", false, "report each scenario's most expensive statements on PostgreSQL's side (pg_stat_statements: calls, mean and total time, lock waits included)")
 	procs := flag.Int("gomaxprocs", 1, "each API process's GOMAXPROCS: 1 as on Cloud Run, where each instance has one CPU (terraform: cpu = \"1\") and Go sizes GOMAXPROCS from the container's CPU limit; 0 leaves Go's default, every core of this machine")
@@ -51,7 +52,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *n, *naiveN, *conc, *procs, *rate, *warm, *profile, *statements, filter); err != nil {
+	if err := run(ctx, *n, *naiveN, *conc, *procs, *rate, *rateFor, *warm, *profile, *statements, filter); err != nil {
 		fmt.Fprintln(os.Stderr, "benchapi:", err)
 		os.Exit(1)
 	}
@@ -114,7 +115,7 @@ func (o outcome) cpuPer() string {
 	return fmt.Sprintf("cpu/create: api %.0fµs pg %.0fµs load %.0fµs", us(o.cpu.Procs), us(o.cpu.Postgres), us(o.cpu.Self))
 }
 
-func run(ctx context.Context, n, naiveN, conc, gomaxprocs int, rate float64, warm time.Duration, profile string, statements bool,
+func run(ctx context.Context, n, naiveN, conc, gomaxprocs int, rate float64, rateFor, warm time.Duration, profile string, statements bool,
 	only *regexp.Regexp) error {
 	server, cleanup, err := stack.BuildTempServer(ctx)
 	if err != nil {
@@ -149,7 +150,7 @@ func run(ctx context.Context, n, naiveN, conc, gomaxprocs int, rate float64, war
 				scenario{mode: "batched", procs: p, signers: w, requests: n})
 		}
 	}
-	latency := scenario{mode: "batched", procs: 3, signers: 1, rate: rate, requests: int(3 * rate)}
+	latency := scenario{mode: "batched", procs: 3, signers: 1, rate: rate, requests: int(rate * rateFor.Seconds())}
 	many := scenario{mode: "batched", procs: 3, signers: 1000, requests: n}
 	scenarios = append(scenarios, latency, many)
 
