@@ -130,9 +130,8 @@ fmt:
 ## bench-api: create throughput of 1 and 3 real API processes on a durable
 ## ephemeral PostgreSQL, batched against the naive one-transaction-per-request
 ## path, a hot signer, 64 and 1,000 signers, and p99 at an offered 5,000/s
-## for 10 s,
-## each measured after a second at its own load that is printed apart and
-## not counted (ARGS="-warm 0" counts from the first request).
+## for 10 s, each measured after a second at its own load that is printed
+## apart and not counted (ARGS="-warm 0" counts from the first request).
 ## Last line: bench-api: hot1= hot3= naive3= ratio= p99ms= signers1000= rssmb=
 .PHONY: bench-api
 bench-api: deps

@@ -42,7 +42,7 @@ func main() {
 	profile := flag.String("profile", "", "a directory: save a 5s CPU profile of the first API process of each scenario there")
 	statements := flag.Bool("pg-statements", false, "report each scenario's most expensive statements on PostgreSQL's side (pg_stat_statements: calls, mean and total time, lock waits included)")
 	procs := flag.Int("gomaxprocs", 1, "each API process's GOMAXPROCS: 1 as on Cloud Run, where each instance has one CPU (terraform: cpu = \"1\") and Go sizes GOMAXPROCS from the container's CPU limit; 0 leaves Go's default, every core of this machine")
-	warm := flag.Duration("warm", time.Second, "how long each scenario runs at its own load before it is measured, not counted (its figures are printed apart): new processes grow their heaps and database pools and the load generator opens its connections, up to one per client and process, which an instance under steady load has long done (bench-coldstart measures a cold start); 0 measures from the first request")
+	warm := flag.Duration("warm", time.Second, "how long each scenario runs at its own load before it is measured, not counted (its figures are printed apart): new processes grow their heaps and database pools and the load generator opens its connections (kept for the measured run), which an instance under steady load has long done (bench-coldstart measures a cold start); 0 measures from the first request")
 	only := flag.String("only", "", "a regular expression: run only the scenarios whose key (hot1, hot3, naive3, p99, signers1000, ...) matches; the summary line shows 0 for the others")
 	flag.Parse()
 	filter, err := regexp.Compile(*only)
