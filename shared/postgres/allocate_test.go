@@ -328,3 +328,62 @@ WHERE chain_id = 1 AND signer = $1 AND scope = 'nonce'`, txm.CanonicalAddress(ho
 	require.NoError(t, err)
 	assert.False(t, got[0][0].Contended, "alone again")
 }
+
+// TestAllocate_FindsSignersByKey: a call reads the lease rows and nonce
+// cursors of its batch's signers by their keys, however many signers the
+// database holds. With 1,000 signers and generic plans, the planner read
+// both tables whole, twice a call for the leases, so that every call cost
+// more the more signers the database knew (migration 00015).
+func TestAllocate_FindsSignersByKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.New(t)
+	s := testStore(t, db.Pool)
+	_, err := db.Pool.Exec(ctx, `
+INSERT INTO signer_lease (chain_id, signer, scope, owner, fencing_token, expires_at)
+SELECT 1, '0x' || lpad(to_hex(i), 40, '0'), 'nonce', 'x', 1, '-infinity' FROM generate_series(1, 1000) i;
+INSERT INTO signer_nonce_cursor (chain_id, signer, next_nonce, fencing_token)
+SELECT 1, '0x' || lpad(to_hex(i), 40, '0'), 0, 1 FROM generate_series(1, 1000) i;
+ANALYZE signer_lease, signer_nonce_cursor`)
+	require.NoError(t, err)
+	var batches []txm.AllocationBatch
+	for i := 1; i <= 12; i++ {
+		signer := common.BigToAddress(big.NewInt(int64(i * 83)))
+		batches = append(batches, txm.AllocationBatch{ChainID: 1, Signer: signer, Owner: "o",
+			Requests: []*txm.Request{allocRequest(signer, "", "", 1)}})
+	}
+	a := newAllocationArgs(batches)
+	// One transaction on a new session (the function's plans are made
+	// there, against the tables as they are now), whose own table counters
+	// tell how each table was read.
+	conn, err := pgtest.Pool(t, db.URL).Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	tx, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	rows, err := tx.Query(ctx, allocateSQL, a.args("o", s.leases.cfg, s.topics.Submit)...)
+	require.NoError(t, err)
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, 12, n)
+	got := map[string][2]int64{}
+	r, err := tx.Query(ctx, `
+SELECT relname, seq_scan, idx_scan FROM pg_stat_xact_user_tables
+WHERE relname IN ('signer_lease', 'signer_nonce_cursor')`)
+	require.NoError(t, err)
+	for r.Next() {
+		var name string
+		var seq, idx int64
+		require.NoError(t, r.Scan(&name, &seq, &idx))
+		got[name] = [2]int64{seq, idx}
+	}
+	require.NoError(t, r.Err())
+	for _, table := range []string{"signer_lease", "signer_nonce_cursor"} {
+		assert.Zero(t, got[table][0], "%s read whole", table)
+		assert.Positive(t, got[table][1], "%s read by key", table)
+	}
+}
