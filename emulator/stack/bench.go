@@ -90,9 +90,10 @@ func createStatements(ctx context.Context, pool *pgxpool.Pool, preload []string)
 	return err
 }
 
-// ResetStatements empties pg_stat_statements.
+// ResetStatements empties pg_stat_statements and the database's table
+// counters.
 func ResetStatements(ctx context.Context, pool *pgxpool.Pool) error {
-	_, err := pool.Exec(ctx, `SELECT pg_stat_statements_reset()`)
+	_, err := pool.Exec(ctx, `SELECT pg_stat_statements_reset(), pg_stat_reset()`)
 	return err
 }
 
@@ -116,6 +117,34 @@ FROM pg_stat_statements WHERE calls > 10 ORDER BY total_exec_time DESC LIMIT $1`
 			return err
 		}
 		fmt.Printf("  %8d %9.3f %9.0f %9d  %s\n", calls, mean, total, n, q)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	return printWholeReads(ctx, pool)
+}
+
+// printWholeReads prints the tables read whole (sequential scans) since
+// the last reset, with the rows those reads went through: a statement that
+// finds rows by key should not be among them. A session reports its
+// counters within a second of a transaction's end (10 s when idle), so
+// the last second's may be missing.
+func printWholeReads(ctx context.Context, pool *pgxpool.Pool) error {
+	rows, err := pool.Query(ctx, `
+SELECT relname, seq_scan, seq_tup_read, coalesce(idx_scan, 0), n_live_tup
+FROM pg_stat_user_tables WHERE seq_scan > 0 ORDER BY seq_tup_read DESC, relname`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	fmt.Printf("  tables read whole: %-22s %9s %12s %9s %9s\n", "table", "reads", "rows read", "by key", "rows now")
+	for rows.Next() {
+		var name string
+		var seq, tup, idx, live int64
+		if err := rows.Scan(&name, &seq, &tup, &idx, &live); err != nil {
+			return err
+		}
+		fmt.Printf("  %19s %-22s %9d %12d %9d %9d\n", "", name, seq, tup, idx, live)
 	}
 	return rows.Err()
 }
