@@ -11,6 +11,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -332,4 +333,61 @@ func TestWriteCompletions_MessagesAreTheFeedsOwn(t *testing.T) {
 			assert.JSONEq(t, string(wantAttrsJSON), string(got[i].attribs), "shard %q, %s", shard, f.state)
 		}
 	}
+}
+
+// TestNumberCompletions_ProbesEarlierReports: numbering a few outcomes
+// looks up, per outcome, whether its transaction was reported before, and
+// does not read the whole feed. The queue's emptied pages make the planner
+// expect thousands of pending outcomes; as an EXISTS, the look-up became a
+// hash of every tx_completion row, built on every numbering.
+func TestNumberCompletions_ProbesEarlierReports(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.New(t)
+	const reported = 20000
+	_, err := db.Pool.Exec(ctx, fmt.Sprintf(`
+INSERT INTO managed_tx (id, chain_id, signer, nonce, payload_fingerprint, state, fencing_token)
+SELECT gen_random_uuid(), 1, '0x' || lpad('a1', 40, '0'), i, sha256(i::text::bytea), 'CONFIRMED', 1
+FROM generate_series(0, %[1]d) i;
+INSERT INTO tx_completion (tx_id, chain_id, signer, state)
+SELECT id, 1, signer, 'CONFIRMED' FROM managed_tx WHERE nonce < %[1]d;
+INSERT INTO completion_pending (tx_id, chain_id, signer, state, new_fork, payload, attributes)
+SELECT id, 1, signer, 'CONFIRMED', false, '{}', '{}' FROM managed_tx;
+DELETE FROM completion_pending;
+ANALYZE managed_tx, tx_completion;
+INSERT INTO completion_pending (tx_id, chain_id, signer, state, new_fork, payload, attributes)
+SELECT id, 1, signer, 'CONFIRMED', false, '{}', '{}' FROM managed_tx WHERE nonce >= %[1]d - 2 ORDER BY nonce`, reported))
+	require.NoError(t, err)
+
+	// One connection: its counters are reported when it is told to.
+	cfg, err := pgxpool.ParseConfig(db.URL)
+	require.NoError(t, err)
+	cfg.MaxConns = 1
+	one, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer one.Close()
+	reads := func() (whole, rows int64) {
+		t.Helper()
+		_, err := one.Exec(ctx, `SELECT pg_stat_force_next_flush()`)
+		require.NoError(t, err)
+		require.NoError(t, db.Pool.QueryRow(ctx, `
+SELECT coalesce(seq_scan, 0), coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)
+FROM pg_stat_user_tables WHERE relname = 'tx_completion'`).Scan(&whole, &rows))
+		return whole, rows
+	}
+	whole0, rows0 := reads()
+	s := testStore(t, one)
+	ids, err := s.NumberCompletions(ctx)
+	require.NoError(t, err)
+	require.Len(t, ids, 3)
+	whole, rows := reads()
+	assert.Zero(t, whole-whole0, "tx_completion read whole")
+	assert.LessOrEqual(t, rows-rows0, int64(3), "tx_completion rows read for 3 outcomes")
+
+	var forks []bool
+	require.NoError(t, db.Pool.QueryRow(ctx, `
+SELECT array_agg(c.new_fork ORDER BY t.nonce, c.seq) FROM tx_completion c JOIN managed_tx t ON t.id = c.tx_id
+WHERE t.nonce >= $1 - 2`, reported).Scan(&forks))
+	assert.Equal(t, []bool{false, true, false, true, false}, forks,
+		"reported before (two rows each, the second a new fork) or not")
 }
