@@ -193,7 +193,9 @@ func (s *Store) allocated(ctx context.Context, a *allocationArgs, batches []txm.
 		req := batches[b].Requests[k]
 		switch r.outcome {
 		case "created":
-			t := &txm.Tx{ID: r.txID, Request: *req, Nonce: uint64(*r.nonce), Fingerprint: req.Fingerprint(),
+			var fp [32]byte // computed once, for the call's arguments
+			copy(fp[:], a.fp[r.idx-1])
+			t := &txm.Tx{ID: r.txID, Request: *req, Nonce: uint64(*r.nonce), Fingerprint: fp,
 				State: txm.StateAllocated, CreatedAt: r.createdAt, UpdatedAt: r.createdAt}
 			fresh[t.ID] = t
 			results[b][k] = txm.Created{Outcome: txm.OutcomeCreated, Tx: t}

@@ -1,7 +1,6 @@
 package txm
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
@@ -42,25 +41,25 @@ func (r *Request) Gas() uint64 {
 // two requests with the same fingerprint ask for the same transaction. The
 // request id is not part of it.
 func (r *Request) Fingerprint() [32]byte {
-	var b bytes.Buffer
-	u64 := func(v uint64) { _ = binary.Write(&b, binary.BigEndian, v) }
-	bytesField := func(p []byte) { u64(uint64(len(p))); b.Write(p) }
+	b := make([]byte, 0, 256)
+	u64 := func(v uint64) { b = binary.BigEndian.AppendUint64(b, v) }
+	bytesField := func(p []byte) { u64(uint64(len(p))); b = append(b, p...) }
 	bigField := func(v *big.Int) {
 		if v == nil {
-			b.WriteByte(0)
+			b = append(b, 0)
 			return
 		}
-		b.WriteByte(1)
+		b = append(b, 1)
 		bytesField(v.Bytes())
 	}
-	b.WriteString("txfence/request/v1")
+	b = append(b, "txfence/request/v1"...)
 	u64(r.ChainID)
-	b.Write(r.From.Bytes())
+	b = append(b, r.From.Bytes()...)
 	if r.To == nil {
-		b.WriteByte(0)
+		b = append(b, 0)
 	} else {
-		b.WriteByte(1)
-		b.Write(r.To.Bytes())
+		b = append(b, 1)
+		b = append(b, r.To.Bytes()...)
 	}
 	bigField(r.Value)
 	bytesField(r.Data)
@@ -69,11 +68,9 @@ func (r *Request) Fingerprint() [32]byte {
 	bigField(r.MaxPriorityFeePerGas)
 	bigField(r.GasPrice)
 	bytesField(canonicalJSON(r.Metadata))
-	return sha256.Sum256(b.Bytes())
+	return sha256.Sum256(b)
 }
 
-// canonicalJSON re-encodes raw with sorted object keys and no insignificant
-// space, so that equal documents fingerprint equally.
 func canonicalJSON(raw json.RawMessage) []byte {
 	if len(raw) == 0 {
 		return nil

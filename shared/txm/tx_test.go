@@ -1,6 +1,7 @@
 package txm
 
 import (
+	"encoding/hex"
 	"math/big"
 	"testing"
 	"time"
@@ -105,5 +106,37 @@ func TestTransitions(t *testing.T) {
 				assert.Equal(t, to == StateTracking, CanMove(s, to), "%s is terminal but for a deep reorg", s)
 			}
 		}
+	}
+}
+
+// BenchmarkFingerprint: a create's fingerprint, computed for every request
+// a batch allocates.
+func BenchmarkFingerprint(b *testing.B) {
+	to := common.HexToAddress("0xdead")
+	r := &Request{ChainID: 1, From: common.HexToAddress("0xbeef"), To: &to, Value: big.NewInt(1000),
+		Data: []byte{1, 2, 3}, GasLimit: 21000, MaxFeePerGas: big.NewInt(30e9), Metadata: []byte(`{"order":"o-1"}`)}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = r.Fingerprint()
+	}
+}
+
+// TestFingerprint_Stable: fingerprints are stored with each transaction and
+// compared with a replay's, possibly by another release: the bytes they
+// hash must not change.
+func TestFingerprint_Stable(t *testing.T) {
+	to := common.HexToAddress("0xdead")
+	for i, c := range []struct {
+		r    *Request
+		want string
+	}{
+		{&Request{ChainID: 1, From: common.HexToAddress("0xbeef"), To: &to, Value: big.NewInt(1000), Data: []byte{1, 2, 3},
+			GasLimit: 21000, MaxFeePerGas: big.NewInt(30e9), Metadata: []byte(`{"order":"o-1"}`)}, "ce6a2ba92e54e685a66daf3c6115857e36d7c9888b20e82833615c7ca274a40f"},
+		{&Request{ChainID: 5, From: common.HexToAddress("0xbeef"), GasPrice: big.NewInt(7)}, "939e58283953a96af696d9cd585bdba226a04f7f8021e565d25cad5d95b99666"},
+		{&Request{ChainID: 1 << 60, From: common.HexToAddress("0x01"), To: &to, Value: big.NewInt(0),
+			MaxPriorityFeePerGas: big.NewInt(1)}, "28b02f68157de5194bc5b6775166c8bb499da794e457729a0ec06349dc0e3c69"},
+	} {
+		fp := c.r.Fingerprint()
+		assert.Equal(t, c.want, hex.EncodeToString(fp[:]), "request %d", i)
 	}
 }
