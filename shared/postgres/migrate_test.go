@@ -2,10 +2,12 @@ package postgres
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -130,4 +132,46 @@ VALUES ($1, 'ALLOCATED', 'TRACKING', 'broadcast', 'submit-owner', 99)`, tx.ID)
 	assert.Equal(t, allocToken, token)
 	require.NoError(t, m.Up(ctx))
 	check("up again: the row written by the down, once")
+}
+
+// TestSchemaConstraints_AddressAndHashForms: the address and hash domains
+// accept 0x and exactly 40 (64) lower-case hex digits, and nothing else,
+// whatever the bytes add up to (migration 00016 wrote the checks anew).
+func TestSchemaConstraints_AddressAndHashForms(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	hex40, hex64 := strings.Repeat("0123456789abcdef", 3)[:40], strings.Repeat("0123456789abcdef", 4)
+	for _, c := range []struct {
+		domain string
+		digits string // the valid value's digits
+	}{{"txfence_address", hex40}, {"txfence_hash", hex64}} {
+		n := len(c.digits)
+		cases := map[string]bool{
+			"0x" + c.digits:                  true,
+			"0x" + strings.ToUpper(c.digits): false,
+			"0X" + c.digits:                  false,
+			c.digits[:2] + c.digits:          false, // 00 instead of 0x
+			"0x" + c.digits[:n-1]:            false,
+			"0x" + c.digits + "0":            false,
+			"0x" + c.digits[:n-1] + "\n":     false,
+			"0x" + c.digits[:n-1] + "g":      false,
+			"0x" + c.digits[:n-2] + "é":      false, // two bytes: 42 (66) bytes in all
+			" 0x" + c.digits[:n-1]:           false,
+			"":                               false,
+			"0x":                             false,
+			"0x" + c.digits[:n/2] + "-" + c.digits[n/2+1:]: false,
+		}
+		for v, ok := range cases {
+			_, err := db.Pool.Exec(ctx, `SELECT $1::text::`+c.domain, v)
+			if ok {
+				assert.NoError(t, err, "%s %q", c.domain, v)
+				continue
+			}
+			var pgErr *pgconn.PgError
+			if assert.ErrorAs(t, err, &pgErr, "%s %q", c.domain, v) {
+				assert.Equal(t, "23514", pgErr.Code, "%s %q: a check violation", c.domain, v)
+			}
+		}
+	}
 }
