@@ -25,9 +25,7 @@ func TestClient_SendRawTransactionsBatch(t *testing.T) {
 	for i, err := range e.client.SendRawTransactions(ctx, raws) {
 		assert.NoError(t, err, "tx %d accepted", i)
 	}
-	pending, err := e.client.PendingNonce(ctx, e.keys[0].Address)
-	require.NoError(t, err)
-	assert.EqualValues(t, 3, pending, "all three reached the pool, in order")
+	waitPending(t, e, e.keys[0].Address, 3, "all three reached the pool, in order")
 
 	// Sent again, each answer is classified on its own.
 	for i, err := range e.client.SendRawTransactions(ctx, raws) {

@@ -28,11 +28,9 @@ func TestClient_PendingAndLatestNonce(t *testing.T) {
 	addr := e.keys[0].Address
 
 	tx := e.transfer(t, 0)
-	pending, err := e.client.PendingNonce(ctx, addr)
-	require.NoError(t, err)
+	waitPending(t, e, addr, 1, "the pool counts")
 	latest, err := e.client.LatestNonce(ctx, addr)
 	require.NoError(t, err)
-	require.EqualValues(t, 1, pending, "the pool counts")
 	require.EqualValues(t, 0, latest, "nothing mined yet")
 
 	has, err := e.client.HasTransaction(ctx, tx.Hash())
@@ -40,7 +38,7 @@ func TestClient_PendingAndLatestNonce(t *testing.T) {
 	require.True(t, has, "a pending transaction is known")
 
 	e.chain.Commit()
-	pending, err = e.client.PendingNonce(ctx, addr)
+	pending, err := e.client.PendingNonce(ctx, addr)
 	require.NoError(t, err)
 	latest, err = e.client.LatestNonce(ctx, addr)
 	require.NoError(t, err)

@@ -78,6 +78,26 @@ func (e *env) transfer(t *testing.T, nonce uint64) *types.Transaction {
 	return tx
 }
 
+// waitPending waits until the node's pending nonce of addr is want. The
+// pool promotes what it accepted in the background: read at once, on a
+// busy machine, the pending nonce saw one of three transactions sent in
+// one batch.
+func waitPending(t *testing.T, e *env, addr common.Address, want uint64, msg string) {
+	t.Helper()
+	var got uint64
+	var err error
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got, err = e.client.PendingNonce(context.Background(), addr)
+		if err == nil && got == want || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.NoError(t, err)
+	require.Equal(t, want, got, msg)
+}
+
 // deadURL is an http URL nothing listens on.
 func deadURL(t *testing.T) string {
 	t.Helper()
