@@ -63,9 +63,7 @@ func TestChain_ServesHTTP(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, ec.SendTransaction(ctx, tx))
 
-	pending, err := ec.PendingNonceAt(ctx, keys[0].Address)
-	require.NoError(t, err)
-	require.EqualValues(t, 1, pending)
+	waitPending(t, ec, keys[0].Address, 1)
 	latest, err := ec.NonceAt(ctx, keys[0].Address, nil)
 	require.NoError(t, err)
 	require.EqualValues(t, 0, latest)
@@ -117,18 +115,35 @@ func TestChain_Rollback(t *testing.T) {
 	}), types.LatestSignerForChainID(big.NewInt(evmtest.ChainID)), keys[0].Key)
 	require.NoError(t, err)
 	require.NoError(t, ec.SendTransaction(ctx, tx))
-	pending, err := ec.PendingNonceAt(ctx, to)
-	require.NoError(t, err)
-	require.EqualValues(t, 1, pending)
+	waitPending(t, ec, to, 1)
 
 	chain.Rollback()
-	pending, err = ec.PendingNonceAt(ctx, to)
+	pending, err := ec.PendingNonceAt(ctx, to)
 	require.NoError(t, err)
 	require.Zero(t, pending)
 }
 
 // send signs a transfer of 1 wei from key at nonce, paying tip and feeCap,
 // and sends it to the chain.
+// waitPending waits until the node's pending nonce of addr is want: the
+// pool promotes a sent transaction in the background (the RPC adds it
+// without waiting), so a read at once may not count it yet.
+func waitPending(t *testing.T, ec *ethclient.Client, addr common.Address, want uint64) {
+	t.Helper()
+	var got uint64
+	var err error
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got, err = ec.PendingNonceAt(context.Background(), addr)
+		if err == nil && got == want || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.NoError(t, err)
+	require.Equal(t, want, got, "pending nonce")
+}
+
 func send(t *testing.T, ec *ethclient.Client, key evmtest.DevKey, nonce uint64, to common.Address, gas uint64, tip, feeCap *big.Int) *types.Transaction {
 	t.Helper()
 	tx, err := types.SignTx(types.NewTx(&types.DynamicFeeTx{
