@@ -406,6 +406,7 @@ func TestIssue3_MalformedRequests(t *testing.T) {
 	// A valid transaction first, so row counts are not trivially zero.
 	ok := transfer(signers(1)[0], 1, "fine")
 	require.Equal(t, http.StatusAccepted, b.create(t, b.insts[0], ok).status)
+	ok2 := mustJSON(transfer(signers(1)[0], 1, "stray")) // valid but for what follows it
 	from := signers(1)[0].Hex()
 	with := func(k string, v any) string {
 		m := transfer(signers(1)[0], 1, "")
@@ -425,6 +426,7 @@ func TestIssue3_MalformedRequests(t *testing.T) {
 		{"not JSON", `{"from": `, 400, ""},
 		{"a JSON array", `[1,2]`, 400, ""},
 		{"two objects", `{} {}`, 400, ""},
+		{"an object and a stray brace", ok2 + `}`, 400, ""},
 		{"unknown field", with("nonce", 5), 400, "nonce"},
 		{"missing from", with("from", nil), 422, "from"},
 		{"from bad hex", with("from", "0xZZ00000000000000000000000000000000005000"), 422, "from"},

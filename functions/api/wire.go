@@ -30,13 +30,14 @@ var maxUint256 = new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 256), big.NewI
 // members are malformed (400); bad or missing values are invalid (422).
 func decodeCreate(body []byte, idemKey string, cfg config.Config) (*txm.Request, *problem) {
 	var raw map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	if err := dec.Decode(&raw); err != nil {
-		p := badRequest("the body must be a JSON object: " + err.Error())
-		return nil, &p
-	}
-	if dec.More() {
+	if json.Unmarshal(body, &raw) != nil {
+		// Said as the stream decoder says it: what is wrong, or that more
+		// than one value came.
+		dec := json.NewDecoder(bytes.NewReader(body))
+		if err := dec.Decode(&raw); err != nil {
+			p := badRequest("the body must be a JSON object: " + err.Error())
+			return nil, &p
+		}
 		p := badRequest("the body must hold exactly one JSON object")
 		return nil, &p
 	}
