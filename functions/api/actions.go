@@ -92,8 +92,9 @@ func decodeAction(body []byte, idemKey string) (txm.ActionRequest, *problem) {
 	var r txm.ActionRequest
 	var raw map[string]json.RawMessage
 	if len(bytes.TrimSpace(body)) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(body))
-		if err := dec.Decode(&raw); err != nil || dec.More() {
+		// Unmarshal refuses anything after the object, even a stray
+		// closing brace, which a stream decoder's More does not see.
+		if json.Unmarshal(body, &raw) != nil {
 			p := badRequest("the body must be one JSON object")
 			return r, &p
 		}

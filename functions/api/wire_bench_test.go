@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+
 	"github.com/txfence/txfence/shared/config"
 )
 
@@ -32,6 +34,29 @@ func TestJSONString_AsEncodingJSON(t *testing.T) {
 		wantErr := json.Unmarshal([]byte(v), &want)
 		if (err == nil) != (wantErr == nil) || got != want {
 			t.Errorf("jsonString(%s) = %q, %v; encoding/json: %q, %v", v, got, err, want, wantErr)
+		}
+	}
+}
+
+// TestDecodeAction_OneObject: an action body is one JSON object, or
+// nothing; anything after the object is refused, a stray closing brace
+// too.
+func TestDecodeAction_OneObject(t *testing.T) {
+	for body, ok := range map[string]bool{
+		``:                                  true,
+		`{"actionId":"a1","reason":"r"}`:    true,
+		` {"actionId":"a1","reason":"r"} `:  true,
+		`{"actionId":"a1","reason":"r"}}`:   false,
+		`{"actionId":"a1","reason":"r"} {}`: false,
+		`{"actionId":"a1","reason":"r"} x`:  false,
+		`[{"actionId":"a1","reason":"r"}]`:  false,
+		`{"actionId":"a1","reason":"r"`:     false,
+	} {
+		_, p := decodeAction([]byte(body), "")
+		if ok {
+			assert.Nil(t, p, "%q", body)
+		} else if assert.NotNil(t, p, "%q", body) {
+			assert.Equal(t, 400, p.Status, "%q", body)
 		}
 	}
 }
