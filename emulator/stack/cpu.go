@@ -72,3 +72,8 @@ func procCPU(pid int) time.Duration {
 	}
 	return time.Duration(ticks) * time.Second / clockTick
 }
+
+// Add is c and o together.
+func (c CPUTimes) Add(o CPUTimes) CPUTimes {
+	return CPUTimes{Procs: c.Procs + o.Procs, Postgres: c.Postgres + o.Postgres, Self: c.Self + o.Self}
+}

@@ -43,6 +43,9 @@ func main() {
 	statements := flag.Bool("pg-statements", false, "report each scenario's most expensive statements on PostgreSQL's side (pg_stat_statements: calls, mean and total time, lock waits included)")
 	procs := flag.Int("gomaxprocs", 1, "each API process's GOMAXPROCS: 1 as on Cloud Run, where each instance has one CPU (terraform: cpu = \"1\") and Go sizes GOMAXPROCS from the container's CPU limit; 0 leaves Go's default, every core of this machine")
 	warm := flag.Duration("warm", time.Second, "how long each scenario runs at its own load before it is measured, not counted (its figures are printed apart): new processes grow their heaps and database pools and the load generator opens its connections (kept for the measured run), which an instance under steady load has long done (bench-coldstart measures a cold start); 0 measures from the first request")
+	ab := flag.String("ab", "", "KEY=VALUE[,KEY=VALUE...]: compare, in each scenario run, the API processes with these settings added (B) against the usual (A), both running at once and offered the load in turn, in slices A B B A ... (see ab.go); prints B/A ratios and no summary line")
+	abSlices := flag.Int("ab-slices", 10, "with -ab: slices each side is offered the load")
+	abSlice := flag.Duration("ab-slice", 2*time.Second, "with -ab: how long a slice lasts")
 	only := flag.String("only", "", "a regular expression: run only the scenarios whose key (hot1, hot3, naive3, p99, signers1000, ...) matches; the summary line shows 0 for the others")
 	flag.Parse()
 	filter, err := regexp.Compile(*only)
@@ -50,9 +53,19 @@ func main() {
 		fmt.Fprintln(os.Stderr, "benchapi: -only:", err)
 		os.Exit(2)
 	}
+	abEnv, err := parseAB(*ab)
+	if err != nil || *abSlices < 1 || *abSlice <= 0 {
+		fmt.Fprintln(os.Stderr, "benchapi: -ab, -ab-slices, -ab-slice:", err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *n, *naiveN, *conc, *procs, *rate, *rateFor, *warm, *profile, *statements, filter); err != nil {
+	if abEnv != nil {
+		err = runABs(ctx, *conc, *procs, *rate, *warm, filter, abEnv, *abSlices, *abSlice)
+	} else {
+		err = run(ctx, *n, *naiveN, *conc, *procs, *rate, *rateFor, *warm, *profile, *statements, filter)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchapi:", err)
 		os.Exit(1)
 	}
@@ -115,13 +128,30 @@ func (o outcome) cpuPer() string {
 	return fmt.Sprintf("cpu/create: api %.0fµs pg %.0fµs load %.0fµs", us(o.cpu.Procs), us(o.cpu.Postgres), us(o.cpu.Self))
 }
 
-func run(ctx context.Context, n, naiveN, conc, gomaxprocs int, rate float64, rateFor, warm time.Duration, profile string, statements bool,
-	only *regexp.Regexp) error {
-	server, cleanup, err := stack.BuildTempServer(ctx)
-	if err != nil {
-		return err
+// bench is what the scenarios run against.
+type bench struct {
+	server, dbURL, rpcURL string
+	pool                  *pgxpool.Pool
+	signers               []string
+	scenarios             []scenario
+	latency, many         scenario // the p99 and signers1000 scenarios
+}
+
+// setUp builds the server, starts PostgreSQL (with pg_stat_statements when
+// statements) and a simulated chain, and lists the scenarios; the returned
+// function stops what it started.
+func setUp(ctx context.Context, n, naiveN int, rate float64, rateFor time.Duration, statements bool) (*bench, func(), error) {
+	var stops []func()
+	cleanup := func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
 	}
-	defer cleanup()
+	server, rm, err := stack.BuildTempServer(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	stops = append(stops, rm)
 	fmt.Println("starting PostgreSQL (durable: fsync on, synchronous_commit on) and a simulated chain ...")
 	opts := pgtest.Options{Durable: true}
 	if statements {
@@ -129,30 +159,80 @@ func run(ctx context.Context, n, naiveN, conc, gomaxprocs int, rate float64, rat
 	}
 	dbURL, pool, stopDB, err := stack.BenchDatabase(ctx, opts)
 	if err != nil {
-		return err
+		cleanup()
+		return nil, nil, err
 	}
-	defer stopDB()
+	stops = append(stops, stopDB)
 	chain, err := evmtest.New(nil)
 	if err != nil {
-		return err
+		cleanup()
+		return nil, nil, err
 	}
-	defer chain.Close()
+	stops = append(stops, func() { chain.Close() })
+	b := &bench{server: server, dbURL: dbURL, rpcURL: chain.URL, pool: pool}
 
-	signers := make([]string, 1000)
-	for i := range signers {
-		signers[i] = common.BigToAddress(new(big.Int).Add(new(big.Int).Lsh(big.NewInt(1), 64), big.NewInt(int64(i)))).Hex()
+	b.signers = make([]string, 1000)
+	for i := range b.signers {
+		b.signers[i] = common.BigToAddress(new(big.Int).Add(new(big.Int).Lsh(big.NewInt(1), 64), big.NewInt(int64(i)))).Hex()
 	}
-
-	var scenarios []scenario
 	for _, w := range []int{1, 64} {
 		for _, p := range []int{1, 3} {
-			scenarios = append(scenarios, scenario{mode: "naive", procs: p, signers: w, requests: naiveN},
+			b.scenarios = append(b.scenarios, scenario{mode: "naive", procs: p, signers: w, requests: naiveN},
 				scenario{mode: "batched", procs: p, signers: w, requests: n})
 		}
 	}
-	latency := scenario{mode: "batched", procs: 3, signers: 1, rate: rate, requests: int(rate * rateFor.Seconds())}
-	many := scenario{mode: "batched", procs: 3, signers: 1000, requests: n}
-	scenarios = append(scenarios, latency, many)
+	b.latency = scenario{mode: "batched", procs: 3, signers: 1, rate: rate, requests: int(rate * rateFor.Seconds())}
+	b.many = scenario{mode: "batched", procs: 3, signers: 1000, requests: n}
+	b.scenarios = append(b.scenarios, b.latency, b.many)
+	return b, cleanup, nil
+}
+
+// clean empties the tables a scenario writes.
+func (b *bench) clean(ctx context.Context) error {
+	_, err := b.pool.Exec(ctx, `TRUNCATE managed_tx, tx_attempt, tx_history, outbox, tx_completion, signer_nonce_cursor, signer_lease CASCADE`)
+	return err
+}
+
+// runABs runs the selected batched scenarios as A/B comparisons (see
+// ab.go), and checks nonces after each.
+func runABs(ctx context.Context, conc, gomaxprocs int, rate float64, warm time.Duration, only *regexp.Regexp,
+	env []string, slices int, slice time.Duration) error {
+	b, cleanup, err := setUp(ctx, 0, 0, rate, 0, false)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	fmt.Printf("A/B: B adds %s; %d slices of %s each, A B B A ..., %d concurrent clients (closed loop), each side after %s at its own load not counted\n\n",
+		strings.Join(env, " "), slices, slice, conc, warm)
+	for _, sc := range b.scenarios {
+		if sc.mode != "batched" || !only.MatchString(sc.key()) {
+			continue
+		}
+		if err := b.clean(ctx); err != nil {
+			return err
+		}
+		x, y, err := runAB(ctx, sc, b.server, b.dbURL, b.rpcURL, b.signers, conc, gomaxprocs, warm, b.pool, env, slices, slice)
+		if err != nil {
+			return fmt.Errorf("%s: %w", sc.name(), err)
+		}
+		printAB(sc, x, y)
+		if err := stack.CheckContiguous(ctx, b.pool); err != nil {
+			return fmt.Errorf("%s: %w", sc.name(), err)
+		}
+	}
+	fmt.Println("\nnonces contiguous for every signer in every scenario")
+	return nil
+}
+
+func run(ctx context.Context, n, naiveN, conc, gomaxprocs int, rate float64, rateFor, warm time.Duration, profile string, statements bool,
+	only *regexp.Regexp) error {
+	b, cleanup, err := setUp(ctx, n, naiveN, rate, rateFor, statements)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	server, dbURL, pool, signers, scenarios, latency, many := b.server, b.dbURL, b.pool, b.signers, b.scenarios, b.latency, b.many
+	chainURL := b.rpcURL
 
 	fmt.Printf("%d creates per batched scenario, %d per naive one, %d concurrent clients (closed loop), each after %s at its own load not counted\n\n",
 		n, naiveN, conc, warm)
@@ -163,7 +243,7 @@ func run(ctx context.Context, n, naiveN, conc, gomaxprocs int, rate float64, rat
 		if !only.MatchString(sc.key()) {
 			continue
 		}
-		if _, err := pool.Exec(ctx, `TRUNCATE managed_tx, tx_attempt, tx_history, outbox, tx_completion, signer_nonce_cursor, signer_lease CASCADE`); err != nil {
+		if err := b.clean(ctx); err != nil {
 			return err
 		}
 		if statements {
@@ -171,7 +251,7 @@ func run(ctx context.Context, n, naiveN, conc, gomaxprocs int, rate float64, rat
 				return err
 			}
 		}
-		o, err := runScenario(ctx, sc, server, dbURL, chain.URL, signers, conc, gomaxprocs, warm, pool, profile)
+		o, err := runScenario(ctx, sc, server, dbURL, chainURL, signers, conc, gomaxprocs, warm, pool, profile)
 		if err != nil {
 			return fmt.Errorf("%s: %w", sc.name(), err)
 		}
@@ -217,62 +297,12 @@ func run(ctx context.Context, n, naiveN, conc, gomaxprocs int, rate float64, rat
 
 func runScenario(ctx context.Context, sc scenario, server, dbURL, rpcURL string, signers []string, conc, gomaxprocs int,
 	warm time.Duration, pool *pgxpool.Pool, profile string) (outcome, error) {
-	var urls []string
-	var procs []*exec.Cmd
-	profileFrom := "" // the first process's pprof address when profiling
-	defer func() {
-		for _, p := range procs {
-			_ = p.Process.Signal(syscall.SIGTERM)
-			_ = p.Wait()
-		}
-	}()
-	for i := 0; i < sc.procs; i++ {
-		port, err := stack.FreePort()
-		if err != nil {
-			return outcome{}, err
-		}
-		cmd := exec.CommandContext(ctx, server)
-		cmd.Env = append(os.Environ(),
-			"FUNCTION_TARGET=Api", "HOST=127.0.0.1", fmt.Sprintf("PORT=%d", port),
-			"TXFENCE_DATABASE_URL="+dbURL,
-			"TXFENCE_CHAINS=1337="+rpcURL,
-			"TXFENCE_SIGNERS="+strings.Join(signers, ","),
-			fmt.Sprintf("TXFENCE_INSTANCE_ID=bench-%s-%d", sc.mode, i),
-			"TXFENCE_DB_MAX_CONNS=20",
-			"TXFENCE_LOG_LEVEL=error",
-			// The bench measures creates, not the per-instance rate limits.
-			"TXFENCE_AUTH=dev",
-			"TXFENCE_RATE_PER_SECOND=1000000", "TXFENCE_RATE_BURST=1000000",
-			"TXFENCE_SIGNER_RATE_PER_SECOND=1000000",
-		)
-		pprofAddr := ""
-		if profile != "" && i == 0 {
-			pp, err := stack.FreePort()
-			if err != nil {
-				return outcome{}, err
-			}
-			pprofAddr = fmt.Sprintf("127.0.0.1:%d", pp)
-			cmd.Env = append(cmd.Env, "TXFENCE_PPROF_ADDR="+pprofAddr)
-			profileFrom = pprofAddr
-		}
-		if gomaxprocs > 0 {
-			cmd.Env = append(cmd.Env, fmt.Sprintf("GOMAXPROCS=%d", gomaxprocs))
-		}
-		if sc.mode == "naive" {
-			cmd.Env = append(cmd.Env, "TXFENCE_BATCH_SIZE=1", "TXFENCE_BATCH_WAIT=0s")
-		}
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
-			return outcome{}, err
-		}
-		procs = append(procs, cmd)
-		url := fmt.Sprintf("http://127.0.0.1:%d", port)
-		if err := stack.WaitReady(ctx, url+"/healthz"); err != nil {
-			return outcome{}, err
-		}
-		urls = append(urls, url)
+	api, err := startAPI(ctx, sc, server, dbURL, rpcURL, signers, gomaxprocs, nil, "", profile != "")
+	defer api.stop()
+	if err != nil {
+		return outcome{}, err
 	}
+	urls, procs, profileFrom := api.urls, api.procs, api.pprof
 	use := signers[:sc.signers]
 	// Warm up: each process builds its clients and syncs each signer's nonce once.
 	if _, err := loadgen.Run(ctx, loadgen.Config{URLs: urls, ChainID: 1337, Signers: use, Concurrency: min(len(urls)*len(use), 256),
@@ -303,11 +333,7 @@ func runScenario(ctx context.Context, sc scenario, server, dbURL, rpcURL string,
 	// pg_stat_database's xact_commit lags, since PostgreSQL 15 an idle
 	// backend reports its counts up to 10 s late, which made a one-second
 	// scenario's figure meaningless.
-	commits := func() float64 {
-		var n float64
-		_ = pool.QueryRow(ctx, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text::float8`).Scan(&n)
-		return n
-	}
+	commits := func() float64 { return xids(ctx, pool) }
 	before := commits()
 	var pids []int
 	for _, p := range procs {
@@ -370,4 +396,74 @@ func peakRSS(pid int) float64 {
 		}
 	}
 	return 0
+}
+
+// apiProcs is a set of running API processes.
+type apiProcs struct {
+	urls  []string
+	procs []*exec.Cmd
+	pprof string // the first process's pprof address, when profiling
+}
+
+// stop ends the processes.
+func (a *apiProcs) stop() {
+	for _, p := range a.procs {
+		_ = p.Process.Signal(syscall.SIGTERM)
+		_ = p.Wait()
+	}
+}
+
+// startAPI starts sc's API processes, with env added to their environment
+// and tag in their instance ids, and waits until each is ready. The caller
+// stops them, also after an error.
+func startAPI(ctx context.Context, sc scenario, server, dbURL, rpcURL string, signers []string, gomaxprocs int,
+	env []string, tag string, profile bool) (*apiProcs, error) {
+	a := &apiProcs{}
+	for i := 0; i < sc.procs; i++ {
+		port, err := stack.FreePort()
+		if err != nil {
+			return a, err
+		}
+		cmd := exec.CommandContext(ctx, server)
+		cmd.Env = append(os.Environ(),
+			"FUNCTION_TARGET=Api", "HOST=127.0.0.1", fmt.Sprintf("PORT=%d", port),
+			"TXFENCE_DATABASE_URL="+dbURL,
+			"TXFENCE_CHAINS=1337="+rpcURL,
+			"TXFENCE_SIGNERS="+strings.Join(signers, ","),
+			fmt.Sprintf("TXFENCE_INSTANCE_ID=bench-%s%s-%d", sc.mode, tag, i),
+			"TXFENCE_DB_MAX_CONNS=20",
+			"TXFENCE_LOG_LEVEL=error",
+			// The bench measures creates, not the per-instance rate limits.
+			"TXFENCE_AUTH=dev",
+			"TXFENCE_RATE_PER_SECOND=1000000", "TXFENCE_RATE_BURST=1000000",
+			"TXFENCE_SIGNER_RATE_PER_SECOND=1000000",
+		)
+		if profile && i == 0 {
+			pp, err := stack.FreePort()
+			if err != nil {
+				return a, err
+			}
+			a.pprof = fmt.Sprintf("127.0.0.1:%d", pp)
+			cmd.Env = append(cmd.Env, "TXFENCE_PPROF_ADDR="+a.pprof)
+		}
+		if gomaxprocs > 0 {
+			cmd.Env = append(cmd.Env, fmt.Sprintf("GOMAXPROCS=%d", gomaxprocs))
+		}
+		if sc.mode == "naive" {
+			cmd.Env = append(cmd.Env, "TXFENCE_BATCH_SIZE=1", "TXFENCE_BATCH_WAIT=0s")
+		}
+		cmd.Env = append(cmd.Env, env...)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			return a, err
+		}
+		a.procs = append(a.procs, cmd)
+		url := fmt.Sprintf("http://127.0.0.1:%d", port)
+		if err := stack.WaitReady(ctx, url+"/healthz"); err != nil {
+			return a, err
+		}
+		a.urls = append(a.urls, url)
+	}
+	return a, nil
 }
