@@ -32,6 +32,7 @@ type abSide struct {
 	commits float64   // transactions that wrote
 	rates   []float64 // creates/s of each slice
 	cpus    []float64 // CPU µs a create of each slice, every part
+	p99s    []float64 // p99 of each slice
 }
 
 // parseAB reads -ab: KEY=VALUE settings separated by commas.
@@ -110,6 +111,7 @@ func runAB(ctx context.Context, sc scenario, server, dbURL, rpcURL string, signe
 			s.cpu = s.cpu.Add(cpu)
 			s.rates = append(s.rates, r.PerSecond())
 			s.cpus = append(s.cpus, float64((cpu.Procs+cpu.Postgres+cpu.Self).Microseconds())/float64(max(len(r.Latencies), 1)))
+			s.p99s = append(s.p99s, float64(r.Quantile(0.99)))
 			s.res.Latencies = append(s.res.Latencies, r.Latencies...)
 			s.res.Elapsed += r.Elapsed
 			s.res.Errors += r.Errors
@@ -133,19 +135,20 @@ func printAB(sc scenario, a, b *abSide) {
 		o := outcome{res: s.res, cpu: s.cpu}
 		fmt.Printf("%s %s %s  %.1f creates/commit  %s\n", sc.name(), s.name, s.res, float64(len(s.res.Latencies))/max(s.commits, 1), o.cpuPer())
 	}
-	var rate, cpu []float64
+	var rate, cpu, p99 []float64
 	for i := range a.rates {
 		rate = append(rate, b.rates[i]/a.rates[i])
 		cpu = append(cpu, b.cpus[i]/a.cpus[i])
+		p99 = append(p99, b.p99s[i]/a.p99s[i])
 	}
 	per := func(s *abSide, d time.Duration) float64 {
 		return float64(d) / float64(max(len(s.res.Latencies), 1))
 	}
-	fmt.Printf("%-26s B/A: creates/s %.2f (pairs %s), CPU a create %.2f (pairs %s; api %.2f pg %.2f load %.2f), p50 %.2f, p99 %.2f\n", "",
+	fmt.Printf("%-26s B/A: creates/s %.2f (pairs %s), CPU a create %.2f (pairs %s; api %.2f pg %.2f load %.2f), p50 %.2f, p99 %.2f (pairs %s)\n", "",
 		b.res.PerSecond()/a.res.PerSecond(), spread(rate),
 		per(b, b.cpu.Procs+b.cpu.Postgres+b.cpu.Self)/per(a, a.cpu.Procs+a.cpu.Postgres+a.cpu.Self), spread(cpu),
 		per(b, b.cpu.Procs)/per(a, a.cpu.Procs), per(b, b.cpu.Postgres)/per(a, a.cpu.Postgres), per(b, b.cpu.Self)/per(a, a.cpu.Self),
-		float64(b.res.Quantile(0.5))/float64(a.res.Quantile(0.5)), float64(b.res.Quantile(0.99))/float64(a.res.Quantile(0.99)))
+		float64(b.res.Quantile(0.5))/float64(a.res.Quantile(0.5)), float64(b.res.Quantile(0.99))/float64(a.res.Quantile(0.99)), spread(p99))
 }
 
 // spread is the minimum, median and maximum of xs.
