@@ -46,6 +46,7 @@ func main() {
 	ab := flag.String("ab", "", "KEY=VALUE[,KEY=VALUE...]: compare, in each scenario run, the API processes with these settings added (B) against the usual (A), both running at once and offered the load in turn, in slices A B B A ... (see ab.go); prints B/A ratios and no summary line")
 	abSlices := flag.Int("ab-slices", 10, "with -ab: slices each side is offered the load")
 	abSlice := flag.Duration("ab-slice", 2*time.Second, "with -ab: how long a slice lasts")
+	abLead := flag.Duration("ab-lead", 500*time.Millisecond, "with -ab: how long each slice runs at the load before it is measured (the side was idle while the other ran)")
 	only := flag.String("only", "", "a regular expression: run only the scenarios whose key (hot1, hot3, naive3, p99, signers1000, ...) matches; the summary line shows 0 for the others")
 	flag.Parse()
 	filter, err := regexp.Compile(*only)
@@ -61,7 +62,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if abEnv != nil {
-		err = runABs(ctx, *conc, *procs, *rate, *warm, filter, abEnv, *abSlices, *abSlice)
+		err = runABs(ctx, *conc, *procs, *rate, *warm, filter, abEnv, *abSlices, *abSlice, *abLead)
 	} else {
 		err = run(ctx, *n, *naiveN, *conc, *procs, *rate, *rateFor, *warm, *profile, *statements, filter)
 	}
@@ -196,14 +197,14 @@ func (b *bench) clean(ctx context.Context) error {
 // runABs runs the selected batched scenarios as A/B comparisons (see
 // ab.go), and checks nonces after each.
 func runABs(ctx context.Context, conc, gomaxprocs int, rate float64, warm time.Duration, only *regexp.Regexp,
-	env []string, slices int, slice time.Duration) error {
+	env []string, slices int, slice, lead time.Duration) error {
 	b, cleanup, err := setUp(ctx, 0, 0, rate, 0, false)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	fmt.Printf("A/B: B adds %s; %d slices of %s each, A B B A ..., %d concurrent clients (closed loop), each side after %s at its own load not counted\n\n",
-		strings.Join(env, " "), slices, slice, conc, warm)
+	fmt.Printf("A/B: B adds %s; %d slices of %s each, A B B A ..., each after %s at the load not counted; %d concurrent clients (closed loop), each side after %s at its own load not counted\n\n",
+		strings.Join(env, " "), slices, slice, lead, conc, warm)
 	for _, sc := range b.scenarios {
 		if sc.mode != "batched" || !only.MatchString(sc.key()) {
 			continue
@@ -211,7 +212,7 @@ func runABs(ctx context.Context, conc, gomaxprocs int, rate float64, warm time.D
 		if err := b.clean(ctx); err != nil {
 			return err
 		}
-		x, y, err := runAB(ctx, sc, b.server, b.dbURL, b.rpcURL, b.signers, conc, gomaxprocs, warm, b.pool, env, slices, slice)
+		x, y, err := runAB(ctx, sc, b.server, b.dbURL, b.rpcURL, b.signers, conc, gomaxprocs, warm, b.pool, env, slices, slice, lead)
 		if err != nil {
 			return fmt.Errorf("%s: %w", sc.name(), err)
 		}
