@@ -283,7 +283,7 @@ func Defaults() Config {
 		NonceStateTimeout:   30 * time.Second,
 		BatchSize:           100,
 		BatchWait:           0,
-		ContendedWait:       5 * time.Millisecond,
+		ContendedWait:       3 * time.Millisecond,
 		Workers:             2,
 		MaxGasLimit:         30_000_000,
 		MaxDataBytes:        128 * 1024,
