@@ -24,12 +24,12 @@ var _ txm.OutboxStore = (*Store)(nil)
 // may take. The sweep claims its rows (deletes them, skipping rows another
 // sweep holds) inside a transaction, since sweeps may overlap: published
 // rows are gone when it commits, and the rows of a failed publish are
-// written back. sent_at is only set by code older than migration 00014,
-// whose rows are not relayed again.
+// written back. Every row in the outbox waits to be published (migration
+// 00017 deleted the rows that code older than 00014 marked sent).
 const (
 	readOutboxSQL = `
 SELECT id, topic, ordering_key, payload, attributes, created_at, attempts FROM outbox
-WHERE id = ANY($1::bigint[]) AND sent_at IS NULL ORDER BY id LIMIT $2`
+WHERE id = ANY($1::bigint[]) ORDER BY id LIMIT $2`
 	// settleOutboxSQL deletes the published rows and notes the error and
 	// one more attempt on the others.
 	settleOutboxSQL = `
@@ -38,7 +38,7 @@ UPDATE outbox o SET attempts = o.attempts + 1, last_error = f.err
 FROM unnest($2::bigint[], $3::text[]) AS f(id, err) WHERE o.id = f.id`
 	claimOutboxByAgeSQL = `
 DELETE FROM outbox WHERE id IN (
-    SELECT id FROM outbox WHERE sent_at IS NULL AND created_at <= clock_timestamp() - $1::interval
+    SELECT id FROM outbox WHERE created_at <= clock_timestamp() - $1::interval
     ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)
 RETURNING id, topic, ordering_key, payload, attributes, created_at, attempts`
 	// keepOutboxSQL writes back the claimed rows whose publish failed,
@@ -47,7 +47,7 @@ RETURNING id, topic, ordering_key, payload, attributes, created_at, attempts`
 	outboxBacklogSQL = `
 SELECT count(*), count(*) FILTER (WHERE attempts > 0),
        coalesce(extract(epoch FROM clock_timestamp() - min(created_at)), 0)::float8
-FROM outbox WHERE sent_at IS NULL`
+FROM outbox`
 	keepOutboxSQL = `
 INSERT INTO outbox (id, topic, ordering_key, payload, attributes, created_at, attempts, last_error) OVERRIDING SYSTEM VALUE
 SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::jsonb[], $5::jsonb[], $6::timestamptz[], $7::int[], $8::text[])`

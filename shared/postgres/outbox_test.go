@@ -228,8 +228,7 @@ func TestRelay_ConcurrentRelaysPublishEachRowOnce(t *testing.T) {
 }
 
 // TestOutboxBacklog_CountsWhatWaits: the backlog is the rows not published
-// yet (a row that code older than migration 00014 marked sent is not), how
-// many of them failed a publish, and the age of the oldest.
+// yet, how many of them failed a publish, and the age of the oldest.
 func TestOutboxBacklog_CountsWhatWaits(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -239,9 +238,8 @@ func TestOutboxBacklog_CountsWhatWaits(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, txm.OutboxBacklog{}, b, "an empty outbox")
 
-	_, err = db.Pool.Exec(ctx, `INSERT INTO outbox (topic, payload, created_at, sent_at) VALUES
-    ('s', '{}', clock_timestamp() - interval '1 hour', clock_timestamp()),
-    ('s', '{}', clock_timestamp() - interval '2 minutes', NULL)`)
+	_, err = db.Pool.Exec(ctx, `INSERT INTO outbox (topic, payload, created_at) VALUES
+    ('s', '{}', clock_timestamp() - interval '2 minutes')`)
 	require.NoError(t, err)
 	_, err = db.Pool.Exec(ctx, `INSERT INTO outbox (topic, payload, attempts, last_error, created_at) VALUES
     ('s', '{}', 3, 'unavailable', clock_timestamp() - interval '1 minute')`)
@@ -252,4 +250,41 @@ func TestOutboxBacklog_CountsWhatWaits(t *testing.T) {
 	assert.EqualValues(t, 4, b.Rows)
 	assert.EqualValues(t, 1, b.Failing)
 	assert.InDelta(t, 120, b.OldestAge.Seconds(), 5, "the oldest unsent row")
+}
+
+// TestOutboxSentRows_DeletedByMigration17: rows that code older than
+// migration 00014 marked sent (published, never relayed again, never
+// deleted) are deleted by 00017; the rows that wait stay, and are the
+// backlog.
+func TestOutboxSentRows_DeletedByMigration17(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t, false)
+	pool := pgtest.Pool(t, url)
+	m, err := NewMigrator(pool)
+	require.NoError(t, err)
+	defer m.Close()
+	require.NoError(t, m.Up(ctx))
+	require.NoError(t, m.DownTo(ctx, 16))
+	_, err = pool.Exec(ctx, `INSERT INTO outbox (topic, payload, created_at, sent_at) VALUES
+    ('s', '{"n":1}', clock_timestamp() - interval '1 hour', clock_timestamp() - interval '59 minutes'),
+    ('s', '{"n":2}', clock_timestamp() - interval '1 hour', NULL)`)
+	require.NoError(t, err)
+	require.NoError(t, m.Up(ctx))
+
+	var payloads []string
+	rows, err := pool.Query(ctx, `SELECT payload::text FROM outbox ORDER BY id`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var p string
+		require.NoError(t, rows.Scan(&p))
+		payloads = append(payloads, p)
+	}
+	require.NoError(t, rows.Err())
+	assert.Equal(t, []string{`{"n": 2}`}, payloads, "the sent row is gone, the waiting one stays")
+
+	s := testStore(t, pool)
+	b, err := s.OutboxBacklog(ctx)
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, b.Rows)
 }
