@@ -8,6 +8,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -59,6 +60,18 @@ func TestIssue2_Migrations(t *testing.T) {
 	}
 }
 
+// migratedDatabase is a new database migrated up, with its migrator (to
+// go down and up again), for tests of what a migration does.
+func migratedDatabase(t *testing.T) (*pgxpool.Pool, *Migrator) {
+	t.Helper()
+	pool := pgtest.Pool(t, pgtest.NewDatabase(t, false))
+	m, err := NewMigrator(pool)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = m.Close() })
+	require.NoError(t, m.Up(context.Background()))
+	return pool, m
+}
+
 // TestSchemaConstraints pins the schema's own guards: canonical addresses,
 // one transaction per nonce and per request id.
 func TestSchemaConstraints(t *testing.T) {
@@ -89,12 +102,7 @@ VALUES (gen_random_uuid(), 1, $1, $2, $3, decode(repeat('ab', 32), 'hex'), 'ALLO
 func TestCreationHistory_Derived(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := pgtest.NewDatabase(t, false)
-	pool := pgtest.Pool(t, url)
-	m, err := NewMigrator(pool)
-	require.NoError(t, err)
-	defer m.Close()
-	require.NoError(t, m.Up(ctx))
+	pool, m := migratedDatabase(t)
 	s := testStore(t, pool)
 	a := common.HexToAddress("0xa7")
 	got, _, err := s.Allocate(ctx, []txm.AllocationBatch{{ChainID: 1, Signer: a, Owner: "alloc-owner",

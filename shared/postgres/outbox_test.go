@@ -259,14 +259,9 @@ func TestOutboxBacklog_CountsWhatWaits(t *testing.T) {
 func TestOutboxSentRows_DeletedByMigration17(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := pgtest.NewDatabase(t, false)
-	pool := pgtest.Pool(t, url)
-	m, err := NewMigrator(pool)
-	require.NoError(t, err)
-	defer m.Close()
-	require.NoError(t, m.Up(ctx))
+	pool, m := migratedDatabase(t)
 	require.NoError(t, m.DownTo(ctx, 16))
-	_, err = pool.Exec(ctx, `INSERT INTO outbox (topic, payload, created_at, sent_at) VALUES
+	_, err := pool.Exec(ctx, `INSERT INTO outbox (topic, payload, created_at, sent_at) VALUES
     ('s', '{"n":1}', clock_timestamp() - interval '1 hour', clock_timestamp() - interval '59 minutes'),
     ('s', '{"n":2}', clock_timestamp() - interval '1 hour', NULL)`)
 	require.NoError(t, err)
