@@ -5,13 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/txfence/txfence/shared/pubsub/pubsubtest"
@@ -303,4 +308,71 @@ func TestPublisher_PublishAll(t *testing.T) {
 		}
 		assert.Equal(t, want, perKey[key], "order of %s", key)
 	}
+}
+
+// TestPublisher_UnorderedTopicsShareRequests: messages to a topic declared
+// Unordered go without their ordering keys, so that messages of many keys
+// share the client library's bundles and requests; other topics keep each
+// message's key, one key's bundle a request.
+func TestPublisher_UnorderedTopicsShareRequests(t *testing.T) {
+	t.Parallel()
+	srv := pubsubtest.MustStart(t, testProject)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, id := range []string{"submit", "completion"} {
+		require.NoError(t, srv.CreateTopic(ctx, id))
+		require.NoError(t, srv.CreateSubscription(ctx, id+"-sub", id, true))
+	}
+	var mu sync.Mutex
+	requests := map[string]int{} // Publish requests by topic name
+	count := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if r, ok := req.(*pubsubpb.PublishRequest); ok {
+			mu.Lock()
+			requests[r.GetTopic()]++
+			mu.Unlock()
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	client, err := Dial(ctx, testProject,
+		option.WithEndpoint(srv.Addr),
+		option.WithoutAuthentication(),
+		option.WithTelemetryDisabled(),
+		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())),
+		option.WithGRPCDialOption(grpc.WithChainUnaryInterceptor(count)))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Close() })
+	pub, err := NewPublisher(client, testProject)
+	require.NoError(t, err)
+	t.Cleanup(pub.Close)
+	pub.Unordered("submit")
+
+	const n = 20
+	var msgs []txm.Message
+	for _, topic := range []string{"submit", "completion"} {
+		for i := range n {
+			key := fmt.Sprintf("signer-%02d", i)
+			msgs = append(msgs, txm.Message{ID: int64(len(msgs) + 1), Topic: topic, OrderingKey: key, Data: []byte(topic + "/" + key)})
+		}
+	}
+	for i, err := range pub.PublishAll(ctx, msgs) {
+		require.NoError(t, err, "message %d", i)
+	}
+
+	for _, topic := range []string{"submit", "completion"} {
+		got := pullAll(t, srv, topic+"-sub", n, 10*time.Second)
+		require.Len(t, got, n, topic)
+		for _, m := range got {
+			key := strings.TrimPrefix(string(m.Data), topic+"/")
+			if topic == "submit" {
+				assert.Empty(t, m.OrderingKey, "an unordered topic's message keeps no key")
+			} else {
+				assert.Equal(t, key, m.OrderingKey, "an ordered topic's message keeps its key")
+			}
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, n, requests[srv.TopicName("completion")], "one request a key on an ordered topic")
+	assert.LessOrEqual(t, requests[srv.TopicName("submit")], n/4, "the unordered topic's messages share requests")
+	assert.Positive(t, requests[srv.TopicName("submit")])
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/txfence/txfence/emulator/stack"
 	"github.com/txfence/txfence/shared/evm/evmtest"
 	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/shared/pubsub/pubsubtest"
 )
 
 func main() {
@@ -47,6 +48,7 @@ func main() {
 	abSlices := flag.Int("ab-slices", 10, "with -ab: slices each side is offered the load")
 	abSlice := flag.Duration("ab-slice", 2*time.Second, "with -ab: how long a slice lasts")
 	abLead := flag.Duration("ab-lead", 500*time.Millisecond, "with -ab: how long each slice runs at the load before it is measured (the side was idle while the other ran)")
+	relay := flag.Bool("relay", false, "publish each allocation call's submit prompts and delete their outbox rows, as a deployment does, through a Pub/Sub emulator run in this process (its CPU counts as the load generator's); without it no Pub/Sub is configured and the prompts stay in the outbox")
 	only := flag.String("only", "", "a regular expression: run only the scenarios whose key (hot1, hot3, naive3, p99, signers1000, ...) matches; the summary line shows 0 for the others")
 	flag.Parse()
 	filter, err := regexp.Compile(*only)
@@ -61,6 +63,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	relayPrompts = *relay
 	if abEnv != nil {
 		err = runABs(ctx, *conc, *procs, *rate, *warm, filter, abEnv, *abSlices, *abSlice, *abLead)
 	} else {
@@ -71,6 +74,16 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// relayPrompts is -relay; apiEnv is what every API process gets besides
+// its own settings (the Pub/Sub emulator, with -relay).
+var (
+	relayPrompts bool
+	apiEnv       []string
+)
+
+// benchProject is the Pub/Sub project of -relay's emulator.
+const benchProject = "txfence-bench"
 
 type scenario struct {
 	mode     string  // "naive" or "batched"
@@ -171,6 +184,20 @@ func setUp(ctx context.Context, n, naiveN int, rate float64, rateFor time.Durati
 	}
 	stops = append(stops, func() { chain.Close() })
 	b := &bench{server: server, dbURL: dbURL, rpcURL: chain.URL, pool: pool}
+	if relayPrompts {
+		ps, err := pubsubtest.Start(ctx, benchProject)
+		if err != nil {
+			cleanup()
+			return nil, nil, err
+		}
+		stops = append(stops, func() { _ = ps.Close() })
+		if err := ps.CreateTopic(ctx, stack.TopicSubmit); err != nil {
+			cleanup()
+			return nil, nil, err
+		}
+		apiEnv = []string{"PUBSUB_EMULATOR_HOST=" + ps.Addr, "TXFENCE_PROJECT=" + benchProject, "TXFENCE_TOPIC_SUBMIT=" + stack.TopicSubmit}
+		fmt.Println("submit prompts are published through a Pub/Sub emulator in this process and deleted from the outbox, as deployed")
+	}
 
 	b.signers = make([]string, 1000)
 	for i := range b.signers {
@@ -453,6 +480,7 @@ func startAPI(ctx context.Context, sc scenario, server, dbURL, rpcURL string, si
 		if sc.mode == "naive" {
 			cmd.Env = append(cmd.Env, "TXFENCE_BATCH_SIZE=1", "TXFENCE_BATCH_WAIT=0s")
 		}
+		cmd.Env = append(cmd.Env, apiEnv...)
 		cmd.Env = append(cmd.Env, env...)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -131,6 +131,9 @@ func Build(ctx context.Context, cfg config.Config) (*Process, error) {
 			p.Close()
 			return nil, err
 		}
+		// Prompts go to push subscriptions without message ordering; the
+		// completion feed keeps the signer as its ordering key.
+		p.publisher.Unordered(cfg.TopicSubmit, cfg.TopicReceipt)
 		for _, sh := range p.Shards {
 			if sh.Relay, err = app.NewRelay(sh.Store, p.publisher, log); err != nil {
 				p.Close()

@@ -166,6 +166,7 @@ func (w *World) Node(t *testing.T, name string) *Node {
 		pub, err := pubsub.NewPublisher(w.PubSub.Client, cfg.Project)
 		require.NoError(t, err)
 		t.Cleanup(pub.Close)
+		pub.Unordered(cfg.TopicSubmit, cfg.TopicReceipt) // as deps.Build does
 		relay, err = app.NewRelay(store, pub, log)
 		require.NoError(t, err)
 	}
