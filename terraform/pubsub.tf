@@ -10,7 +10,11 @@
 # txfence publishes completions with the signer as ordering key, and a
 # consumer that wants them in per-signer order creates its own subscription
 # with enable_message_ordering = true (README, "Consuming outcomes"). This
-# module creates no completion subscription: consumers own theirs.
+# module creates no completion subscription: consumers own theirs. The
+# Submit and Receipt push subscriptions below do not order delivery, so
+# their prompts are published without an ordering key (Publisher.Unordered
+# in shared/pubsub: with keys, the client library sent one request per
+# signer an allocation call prompted).
 #
 # Delivery format. Cloud Run functions deployed through the Cloud Functions
 # product get Pub/Sub messages as CloudEvents via Eventarc. Here the functions
