@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math/big"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -104,7 +105,8 @@ func TestIssue4_OutboxRelay(t *testing.T) {
 		c, err := app.NewCreateTx(store, stub, relay, policies(t, db), cfg, metrics.New(), logging.Discard())
 		require.NoError(t, err)
 		createMany(t, c, signer, 300)
-		assert.Zero(t, unsent(t, db), "every row published right after its commit, and gone")
+		assert.Eventually(t, func() bool { return unsent(t, db) == 0 }, 20*app.RelayDeleteEvery, 10*time.Millisecond,
+			"every row published right after its commit, and gone within app.RelayDeleteEvery")
 		msgs, err := ps.Pull(ctx, "submit-sub", 1000, 2*time.Second)
 		require.NoError(t, err)
 		var batches int
@@ -167,6 +169,68 @@ func TestIssue4_OutboxRelay(t *testing.T) {
 		require.NoError(t, err)
 		assert.Zero(t, unsent(t, db), "published once the topic exists")
 	})
+}
+
+// countingOutbox counts the relay's statements that delete published rows:
+// DeleteOutbox's, and those of Relay (which deletes what it publishes).
+type countingOutbox struct {
+	txm.OutboxStore
+	deletes atomic.Int64
+}
+
+func (c *countingOutbox) DeleteOutbox(ctx context.Context, ids []int64) error {
+	c.deletes.Add(1)
+	return c.OutboxStore.DeleteOutbox(ctx, ids)
+}
+
+func (c *countingOutbox) Relay(ctx context.Context, ids []int64, olderThan time.Duration, limit int,
+	publish func(context.Context, []txm.Message) []error) (int, error) {
+	c.deletes.Add(1)
+	return c.OutboxStore.Relay(ctx, ids, olderThan, limit, publish)
+}
+
+// TestRelay_DeletesPublishedPromptsTogether: the create path's relay
+// publishes each allocation call's prompts as soon as the call is over,
+// and deletes the published rows of the calls within
+// app.RelayDeleteEvery of each other in one statement, not one each; a
+// process that stops deletes what it holds (Flush).
+func TestRelay_DeletesPublishedPromptsTogether(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, cfg, store, ps, _ := setup(t)
+	pub, err := pubsub.NewPublisher(ps.Client, "test")
+	require.NoError(t, err)
+	t.Cleanup(pub.Close)
+	counting := &countingOutbox{OutboxStore: store}
+	relay, err := app.NewRelay(counting, pub, logging.Discard())
+	require.NoError(t, err)
+	c, err := app.NewCreateTx(store, map[uint64]app.ChainReader{1337: chainStub{}}, relay, policies(t, db), cfg, metrics.New(), logging.Discard())
+	require.NoError(t, err)
+
+	const calls = 20
+	start := time.Now()
+	for i := 0; i < calls; i++ {
+		createMany(t, c, cfg.Signers[0].Address, 1) // one request: one allocation call
+	}
+	took := time.Since(start)
+	msgs, err := ps.Pull(ctx, "submit-sub", 1000, 2*time.Second)
+	require.NoError(t, err)
+	assert.Len(t, msgs, calls, "every call's prompt published")
+	assert.Eventually(t, func() bool { return unsent(t, db) == 0 }, 20*app.RelayDeleteEvery, 10*time.Millisecond,
+		"the published rows deleted")
+	bound := int64(took/app.RelayDeleteEvery) + 2
+	assert.LessOrEqual(t, counting.deletes.Load(), bound,
+		"one delete per app.RelayDeleteEvery at most (the calls took %s), not one per call", took)
+
+	// What a process holds when it stops is deleted by Flush.
+	quiet, err := app.NewCreateTx(store, map[uint64]app.ChainReader{1337: chainStub{}}, nil, policies(t, db), cfg, metrics.New(), logging.Discard())
+	require.NoError(t, err)
+	createMany(t, quiet, cfg.Signers[0].Address, 1)
+	var id int64
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT id FROM outbox`).Scan(&id))
+	relay.PublishDeleteLater(ctx, []int64{id})
+	relay.Flush(ctx)
+	assert.Zero(t, unsent(t, db), "flushed")
 }
 
 // TestSweeper_LeavesInvocationsTheirRows: an invocation relays the rows it

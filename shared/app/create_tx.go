@@ -602,8 +602,8 @@ func (c *CreateTx) runBatch(ctx context.Context, owner string, batch []*waiter, 
 			a.w.done <- a.res
 		}
 		// One submit prompt per signer and batch, published after everyone
-		// has an answer.
-		c.relay.Publish(ctx, outbox)
+		// has an answer, and deleted with the next calls' prompts.
+		c.relay.PublishDeleteLater(ctx, outbox)
 	}()
 	deliver := func(w *waiter, res result) { answers = append(answers, answer{w, res}) }
 	var keys []signerKey

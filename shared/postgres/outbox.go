@@ -30,12 +30,12 @@ const (
 	readOutboxSQL = `
 SELECT id, topic, ordering_key, payload, attributes, created_at, attempts FROM outbox
 WHERE id = ANY($1::bigint[]) ORDER BY id LIMIT $2`
-	// settleOutboxSQL deletes the published rows and notes the error and
-	// one more attempt on the others.
-	settleOutboxSQL = `
-WITH gone AS (DELETE FROM outbox WHERE id = ANY($1::bigint[]))
+	deleteOutboxSQL = `DELETE FROM outbox WHERE id = ANY($1::bigint[])`
+	// noteOutboxFailuresSQL notes the error and one more attempt on rows
+	// whose publish failed.
+	noteOutboxFailuresSQL = `
 UPDATE outbox o SET attempts = o.attempts + 1, last_error = f.err
-FROM unnest($2::bigint[], $3::text[]) AS f(id, err) WHERE o.id = f.id`
+FROM unnest($1::bigint[], $2::text[]) AS f(id, err) WHERE o.id = f.id`
 	claimOutboxByAgeSQL = `
 DELETE FROM outbox WHERE id IN (
     SELECT id FROM outbox WHERE created_at <= clock_timestamp() - $1::interval
@@ -107,13 +107,35 @@ func (s *Store) Relay(ctx context.Context, ids []int64, olderThan time.Duration,
 // relayByID relays rows an invocation just wrote, in no transaction.
 func (s *Store) relayByID(ctx context.Context, ids []int64, limit int,
 	publish func(context.Context, []txm.Message) []error) (int, error) {
+	done, err := s.publishByID(ctx, ids, limit, publish)
+	if len(done) > 0 {
+		if derr := s.DeleteOutbox(ctx, done); derr != nil {
+			return 0, derr
+		}
+	}
+	return len(done), err
+}
+
+// PublishOutbox implements txm.OutboxStore.
+func (s *Store) PublishOutbox(ctx context.Context, ids []int64, publish func(context.Context, []txm.Message) []error) ([]int64, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	return s.publishByID(ctx, ids, len(ids), publish)
+}
+
+// publishByID reads the rows given, publishes them and notes the error and
+// one more attempt on those publish refused. It returns the ids of those
+// published, which stay until deleted, and the first publish error.
+func (s *Store) publishByID(ctx context.Context, ids []int64, limit int,
+	publish func(context.Context, []txm.Message) []error) ([]int64, error) {
 	rows, err := s.pool.Query(ctx, readOutboxSQL, ids, limit)
 	if err != nil {
-		return 0, fmt.Errorf("read outbox: %w", translate(err))
+		return nil, fmt.Errorf("read outbox: %w", translate(err))
 	}
 	took, err := scanClaimed(rows)
 	if err != nil || len(took) == 0 {
-		return 0, err
+		return nil, err
 	}
 	var done []int64
 	var bad failed
@@ -124,10 +146,20 @@ func (s *Store) relayByID(ctx context.Context, ids []int64, limit int,
 			bad.add(took[i], err)
 		}
 	}
-	if _, err := s.pool.Exec(ctx, settleOutboxSQL, done, bad.id, bad.lastErr); err != nil {
-		return 0, fmt.Errorf("settle outbox: %w", translate(err))
+	if len(bad.id) > 0 {
+		if _, err := s.pool.Exec(ctx, noteOutboxFailuresSQL, bad.id, bad.lastErr); err != nil {
+			return done, fmt.Errorf("note outbox failures: %w", translate(err))
+		}
 	}
-	return len(done), bad.err()
+	return done, bad.err()
+}
+
+// DeleteOutbox implements txm.OutboxStore.
+func (s *Store) DeleteOutbox(ctx context.Context, ids []int64) error {
+	if _, err := s.pool.Exec(ctx, deleteOutboxSQL, ids); err != nil {
+		return fmt.Errorf("delete outbox: %w", translate(err))
+	}
+	return nil
 }
 
 // relayByAge relays rows left behind, claimed in a transaction.

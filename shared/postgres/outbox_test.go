@@ -111,6 +111,50 @@ func TestRelay_DeletesWhatItPublished(t *testing.T) {
 	assert.Empty(t, outboxRows(t, db))
 }
 
+// TestPublishOutbox_LeavesPublishedRowsToDelete: publishing rows by id
+// without deleting them notes the failures as Relay does and returns the
+// ids of the rows published, which stay until DeleteOutbox deletes them
+// (the rows of many relays in one statement).
+func TestPublishOutbox_LeavesPublishedRowsToDelete(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.New(t)
+	s := testStore(t, db.Pool)
+	first := writeOutbox(t, db, "s", 3, "k")
+	second := writeOutbox(t, db, "s", 2, "k")
+
+	var got []int64
+	done, err := s.PublishOutbox(ctx, first, func(_ context.Context, msgs []txm.Message) []error {
+		errs := make([]error, len(msgs))
+		for _, m := range msgs {
+			got = append(got, m.ID)
+		}
+		errs[1] = errors.New("topic s: unavailable")
+		return errs
+	})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "unavailable")
+	assert.Equal(t, first, got, "the rows given, in the order written")
+	assert.Equal(t, []int64{first[0], first[2]}, done, "the ids of those published")
+	left := outboxRows(t, db)
+	require.Len(t, left, 5, "nothing deleted yet")
+	assert.Equal(t, 1, left[1].Attempts, "the failure noted")
+	require.NotNil(t, left[1].LastErr)
+	assert.Equal(t, "topic s: unavailable", *left[1].LastErr)
+	assert.Zero(t, left[0].Attempts)
+
+	more, err := s.PublishOutbox(ctx, second, func(_ context.Context, msgs []txm.Message) []error {
+		return make([]error, len(msgs))
+	})
+	require.NoError(t, err)
+	assert.Equal(t, second, more)
+	require.NoError(t, s.DeleteOutbox(ctx, append(done, more...)))
+	left = outboxRows(t, db)
+	require.Len(t, left, 1, "the published rows of both relays gone")
+	assert.Equal(t, first[1], left[0].ID, "the failed row kept")
+	require.NoError(t, s.DeleteOutbox(ctx, done), "rows already gone are skipped")
+}
+
 // TestRelay_DyingAfterPublishLosesNothing: a relay that published but did
 // not settle (its process died, or its context ended), by id or by age,
 // leaves every row it took as it was, for the sweep to publish again.

@@ -175,6 +175,14 @@ type OutboxStore interface {
 	// commit; rows another relay by age is publishing are skipped. It
 	// returns how many were sent.
 	Relay(ctx context.Context, ids []int64, olderThan time.Duration, limit int, publish func(context.Context, []Message) []error) (int, error)
+	// PublishOutbox publishes the given unsent rows, which the caller just
+	// wrote, like Relay, but leaves the published rows in place: it returns
+	// their ids, for DeleteOutbox to delete later (rows of many relays in
+	// one statement). Until then a published row is still unsent to the
+	// sweep, which takes only rows older than an invocation's relay.
+	PublishOutbox(ctx context.Context, ids []int64, publish func(context.Context, []Message) []error) ([]int64, error)
+	// DeleteOutbox deletes the given rows (those already gone are skipped).
+	DeleteOutbox(ctx context.Context, ids []int64) error
 	// OutboxBacklog says what waits to be published.
 	OutboxBacklog(ctx context.Context) (OutboxBacklog, error)
 }

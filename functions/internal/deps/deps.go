@@ -95,7 +95,8 @@ func Get(ctx context.Context) (*Process, error) {
 	return p, nil
 }
 
-// Shutdown exports the process's telemetry that is not exported yet (the
+// Shutdown deletes the outbox rows the process published and has not
+// deleted yet, and exports its telemetry that is not exported yet (the
 // function server calls it when Cloud Run stops the instance).
 func Shutdown(ctx context.Context) error {
 	mu.Lock()
@@ -104,7 +105,16 @@ func Shutdown(ctx context.Context) error {
 	if p == nil {
 		return nil
 	}
+	p.flushRelays(ctx)
 	return p.telemetry(ctx)
+}
+
+// flushRelays deletes the published outbox rows each shard's relay holds
+// for its next delete.
+func (p *Process) flushRelays(ctx context.Context) {
+	for _, sh := range p.Shards {
+		sh.Relay.Flush(ctx)
+	}
 }
 
 // Build connects everything cfg names.
@@ -222,10 +232,11 @@ func ChainOptions(opts evm.Options, fees config.ChainFees) evm.Options {
 
 // Close releases every client and stops the telemetry exporters.
 func (p *Process) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	p.flushRelays(ctx)
 	if p.telemetry != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_ = p.telemetry(ctx)
-		cancel()
 	}
 	for _, c := range p.Chains {
 		c.Close()
