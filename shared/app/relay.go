@@ -66,9 +66,12 @@ const (
 )
 
 // PublishDeleteLater relays the given rows like Publish, and deletes the
-// published ones within RelayDeleteEvery, in one statement with the other rows
-// relayed meanwhile. A crash before that leaves them to be published again
-// by the sweep: a prompt published twice costs a read, never a step.
+// published ones within RelayDeleteEvery, in one statement with the other
+// rows relayed meanwhile. A crash before that leaves them to be published
+// again by the sweep, and so may an instance whose CPU is throttled
+// between requests (Cloud Run's cpu_idle), whose delete can then come
+// after the sweep's minimum age: a prompt published twice costs a read,
+// never a step.
 func (r *Relay) PublishDeleteLater(ctx context.Context, ids []int64) {
 	if r == nil || len(ids) == 0 {
 		return
