@@ -327,3 +327,27 @@ func TestOutboxSentRows_DeletedByMigration17(t *testing.T) {
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, b.Rows)
 }
+
+// TestOutboxSentAt_DroppedByMigration18: the outbox has no sent_at column
+// once migrated up (the second half of 00014's change), and going down
+// gives it back, empty, to the code of the release before.
+func TestOutboxSentAt_DroppedByMigration18(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, m := migratedDatabase(t)
+	hasSentAt := func() bool {
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM information_schema.columns
+WHERE table_schema = 'public' AND table_name = 'outbox' AND column_name = 'sent_at'`).Scan(&n))
+		return n == 1
+	}
+	assert.False(t, hasSentAt(), "dropped")
+	writeOutbox(t, &pgtest.DB{Pool: pool}, "s", 2, "k")
+	require.NoError(t, m.DownTo(ctx, 17))
+	assert.True(t, hasSentAt(), "back for the release before")
+	var unsent int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE sent_at IS NULL`).Scan(&unsent))
+	assert.Equal(t, 2, unsent, "the rows that wait, unsent")
+	require.NoError(t, m.Up(ctx))
+	assert.False(t, hasSentAt())
+}
