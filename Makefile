@@ -131,7 +131,9 @@ fmt:
 ## ephemeral PostgreSQL, batched against the naive one-transaction-per-request
 ## path, a hot signer, 64 and 1,000 signers, and p99 at an offered 5,000/s
 ## for 10 s, each measured after a second at its own load that is printed
-## apart and not counted (ARGS="-warm 0" counts from the first request).
+## apart and not counted (ARGS="-warm 0" counts from the first request);
+## then the capacity ladder: the open load a hot signer's 1 and 3 processes,
+## and 1,000 signers' 3, carry (ARGS="-only 'hot|p99|signers'" leaves it out).
 ## Last line: bench-api: hot1= hot3= naive3= ratio= p99ms= signers1000= rssmb=
 .PHONY: bench-api
 bench-api: deps

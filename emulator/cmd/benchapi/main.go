@@ -49,7 +49,13 @@ func main() {
 	abSlice := flag.Duration("ab-slice", 2*time.Second, "with -ab: how long a slice lasts")
 	abLead := flag.Duration("ab-lead", 500*time.Millisecond, "with -ab: how long each slice runs at the load before it is measured (the side was idle while the other ran)")
 	relay := flag.Bool("relay", false, "publish each allocation call's submit prompts and delete their outbox rows, as a deployment does, through a Pub/Sub emulator run in this process (its CPU counts as the load generator's); without it no Pub/Sub is configured and the prompts stay in the outbox")
-	only := flag.String("only", "", "a regular expression: run only the scenarios whose key (hot1, hot3, naive3, p99, signers1000, ...) matches; the summary line shows 0 for the others")
+	capFrom := flag.Float64("capacity-from", 4000, "the capacity ladder's first step: creates/s offered (an open load) to each process set: a hot signer through 1 and through 3 API processes, 1,000 signers through 3")
+	capStep := flag.Float64("capacity-step", 1000, "the capacity ladder's increase per step")
+	capSteps := flag.Int("capacity-steps", 15, "the capacity ladder's steps at most")
+	capHold := flag.Duration("capacity-hold", 3*time.Second, "how long each step of the capacity ladder offers its rate")
+	capP99 := flag.Duration("capacity-p99", 50*time.Millisecond, "a step of the capacity ladder is carried when its p99 is at most this (and at least 97% of it is answered): beyond a process set's capacity its queue grows and its p99 with it, to hundreds of milliseconds within a step")
+	capTight := flag.Duration("capacity-tight", 20*time.Millisecond, "the capacity ladder also reports the highest rate carried within this p99")
+	only := flag.String("only", "", "a regular expression: run only the scenarios whose key (hot1, hot3, naive3, p99, signers1000, capacity, ...) matches; the summary line shows 0 for the others")
 	flag.Parse()
 	filter, err := regexp.Compile(*only)
 	if err != nil {
@@ -67,7 +73,8 @@ func main() {
 	if abEnv != nil {
 		err = runABs(ctx, *conc, *procs, *rate, *warm, filter, abEnv, *abSlices, *abSlice, *abLead)
 	} else {
-		err = run(ctx, *n, *naiveN, *conc, *procs, *rate, *rateFor, *warm, *profile, *statements, filter)
+		l := ladder{from: *capFrom, step: *capStep, steps: *capSteps, hold: *capHold, p99: *capP99, tight: *capTight}
+		err = run(ctx, *n, *naiveN, *conc, *procs, *rate, *rateFor, *warm, *profile, *statements, filter, l)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchapi:", err)
@@ -253,7 +260,7 @@ func runABs(ctx context.Context, conc, gomaxprocs int, rate float64, warm time.D
 }
 
 func run(ctx context.Context, n, naiveN, conc, gomaxprocs int, rate float64, rateFor, warm time.Duration, profile string, statements bool,
-	only *regexp.Regexp) error {
+	only *regexp.Regexp, l ladder) error {
 	b, cleanup, err := setUp(ctx, n, naiveN, rate, rateFor, statements)
 	if err != nil {
 		return err
@@ -305,6 +312,11 @@ func run(ctx context.Context, n, naiveN, conc, gomaxprocs int, rate float64, rat
 		}
 		if o.res.Errors > 0 {
 			return fmt.Errorf("%s: %d creates failed: %v", sc.name(), o.res.Errors, o.res.Statuses)
+		}
+	}
+	if only.MatchString("capacity") {
+		if err := runCapacity(ctx, b, pool, gomaxprocs, warm, l); err != nil {
+			return err
 		}
 	}
 	fmt.Println("\nnonces contiguous for every signer in every scenario")
