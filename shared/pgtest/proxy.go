@@ -46,7 +46,8 @@ const (
 // commit is a COMMIT sent with the simple query protocol (how pgx commits
 // an explicit transaction), or the Sync that ends an extended-protocol call
 // of a statement that commits by itself in its implicit transaction: one
-// that calls a function named in Commits (txfence_allocate by default).
+// that calls a function named in Commits (by default txfence_allocate and
+// txfence_allocate_plain).
 type Proxy struct {
 	// URL is the database URL through the proxy.
 	URL string
@@ -74,7 +75,7 @@ func NewProxy(t testing.TB, url string) *Proxy {
 	if err != nil {
 		t.Fatalf("pgtest proxy: %v", err)
 	}
-	p := &Proxy{hit: make(chan struct{}, 16), conns: map[net.Conn]bool{}, Commits: []string{"txfence_allocate("}}
+	p := &Proxy{hit: make(chan struct{}, 16), conns: map[net.Conn]bool{}, Commits: []string{"txfence_allocate(", "txfence_allocate_plain("}}
 	if filepath.IsAbs(cfg.Host) {
 		p.network, p.upstream = "unix", filepath.Join(cfg.Host, ".s.PGSQL."+strconv.Itoa(int(cfg.Port)))
 	} else {
