@@ -11,8 +11,8 @@ import (
 	"github.com/txfence/txfence/emulator/stack"
 )
 
-// The capacity ladder: how many creates/s a hot signer's API processes
-// carry under an open load, the load a service behind a load balancer gets
+// The capacity ladder: how many creates/s a set of API processes carries
+// under an open load, the load a service behind a load balancer gets
 // (requests come when their callers send them, not when an earlier one is
 // answered). The closed-loop scenarios (hot1, hot3) measure something
 // else: 64 clients that each wait for their answer, so that throughput is
@@ -20,10 +20,9 @@ import (
 // clients, and one signer's calls go one at a time through its lease row,
 // so that three processes take about three calls a round (every client
 // answered once) where one takes about two: while a call has a fixed cost,
-// hot3 stays below hot1. Under an open
-// load a process's batch is whatever arrived during the calls before it,
-// and more processes add CPU (each API process has one, GOMAXPROCS 1, as a
-// Cloud Run instance does).
+// hot3 stays below hot1. Under an open load a process's batch is whatever
+// arrived during the calls before it, and more processes add CPU (each API
+// process has one, GOMAXPROCS 1, as a Cloud Run instance does).
 type ladder struct {
 	from, step float64       // offered creates/s of the first step, and the increase
 	steps      int           // at most
