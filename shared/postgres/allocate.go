@@ -59,15 +59,16 @@ FROM txfence_allocate_plain($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $
 )
 
 // Allocate implements txm.Allocator with one call of txfence_allocate (or
-// txfence_allocate_plain, for a plain batch), sent as one statement in an implicit transaction: it takes every signer's nonce
-// lease (the lease rows' locks serialize allocators for those signers across
-// every instance, taken in (chain, signer) order, so allocators that share
-// signers cannot deadlock), re-checks the request ids, applies the rolling
-// caps, numbers, writes every signer's rows, history, usage, submit prompt
-// and cursor, fenced, and releases the leases. No client round trip happens
-// while the locks are held: concurrent allocators for a hot signer queue on
-// the lease row and each goes through in the server's time. Before, a batch
-// held the lock across three round trips (reads, writes, COMMIT).
+// txfence_allocate_plain, for a plain batch), sent as one statement in an
+// implicit transaction: it takes every signer's nonce lease (the lease rows'
+// locks serialize allocators for those signers across every instance, taken
+// in (chain, signer) order, so allocators that share signers cannot
+// deadlock), re-checks the request ids, applies the rolling caps, numbers,
+// writes every signer's rows, history, usage, submit prompt and cursor,
+// fenced, and releases the leases. No client round trip happens while the
+// locks are held: concurrent allocators for a hot signer queue on the lease
+// row and each goes through in the server's time. Before, a batch held the
+// lock across three round trips (reads, writes, COMMIT).
 //
 // When the connection is lost with the call sent, the outcome is unknown:
 // the server session that ran it is ended first (settle), so that what it
