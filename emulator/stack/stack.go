@@ -93,6 +93,11 @@ type Options struct {
 	// MinerTip is the simulated chain's lowest includable priority fee, in
 	// wei (evmtest.MinerTip when nil).
 	MinerTip *big.Int
+	// TxPoolQueue is how many transactions the simulated node holds per
+	// account waiting for promotion (geth's 64 when 0). A signer keeping
+	// more in flight (TXFENCE_MAX_IN_FLIGHT) needs a node that queues as
+	// many, or a block landing while they wait drops the highest.
+	TxPoolQueue uint64
 }
 
 // Stack is a running local txfence.
@@ -290,6 +295,9 @@ func (s *Stack) startChain() error {
 		}
 		if s.opts.MinerTip != nil {
 			opts = append(opts, evmtest.WithMinerTip(s.opts.MinerTip))
+		}
+		if s.opts.TxPoolQueue != 0 {
+			opts = append(opts, evmtest.WithTxPoolQueue(s.opts.TxPoolQueue))
 		}
 		c, err := evmtest.New(alloc, opts...)
 		if err != nil {

@@ -101,6 +101,10 @@ func main() {
 	}
 }
 
+// inFlight is the hot signer's broadcast-but-unmined bound
+// (TXFENCE_MAX_IN_FLIGHT) and the simulated node's queue an account.
+const inFlight = 4096
+
 func run(ctx context.Context, o options) error {
 	if o.rounds < 1 || o.burst < 1 {
 		return fmt.Errorf("-rounds %d and -burst %d: each must be at least 1", o.rounds, o.burst)
@@ -113,12 +117,19 @@ func run(ctx context.Context, o options) error {
 	opts := stack.Options{
 		ServerBinary: server, Servers: o.servers, Signers: 1 + o.signers, Durable: true,
 		BlockTime: o.blockTime, Confirmations: o.confirmations,
+		// As the README asks of a node serving a signer with more than 64 in
+		// flight: geth's pool queues 64 an account by default and drops the
+		// highest of those waiting when a block lands among them, which
+		// stopped the hot signer until the resubmit sweep's recheck
+		// (TXFENCE_RECHECK_AFTER, three blocks here) and then sealed a block
+		// of about a thousand of its transactions at once.
+		TxPoolQueue: inFlight,
 		Env: []string{
 			"TXFENCE_LOG_LEVEL=" + o.logLevel,
 			// A hot signer's broadcast rate is bounded by how many transactions
 			// may be in flight (default 64, for public nodes' per-account pool
 			// limits): the simulated node holds 5,120 pending.
-			"TXFENCE_MAX_IN_FLIGHT=4096",
+			fmt.Sprintf("TXFENCE_MAX_IN_FLIGHT=%d", inFlight),
 			// A finality pass sweeps its signers TXFENCE_RECEIPT_WORKERS at a
 			// time (default 10, DESIGN.md section 8): with 101 signers with
 			// work, 10 made a pass take seconds under this load. Alternate

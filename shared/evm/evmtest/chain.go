@@ -81,6 +81,19 @@ func WithMinerTip(wei *big.Int) Option {
 	})
 }
 
+// WithTxPoolQueue sets how many transactions the node's pool holds per
+// account, and in all, waiting for promotion (geth's default: 64 and
+// 1,024). geth drops the highest of an account's waiting transactions past
+// that when a block lands while they wait, which a signer keeping hundreds in
+// flight meets at block boundaries: a node serving such a signer must queue
+// as many as it keeps in flight.
+func WithTxPoolQueue(perAccount uint64) Option {
+	return WithBackendOption(func(_ *node.Config, ethConf *ethconfig.Config) {
+		ethConf.TxPool.AccountQueue = perAccount
+		ethConf.TxPool.GlobalQueue = max(ethConf.TxPool.GlobalQueue, perAccount)
+	})
+}
+
 // New starts a simulated chain with alloc as its genesis state and serves it
 // over HTTP on a free port of 127.0.0.1. Close it when done.
 //

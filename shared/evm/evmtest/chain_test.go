@@ -9,6 +9,7 @@ import (
 
 	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/ethclient"
@@ -290,4 +291,39 @@ func TestChain_ReorgUnderTraffic(t *testing.T) {
 		}
 		return mined == n
 	}, 20*time.Second, 200*time.Millisecond, "every transaction mined")
+}
+
+// TestChain_TxPoolQueue sends 200 transactions of one account behind a
+// nonce gap, so that all of them wait for promotion: geth's pool keeps 64
+// of them by default, and every one with WithTxPoolQueue(256).
+func TestChain_TxPoolQueue(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		queue uint64
+		kept  int
+	}{{0, 64}, {256, 200}} {
+		t.Run(fmt.Sprintf("queue=%d", c.queue), func(t *testing.T) {
+			t.Parallel()
+			keys := evmtest.DevKeys(2)
+			var opts []evmtest.Option
+			if c.queue != 0 {
+				opts = append(opts, evmtest.WithTxPoolQueue(c.queue))
+			}
+			chain := evmtest.Start(t, evmtest.FundedAlloc(keys, nil), opts...)
+			ctx := context.Background()
+			ec, err := ethclient.DialContext(ctx, chain.URL)
+			require.NoError(t, err)
+			t.Cleanup(ec.Close)
+			for nonce := uint64(1); nonce <= 200; nonce++ { // nonce 0 never comes
+				send(t, ec, keys[0], nonce, keys[1].Address, 21000, big.NewInt(1e9), big.NewInt(1e11))
+			}
+			chain.Commit() // a block lands while they wait
+			var status struct{ Pending, Queued hexutil.Uint }
+			require.Eventually(t, func() bool {
+				err := ec.Client().CallContext(ctx, &status, "txpool_status")
+				return err == nil && int(status.Queued) == c.kept
+			}, 5*time.Second, 20*time.Millisecond, "queued: %d, want %d", status.Queued, c.kept)
+			require.Zero(t, status.Pending)
+		})
+	}
 }
