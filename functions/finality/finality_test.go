@@ -1139,3 +1139,28 @@ func TestSweepFinality_ALookThatCameDuringTheWriteIsWrittenToo(t *testing.T) {
 	assert.Equal(t, 2, st.Confirmed, "the sweep wrote what that pass saw final too")
 	assert.Equal(t, map[string]int{"CONFIRMED": 2}, w.States(t))
 }
+
+// TestSweepFinality_ALookThatCameAfterTheWriteIsSweptToo: a pass that skips
+// a signer after its sweep wrote and let its lease go, but before the sweep
+// was over (relaying its messages), leaves its look to that sweep, which
+// sweeps the signer again with it: dropped, the block the look saw final
+// waited for the pass at the next head, a block late.
+func TestSweepFinality_ALookThatCameAfterTheWriteIsSweptToo(t *testing.T) {
+	t.Parallel()
+	w, n, _ := oneFinalOneShort(t)
+	var once sync.Once
+	var during app.PassStats
+	var duringErr error
+	n.Finality.SetHooks(app.SweepHooks{AfterSweep: func() {
+		once.Do(func() {
+			w.Mine(1) // B's block is final now
+			during, duringErr = n.Finality.Pass(ctx)
+		})
+	}})
+	st, err := n.Finality.Pass(ctx)
+	require.NoError(t, err)
+	require.NoError(t, duringErr)
+	assert.Equal(t, 1, during.Skipped, "the pass after the write left the signer to the sweep")
+	assert.Equal(t, 2, st.Confirmed, "the sweep swept again with what that pass saw final")
+	assert.Equal(t, map[string]int{"CONFIRMED": 2}, w.States(t))
+}
