@@ -550,26 +550,37 @@ func drain(ctx context.Context, s *stack.Stack, pool *pgxpool.Pool, urls []strin
 	if err := s.Bridge.Resume(stack.SubSubmit); err != nil {
 		return 0, err
 	}
+	// The poll reads the signer's ALLOCATED rows through their index. It
+	// read the backlog's rows and history by creation time, a scan of both
+	// tables: 70 ms of PostgreSQL's CPU every 100 ms after the 20 s load,
+	// taken from the drain it measured.
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		var left int
-		var last *time.Time
-		err := pool.QueryRow(ctx, `
-SELECT count(*) FILTER (WHERE t.state = 'ALLOCATED'),
-       (SELECT max(h.created_at) FROM tx_history h JOIN managed_tx x ON x.id = h.tx_id
-        WHERE x.created_at >= $1 AND h.to_state = 'TRACKING')
-FROM managed_tx t WHERE t.created_at >= $1`, mark).Scan(&left, &last)
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM managed_tx WHERE chain_id = $1 AND signer = $2 AND state = 'ALLOCATED'`,
+			evmtest.ChainID, strings.ToLower(hot)).Scan(&left)
 		if err != nil {
 			return 0, err
 		}
-		if left == 0 && last != nil {
-			return float64(n) / last.Sub(resumed).Seconds(), nil
+		if left == 0 {
+			break
 		}
 		if time.Now().After(deadline) {
 			return 0, fmt.Errorf("%d of the backlog still ALLOCATED 2 minutes after the resume", left)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	var last *time.Time
+	err = pool.QueryRow(ctx, `
+SELECT max(h.created_at) FROM tx_history h JOIN managed_tx x ON x.id = h.tx_id
+WHERE x.created_at >= $1 AND h.to_state = 'TRACKING'`, mark).Scan(&last)
+	if err != nil {
+		return 0, err
+	}
+	if last == nil {
+		return 0, errors.New("the backlog left ALLOCATED without reaching TRACKING")
+	}
+	return float64(n) / last.Sub(resumed).Seconds(), nil
 }
 
 // broadcast measures rounds drains of a backlog of n creates on the hot
