@@ -95,6 +95,10 @@ func (p *PassStats) add(o PassStats) {
 // confirmations behind it (finality lag p99 of 7-8 s in bench-pipeline,
 // most of it after the block was deep enough).
 func (s *SweepFinality) Run(ctx context.Context, budget, interval time.Duration) (PassStats, error) {
+	// Once an invocation: a block stays listed a minute past the watch.
+	if err := s.store.PruneReported(ctx, s.watch()); err != nil {
+		s.log.WarnContext(ctx, "prune reported blocks", "err", err)
+	}
 	sw := s.sweeping(ctx)
 	err := runPasses(ctx, budget, interval, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, s.launch(ctx, sw)

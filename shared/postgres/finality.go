@@ -564,7 +564,9 @@ SELECT id, 'MINED', 'TRACKING', 'reorged', $7, $4::text, $5::bigint FROM moved`,
 // transactions ($1 staleness), with the distinct receipt blocks of the
 // MINED ones and how many each holds: one row per block ('m') or per stale
 // signer ('s'), grouped by signer; and the distinct blocks of the outcomes
-// reported within the watch ($2) on each chain ('r', no signer). One row
+// reported within the watch ($2) on each chain ('r', no signer), from
+// reported_block (migration 00020: the minute of a block's last outcome
+// counts, so the watch is at least $2). One row
 // per MINED transaction and per signer's reported block was about a
 // thousand rows a pass in bench-pipeline (37 ms at the median, 85 ms p90,
 // before any signer's sweep could start). The watch window's start is a
@@ -580,11 +582,19 @@ SELECT chain_id, signer, k, block, hash, n FROM (
     SELECT DISTINCT chain_id, signer, 's', 0::bigint, ''::text, 0::bigint FROM managed_tx
     WHERE state IN ('TRACKING', 'STUCK') AND updated_at <= clock_timestamp() - $1::interval
     UNION ALL
-    SELECT DISTINCT chain_id, ''::text, 'r', receipt_block_number, receipt_block_hash::text, 0::bigint FROM managed_tx
-    WHERE $2::interval > '0s' AND state IN ('CONFIRMED', 'FAILED_FINAL') AND receipt_block_number IS NOT NULL
-      AND finalized_at >= (SELECT clock_timestamp() - $2::interval)
+    SELECT DISTINCT chain_id, ''::text, 'r', block_number, block_hash::text, 0::bigint FROM reported_block
+    WHERE $2::interval > '0s' AND minute >= (SELECT date_trunc('minute', clock_timestamp() - $2::interval))
 ) w
 ORDER BY chain_id, signer, k, block`
+
+// PruneReported implements txm.ReceiptStore.
+func (s *Store) PruneReported(ctx context.Context, watch time.Duration) error {
+	_, err := s.pool.Exec(ctx, `DELETE FROM reported_block WHERE minute < date_trunc('minute', clock_timestamp() - $1::interval)`, watch)
+	if err != nil {
+		return fmt.Errorf("prune reported blocks: %w", translate(err))
+	}
+	return nil
+}
 
 // SignersWithWork implements txm.ReceiptStore.
 func (s *Store) SignersWithWork(ctx context.Context, staleAfter, watch time.Duration) (txm.FinalityWork, error) {

@@ -98,7 +98,7 @@ SELECT gen_random_uuid(), 1337, $1, n, sha256(n::text::bytea), 'CONFIRMED', 1,
        clock_timestamp() - CASE WHEN n >= 29900 THEN interval '1 minute' ELSE interval '1 day' END
 FROM generate_series(0, 29999) n`, strings.ToLower(hotSigner.Hex()))
 	require.NoError(t, err)
-	_, err = db.Pool.Exec(ctx, `ANALYZE managed_tx`)
+	_, err = db.Pool.Exec(ctx, `ANALYZE managed_tx; ANALYZE reported_block`)
 	require.NoError(t, err)
 
 	found, err := s.SignersWithWork(ctx, time.Minute, 10*time.Minute)

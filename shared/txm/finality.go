@@ -151,6 +151,9 @@ type ReceiptStore interface {
 	// and each chain's distinct receipt blocks of the outcomes reported
 	// within watch.
 	SignersWithWork(ctx context.Context, staleAfter, watch time.Duration) (FinalityWork, error)
+	// PruneReported forgets the blocks of outcomes reported before watch,
+	// which SignersWithWork no longer lists.
+	PruneReported(ctx context.Context, watch time.Duration) error
 	// ReportedIn lists the signers with outcomes reported within watch in
 	// one of blocks of chain chainID, each with Reported set and those of
 	// blocks it has outcomes in as ReportedBlocks.
