@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -396,4 +397,70 @@ func receiptsOf(t *testing.T, w *stacktest.World, tracked []txm.Tracked) []txm.M
 			BlockNumber: r.BlockNumber.Uint64(), BlockHash: r.BlockHash, Status: r.Status, GasUsed: r.GasUsed, EffectiveGasPrice: r.EffectiveGasPrice}})
 	}
 	return found
+}
+
+// TestCheckReceipts_AHotSignerThroughItsBlocks: a signer with many
+// transactions mined at once has their receipts found through their
+// blocks' receipts (two receipt look-ups for the ends, one call for the
+// blocks), the same receipts a look-up each gives, another signer's
+// transactions in those blocks left alone; and through a look-up each
+// from a node that does not serve block receipts.
+func TestCheckReceipts_AHotSignerThroughItsBlocks(t *testing.T) {
+	t.Parallel()
+	for _, served := range []bool{true, false} {
+		t.Run(map[bool]string{true: "served", false: "not served"}[served], func(t *testing.T) {
+			t.Parallel()
+			w := stacktest.NewWorld(t, 2)
+			n := w.Node(t, "A")
+			hot, other := w.Keys[0].Address, w.Keys[1].Address
+			ctx := context.Background()
+			chainID := stacktest.ChainID().Uint64()
+			drain := func(signer common.Address, count int) {
+				n.Allocate(t, signer, count)
+				res, err := n.Drain.Execute(ctx, chainID, signer)
+				require.NoError(t, err)
+				require.Equal(t, count, res.Broadcast)
+			}
+			drain(hot, 30)
+			w.MineAll(t, hot, 30)
+			drain(hot, 30)
+			drain(other, 2)
+			w.MineAll(t, hot, 60)
+			w.MineAll(t, other, 2)
+
+			w.Proxy.Reset()
+			if !served {
+				w.Proxy.Fail("eth_getBlockReceipts", -1, rpcproxy.Fault{RPCError: &rpcproxy.RPCError{Code: -32601,
+					Message: "the method eth_getBlockReceipts does not exist/is not available"}})
+			}
+			mined, err := n.Receipts.Execute(ctx, chainID, hot)
+			require.NoError(t, err)
+			assert.Equal(t, 60, mined)
+			if served {
+				assert.Equal(t, 2, w.Proxy.Count("eth_getTransactionReceipt"), "the ends")
+				assert.Equal(t, 2, w.Proxy.Count("eth_getBlockReceipts"), "their two blocks")
+			} else {
+				assert.Equal(t, 2+60, w.Proxy.Count("eth_getTransactionReceipt"), "the ends, then each")
+			}
+			assert.Equal(t, map[string]int{"MINED": 60, "TRACKING": 2}, w.States(t), "the other signer's are its own check's")
+
+			rows, err := w.DB.Pool.Query(ctx, `SELECT a.tx_hash, t.receipt_block_number, t.receipt_block_hash, t.receipt_gas_used
+FROM managed_tx t JOIN tx_attempt a ON a.tx_id = t.id AND a.attempt_no = t.receipt_attempt_no WHERE t.state = 'MINED'`)
+			require.NoError(t, err)
+			got := 0
+			for rows.Next() {
+				var hash, blockHash string
+				var block, gas int64
+				require.NoError(t, rows.Scan(&hash, &block, &blockHash, &gas))
+				r, err := w.Chain.Backend.Client().TransactionReceipt(ctx, common.HexToHash(hash))
+				require.NoError(t, err)
+				assert.EqualValues(t, r.BlockNumber.Int64(), block)
+				assert.Equal(t, r.BlockHash, common.HexToHash(blockHash))
+				assert.EqualValues(t, r.GasUsed, gas)
+				got++
+			}
+			require.NoError(t, rows.Err())
+			assert.Equal(t, 60, got)
+		})
+	}
 }

@@ -9,9 +9,11 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/rpc"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/txfence/txfence/shared/evm/evmtest"
+	"github.com/txfence/txfence/shared/evm/rpcproxy"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -266,6 +268,54 @@ func TestClient_Receipts(t *testing.T) {
 	rs, err = e.client.Receipts(ctx, nil)
 	require.NoError(t, err)
 	require.Empty(t, rs)
+}
+
+func TestClient_BlockReceipts(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	a, b := e.transfer(t, 0), e.transfer(t, 1)
+	waitPending(t, e, e.keys[0].Address, 2, "both in the pool")
+	blockHash := e.chain.Commit()
+	head, err := e.client.Head(ctx)
+	require.NoError(t, err)
+	c := e.transfer(t, 2)
+	e.chain.Commit()
+
+	blocks, err := e.client.BlockReceipts(ctx, []uint64{head.Number, head.Number + 1, head.Number + 50})
+	require.NoError(t, err)
+	require.Len(t, blocks, 3)
+	require.Len(t, blocks[0], 2)
+	for i, tx := range []common.Hash{a.Hash(), b.Hash()} {
+		r := blocks[0][i]
+		assert.Equal(t, tx, r.TxHash)
+		assert.Equal(t, blockHash, r.BlockHash)
+		assert.Equal(t, head.Number, r.BlockNumber)
+		assert.EqualValues(t, 1, r.Status)
+		assert.EqualValues(t, 21000, r.GasUsed)
+	}
+	require.Len(t, blocks[1], 1)
+	assert.Equal(t, c.Hash(), blocks[1][0].TxHash)
+	assert.Nil(t, blocks[2], "no block there yet")
+}
+
+// TestClient_BlockReceiptsNotServed: a node that does not serve
+// eth_getBlockReceipts fails with ErrNoBlockReceipts, any other failure
+// without it.
+func TestClient_BlockReceiptsNotServed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := setupProxied(t)
+	p.proxy.Fail("eth_getBlockReceipts", 1, methodNotFound)
+	_, err := p.client.BlockReceipts(ctx, []uint64{1})
+	require.ErrorIs(t, err, txm.ErrNoBlockReceipts)
+	p.proxy.Fail("eth_getBlockReceipts", 1, rpcproxy.Fault{RPCError: &rpcproxy.RPCError{Code: -32603, Message: "internal error"}})
+	_, err = p.client.BlockReceipts(ctx, []uint64{1})
+	require.Error(t, err)
+	require.NotErrorIs(t, err, txm.ErrNoBlockReceipts)
+	blocks, err := p.client.BlockReceipts(ctx, []uint64{1})
+	require.NoError(t, err)
+	require.Len(t, blocks, 1)
 }
 
 func TestClient_HeadersByNumber(t *testing.T) {

@@ -53,3 +53,31 @@ func (c *Client) Receipts(ctx context.Context, hashes []common.Hash) ([]*txm.Rec
 		func(h common.Hash, raw *rpcReceipt) (*txm.Receipt, error) { return raw.toTxm(h) },
 		func(h common.Hash) string { return h.Hex() })
 }
+
+// BlockReceipts fetches every receipt of each canonical block of numbers in
+// one batch of eth_getBlockReceipts; a number with no block yields nil at
+// its index. A node that does not serve the method (see methodMissing)
+// fails with an error wrapping txm.ErrNoBlockReceipts.
+func (c *Client) BlockReceipts(ctx context.Context, numbers []uint64) ([][]*txm.Receipt, error) {
+	out, err := batchCall(ctx, c, "get block receipts", "eth_getBlockReceipts", numbers,
+		func(n uint64) []any { return []any{hexutil.Uint64(n)} },
+		func(n uint64, raw *[]rpcReceipt) ([]*txm.Receipt, error) {
+			rs := make([]*txm.Receipt, len(*raw))
+			for i := range *raw {
+				r, err := (*raw)[i].toTxm((*raw)[i].TxHash)
+				if err == nil && r.BlockNumber != n {
+					err = fmt.Errorf("node returned a receipt of block %d", r.BlockNumber)
+				}
+				if err != nil {
+					return nil, err
+				}
+				rs[i] = r
+			}
+			return rs, nil
+		},
+		func(n uint64) string { return fmt.Sprintf("block %d", n) })
+	if err != nil && methodMissing(err) {
+		return nil, fmt.Errorf("%w: %w", txm.ErrNoBlockReceipts, err)
+	}
+	return out, err
+}

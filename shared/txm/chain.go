@@ -88,7 +88,16 @@ type Header struct {
 // (not mined, or dropped by a reorg) yields nil at its index.
 type ReceiptSource interface {
 	Receipts(ctx context.Context, hashes []common.Hash) ([]*Receipt, error)
+	// BlockReceipts fetches every receipt of each canonical block of
+	// numbers in one batched call; a number with no block yields nil at its
+	// index. A node that does not serve it fails with an error wrapping
+	// ErrNoBlockReceipts.
+	BlockReceipts(ctx context.Context, numbers []uint64) ([][]*Receipt, error)
 }
+
+// ErrNoBlockReceipts means the node does not serve a block's receipts in
+// one call (eth_getBlockReceipts).
+var ErrNoBlockReceipts = errors.New("the node does not serve block receipts")
 
 // BlockSource reads the canonical chain.
 type BlockSource interface {
