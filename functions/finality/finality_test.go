@@ -1122,22 +1122,7 @@ func TestSweepFinality_AWaitingSweepTakesTheLatestLook(t *testing.T) {
 // to the pass after the sweep.
 func TestSweepFinality_ALookThatCameDuringTheWriteIsWrittenToo(t *testing.T) {
 	t.Parallel()
-	w, n, _ := oneFinalOneShort(t)
-	var once sync.Once
-	var during app.PassStats
-	var duringErr error
-	n.Finality.SetHooks(app.SweepHooks{BeforeWrite: func() {
-		once.Do(func() {
-			w.Mine(1) // B's block is final now
-			during, duringErr = n.Finality.Pass(ctx)
-		})
-	}})
-	st, err := n.Finality.Pass(ctx)
-	require.NoError(t, err)
-	require.NoError(t, duringErr)
-	assert.Equal(t, 1, during.Skipped, "the pass during the write left the signer to the sweep")
-	assert.Equal(t, 2, st.Confirmed, "the sweep wrote what that pass saw final too")
-	assert.Equal(t, map[string]int{"CONFIRMED": 2}, w.States(t))
+	lookLeftToTheSweep(t, func(h func()) app.SweepHooks { return app.SweepHooks{BeforeWrite: h} })
 }
 
 // TestSweepFinality_ALookThatCameAfterTheWriteIsSweptToo: a pass that skips
@@ -1147,20 +1132,29 @@ func TestSweepFinality_ALookThatCameDuringTheWriteIsWrittenToo(t *testing.T) {
 // waited for the pass at the next head, a block late.
 func TestSweepFinality_ALookThatCameAfterTheWriteIsSweptToo(t *testing.T) {
 	t.Parallel()
+	lookLeftToTheSweep(t, func(h func()) app.SweepHooks { return app.SweepHooks{AfterSweep: h} })
+}
+
+// lookLeftToTheSweep runs a pass over oneFinalOneShort's signer that, at
+// the hook hooks puts it in, mines the block that makes the second
+// transaction final and runs another pass: that pass skips the signer, and
+// the first pass's sweep ends both transactions.
+func lookLeftToTheSweep(t *testing.T, hooks func(func()) app.SweepHooks) {
+	t.Helper()
 	w, n, _ := oneFinalOneShort(t)
 	var once sync.Once
 	var during app.PassStats
 	var duringErr error
-	n.Finality.SetHooks(app.SweepHooks{AfterSweep: func() {
+	n.Finality.SetHooks(hooks(func() {
 		once.Do(func() {
 			w.Mine(1) // B's block is final now
 			during, duringErr = n.Finality.Pass(ctx)
 		})
-	}})
+	}))
 	st, err := n.Finality.Pass(ctx)
 	require.NoError(t, err)
 	require.NoError(t, duringErr)
-	assert.Equal(t, 1, during.Skipped, "the pass after the write left the signer to the sweep")
-	assert.Equal(t, 2, st.Confirmed, "the sweep swept again with what that pass saw final")
+	assert.Equal(t, 1, during.Skipped, "the later pass left the signer to the sweep under way")
+	assert.Equal(t, 2, st.Confirmed, "the sweep ended what that pass saw final too")
 	assert.Equal(t, map[string]int{"CONFIRMED": 2}, w.States(t))
 }
