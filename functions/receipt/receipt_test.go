@@ -2,6 +2,7 @@ package receipt
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -463,4 +464,54 @@ FROM managed_tx t JOIN tx_attempt a ON a.tx_id = t.id AND a.attempt_no = t.recei
 			assert.Equal(t, 60, got)
 		})
 	}
+}
+
+// TestCheckReceipts_ItsBlocksReorgedDuringTheLookUp: a hot signer's block
+// replaced between the receipts of its ends and its blocks' receipts
+// leaves nothing written from the block that left, and the transactions,
+// mined again in the new branch, end MINED in it.
+func TestCheckReceipts_ItsBlocksReorgedDuringTheLookUp(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 1)
+	n := w.Node(t, "A")
+	hot := w.Keys[0].Address
+	ctx := context.Background()
+	chainID := stacktest.ChainID().Uint64()
+	n.Allocate(t, hot, 40)
+	res, err := n.Drain.Execute(ctx, chainID, hot)
+	require.NoError(t, err)
+	require.Equal(t, 40, res.Broadcast)
+	w.MineAll(t, hot, 40)
+
+	var once sync.Once
+	var reorgErr error
+	w.Proxy.Before("eth_getBlockReceipts", func(json.RawMessage) *rpcproxy.Fault {
+		once.Do(func() { reorgErr = w.Chain.Reorg(1, false) })
+		return nil
+	})
+	_, err = n.Receipts.Execute(ctx, chainID, hot)
+	require.NoError(t, reorgErr)
+	require.Equal(t, 1, w.Proxy.Count("eth_getBlockReceipts"), "the look-up went through the blocks")
+	if err != nil {
+		require.ErrorIs(t, err, app.ErrNotMined, "the new branch may not hold them yet")
+	}
+	w.MineAll(t, hot, 40)
+	_, err = n.Receipts.Execute(ctx, chainID, hot)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]int{"MINED": 40}, w.States(t))
+
+	rows, err := w.DB.Pool.Query(ctx, `SELECT a.tx_hash, t.receipt_block_number, t.receipt_block_hash
+FROM managed_tx t JOIN tx_attempt a ON a.tx_id = t.id AND a.attempt_no = t.receipt_attempt_no`)
+	require.NoError(t, err)
+	defer rows.Close()
+	for rows.Next() {
+		var hash, blockHash string
+		var block int64
+		require.NoError(t, rows.Scan(&hash, &block, &blockHash))
+		r, err := w.Chain.Backend.Client().TransactionReceipt(ctx, common.HexToHash(hash))
+		require.NoError(t, err)
+		assert.Equal(t, r.BlockHash, common.HexToHash(blockHash), "the canonical block's receipt")
+		assert.EqualValues(t, r.BlockNumber.Int64(), block)
+	}
+	require.NoError(t, rows.Err())
 }
