@@ -600,7 +600,7 @@ func TestSweepFinality_LeaseOnlyToWrite(t *testing.T) {
 	assert.Equal(t, 0, st.Confirmed)
 	wanted, err := n.Leases.Wanted(ctx, held)
 	require.NoError(t, err)
-	assert.False(t, wanted, "a pass with nothing to write does not ask for the lease")
+	assert.False(t, wanted.Any, "a pass with nothing to write does not ask for the lease")
 
 	w.Mine(int(w.Cfg.Confirmations))
 	st, err = n.Finality.Pass(ctx)
@@ -608,7 +608,7 @@ func TestSweepFinality_LeaseOnlyToWrite(t *testing.T) {
 	assert.Equal(t, 1, st.Skipped, "final blocks: it needs the lease another holds")
 	wanted, err = n.Leases.Wanted(ctx, held)
 	require.NoError(t, err)
-	assert.True(t, wanted, "and asked for it")
+	assert.Equal(t, txm.Wanting{Any: true, First: true}, wanted, "and asked for it first")
 	require.NoError(t, n.Leases.Release(ctx, held))
 	st, err = n.Finality.Pass(ctx)
 	require.NoError(t, err)
@@ -1101,7 +1101,7 @@ func TestSweepFinality_AWaitingSweepTakesTheLatestLook(t *testing.T) {
 	stacktest.WaitFor(t, "the first pass's sweep to wait for the lease", func() bool {
 		wanted, err := n.Leases.Wanted(ctx, held)
 		require.NoError(t, err)
-		return wanted
+		return wanted.Any
 	})
 	w.Mine(1) // B's block is final now
 	st, err := n.Finality.Pass(ctx)

@@ -220,7 +220,7 @@ func TestCheckReceipts_LeaseOnlyToWrite(t *testing.T) {
 	assert.NotErrorIs(t, err, app.ErrNoLease)
 	wanted, err := a.Leases.Wanted(ctx, held)
 	require.NoError(t, err)
-	assert.False(t, wanted, "a check with nothing to write does not ask for the lease")
+	assert.False(t, wanted.Any, "a check with nothing to write does not ask for the lease")
 	require.NoError(t, a.Leases.Release(ctx, held))
 
 	// Both mined; A looks them up, B writes them first, then A writes.
@@ -266,7 +266,7 @@ func TestCheckReceipts_GivesUpWhatAnotherWrote(t *testing.T) {
 	stacktest.WaitFor(t, "B to ask for the lease", func() bool {
 		wanted, err := a.Leases.Wanted(ctx, held)
 		require.NoError(t, err)
-		return wanted
+		return wanted.Any
 	})
 	below, _, err := a.Store.TrackingBelow(ctx, chainID, signer, 3, 0)
 	require.NoError(t, err)

@@ -416,7 +416,7 @@ func TestDrainSigner_KeepsTheLeaseUntilWanted(t *testing.T) {
 		<-persisted
 		_, _, err := n.Leases.Acquire(ctx, key, "waiter")
 		require.ErrorIs(t, err, txm.ErrLeaseHeld)
-		require.NoError(t, n.Leases.Want(ctx, key, "waiter"))
+		require.NoError(t, n.Leases.Want(ctx, key, "waiter", false))
 		var l txm.Lease
 		stacktest.WaitFor(t, "the drain to let the lease go", func() bool {
 			l, _, err = n.Leases.Acquire(ctx, key, "waiter")
@@ -424,7 +424,7 @@ func TestDrainSigner_KeepsTheLeaseUntilWanted(t *testing.T) {
 		})
 		wanted, err := n.Leases.Wanted(ctx, l)
 		require.NoError(t, err)
-		assert.False(t, wanted, "taking the lease clears the mark")
+		assert.False(t, wanted.Any, "taking the lease clears the mark")
 		time.Sleep(hold)
 		require.NoError(t, n.Leases.Release(ctx, l))
 	}
@@ -462,6 +462,65 @@ func TestDrainSigner_KeepsTheLeaseUntilWanted(t *testing.T) {
 	assert.True(t, res.Yielded, "it prompted Submit again")
 	assert.Less(t, res.Broadcast, count, "it yielded with work left")
 	assert.Equal(t, before+1, prompts(), "one fresh prompt")
+}
+
+// TestDrainSigner_LetsAConfirmationInAfterItsBatch: a hot signer's drain
+// lets its chain lease go after the batch it is on once a confirmation
+// marked the lease wanted first, without waiting for drainHold as it does
+// for a receipt write; then it takes the lease back and drains the rest.
+// A confirmation, one a block, waited for the rest of drainHold, and the
+// block's finality lag with it. Each batch is held after its attempts
+// are persisted until the test lets it on, so that the batches are
+// counted, not timed.
+func TestDrainSigner_LetsAConfirmationInAfterItsBatch(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 1)
+	n := w.Node(t, "A")
+	signer := w.Keys[0].Address
+	chainID := stacktest.ChainID().Uint64()
+	ctx := context.Background()
+	key := txm.LeaseKey{ChainID: chainID, Signer: signer, Scope: txm.ScopeChain}
+	const count = 3 * app.DrainBatch
+	persisted, proceed := make(chan struct{}, 8), make(chan struct{}, 8)
+	n.Drain.SetHooks(app.SubmitHooks{AfterPersist: func() {
+		persisted <- struct{}{}
+		select {
+		case <-proceed:
+		case <-time.After(10 * time.Second):
+		}
+	}})
+
+	n.Allocate(t, signer, count)
+	done := make(chan app.DrainResult, 1)
+	go func() {
+		res, err := n.Drain.Execute(ctx, chainID, signer)
+		assert.NoError(t, err)
+		done <- res
+	}()
+	<-persisted // the first batch
+	require.NoError(t, n.Leases.Want(ctx, key, "finality", true))
+	proceed <- struct{}{}
+	var l txm.Lease
+	stacktest.WaitFor(t, "the drain to let the lease go", func() bool {
+		var err error
+		l, _, err = n.Leases.Acquire(ctx, key, "finality")
+		return err == nil
+	})
+	assert.Empty(t, persisted, "no batch after the one it was on")
+	states := w.States(t)
+	require.NoError(t, n.Leases.Release(ctx, l))
+	assert.Equal(t, map[string]int{"TRACKING": app.DrainBatch, "ALLOCATED": count - app.DrainBatch}, states,
+		"the confirmation had the lease after one batch")
+	for range 2 {
+		<-persisted
+		proceed <- struct{}{}
+	}
+	res := <-done
+	t.Logf("wanted first: %+v", res)
+	assert.Equal(t, 1, res.HandedOver, "it let the lease go once")
+	assert.False(t, res.Yielded, "it took the lease back")
+	assert.Equal(t, count, res.Broadcast)
+	assert.Equal(t, map[string]int{"TRACKING": count}, w.States(t))
 }
 
 // TestDrainSigner_NothingToDoTakesNoLease: a prompt for a signer whose rows
@@ -566,7 +625,7 @@ func TestDrainSigner_ASlowSignerLetsWaitersIn(t *testing.T) {
 	_, _, err := n.Leases.Acquire(ctx, key, "waiter")
 	require.ErrorIs(t, err, txm.ErrLeaseHeld, "the drain holds the lease")
 	asked := time.Now()
-	require.NoError(t, n.Leases.Want(ctx, key, "waiter"))
+	require.NoError(t, n.Leases.Want(ctx, key, "waiter", false))
 	var l txm.Lease
 	stacktest.WaitFor(t, "the drain to let the lease go", func() bool {
 		l, _, err = n.Leases.Acquire(ctx, key, "waiter")

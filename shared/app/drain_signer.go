@@ -104,6 +104,8 @@ const signBudget = chainLeaseWait / 4
 // signer's drain for the whole submit budget, and takes it back after.
 // Nobody waiting, it drains on until the budget: handing the lease on
 // every drainHold regardless cost a hot signer most of its broadcast rate.
+// A confirmation (a mark first) is let in after the batch the drain is on
+// (see drainHeld).
 // 250 ms rather than 500: once drains stopped taking back a wanted lease
 // (AcquireYielding), four alternate bench-pipeline runs each gave a lower
 // finality lag p99 (2.1/1.8/2.0/2.8 s against 2.4/3.0/2.3/3.6 s) and the
@@ -207,7 +209,7 @@ func awaitTaken(ctx context.Context, leases txm.LeaseStore, l txm.Lease) {
 	deadline := time.Now().Add(handOverWait)
 	for pause := 2 * time.Millisecond; time.Now().Before(deadline); pause = min(2*pause, 20*time.Millisecond) {
 		wanted, err := leases.Wanted(ctx, l)
-		if err != nil || !wanted {
+		if err != nil || !wanted.Any {
 			return
 		}
 		t := time.NewTimer(pause)
@@ -221,10 +223,13 @@ func awaitTaken(ctx context.Context, leases txm.LeaseStore, l txm.Lease) {
 }
 
 // drainHeld drains under one holding of the lease, first carrying out the
-// pending admin actions when actions says there may be some: after
-// drainHold it reports wanted (and stops) once another invocation marked
-// the lease wanted; at the end of the budget it prompts Submit again and
-// stops.
+// pending admin actions when actions says there may be some: it reports
+// wanted (and stops) after the batch it is on once a confirmation marked
+// the lease wanted first, and after drainHold once another invocation
+// marked it wanted; at the end of the budget it prompts Submit again and
+// stops. The marks are read between batches (one small read a batch after
+// the first): a confirmation of a hot signer, one a block, waited for the
+// rest of drainHold behind a drain, and its block's finality lag with it.
 func (d *DrainSigner) drainHeld(ctx context.Context, key txm.LeaseKey, lease txm.Lease, keeper *leaseKeeper, chain txm.Chain, sig txm.Signer,
 	start time.Time, actions bool, relay *behind, res *DrainResult) (wanted bool, err error) {
 	log := d.log.With(slog.String(logging.KeySigner, txm.CanonicalAddress(key.Signer)), slog.String(logging.KeyOwner, lease.Owner),
@@ -235,17 +240,17 @@ func (d *DrainSigner) drainHeld(ctx context.Context, key txm.LeaseKey, lease txm
 		}
 	}
 	held := time.Now()
-	for {
+	for batch := 0; ; batch++ {
 		if err := keeper.Lost(); err != nil {
 			return false, err
 		}
 		if time.Since(start) >= d.cfg.SubmitBudget {
 			return false, d.promptAgain(ctx, key, res)
 		}
-		if time.Since(held) >= drainHold {
+		if batch > 0 {
 			wanted, err := d.leases.Wanted(ctx, lease)
-			if err != nil || wanted {
-				return wanted, err
+			if err != nil || wanted.First || (wanted.Any && time.Since(held) >= drainHold) {
+				return err == nil, err
 			}
 		}
 		items, inflight, err := d.store.NextToSubmit(ctx, key.ChainID, key.Signer, d.cfg.MaxInFlight, DrainBatch)

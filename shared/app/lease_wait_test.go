@@ -88,7 +88,7 @@ func TestWithChainLease_OnlyOtherWorkWantsTheLease(t *testing.T) {
 		require.ErrorIs(t, err, ErrNoLease)
 		wanted, err := leases.Wanted(ctx, held)
 		require.NoError(t, err)
-		require.Equal(t, c.wanted, wanted, "claim %v", c.claim)
+		require.Equal(t, c.wanted, wanted.Any, "claim %v", c.claim)
 	}
 }
 
@@ -156,6 +156,11 @@ func (c *countingLeases) AcquireYielding(ctx context.Context, key txm.LeaseKey, 
 	return c.LeaseStore.AcquireYielding(ctx, key, owner, within)
 }
 
+func (c *countingLeases) AcquireBehindFirst(ctx context.Context, key txm.LeaseKey, owner string, within time.Duration) (txm.Lease, txm.AcquireResult, error) {
+	c.ask(owner)
+	return c.LeaseStore.AcquireBehindFirst(ctx, key, owner, within)
+}
+
 // A confirmation asks for a held lease more often than the other waiters
 // (a receipt write, a drain waiting for another drain), so that it usually
 // gets the lease first once the holder lets it go: a hot signer's lease is
@@ -189,4 +194,43 @@ func TestWithChainLease_AConfirmationAsksMostOften(t *testing.T) {
 	t.Logf("asks while held: %d by the confirmation, %d by the receipt write, %d by another drain", first, receipt, await)
 	require.Greater(t, float64(first), 1.5*float64(receipt), "the confirmation asks more often than the receipt write")
 	require.Greater(t, float64(first), 1.5*float64(await), "and than a drain")
+}
+
+// A confirmation waiting for a held lease marks it wanted first, and a
+// receipt write that asks for it the moment the holder lets it go leaves it
+// to the confirmation: the receipt write had it first whenever its ask came
+// between the release and the confirmation's next one (a hot signer's
+// confirmation then waited behind the drain and the receipt write both).
+func TestWithChainLease_AConfirmationGoesBeforeAReceiptWrite(t *testing.T) {
+	t.Parallel()
+	leases := newLeases(t)
+	ctx := context.Background()
+	key := txm.LeaseKey{ChainID: 1337, Signer: common.HexToAddress("0x9"), Scope: txm.ScopeChain}
+	held, _, err := leases.Acquire(ctx, key, "drain")
+	require.NoError(t, err)
+
+	var mu sync.Mutex
+	var order []string
+	ran := func(who string) func(txm.Lease, *leaseKeeper) error {
+		return func(txm.Lease, *leaseKeeper) error {
+			mu.Lock()
+			order = append(order, who)
+			mu.Unlock()
+			time.Sleep(20 * time.Millisecond)
+			return nil
+		}
+	}
+	confirmed := make(chan error, 1)
+	go func() {
+		confirmed <- withChainLease(ctx, leases, key, "finality", wantItFirst, time.Second, logging.Discard(), ran("finality"))
+	}()
+	require.Eventually(t, func() bool {
+		w, err := leases.Wanted(ctx, held)
+		return err == nil && w.First
+	}, time.Second, time.Millisecond, "the confirmation marks the lease wanted first")
+
+	require.NoError(t, leases.Release(ctx, held))
+	require.NoError(t, withChainLease(ctx, leases, key, "receipt", wantIt, time.Second, logging.Discard(), ran("receipt")))
+	require.NoError(t, <-confirmed)
+	require.Equal(t, []string{"finality", "receipt"}, order)
 }

@@ -50,7 +50,8 @@ func NewLeases(pool *pgxpool.Pool, cfg config.Lease, m *metrics.Metrics, log *sl
 // it; its token tells a renewal from a take-over. A renewal keeps the mark
 // of a waiter that wants the lease (Want), a take-over clears it. A
 // take-over also needs the lease not to be wanted by another waiter within
-// $7 (0s: whatever was wanted; see AcquireYielding).
+// $7 (0s: whatever was wanted; see AcquireYielding), nor wanted first
+// within $8 (see AcquireBehindFirst).
 //
 // gate first reads the row without a lock: when it shows the lease held by
 // another owner (live, or wanted by someone else), nothing is locked or
@@ -66,7 +67,8 @@ WITH gate AS (
         WHERE chain_id = $1 AND signer = $2 AND scope = $3
           AND NOT ((owner = $4 AND expires_at > clock_timestamp())
                    OR (expires_at <= clock_timestamp() - $6::interval
-                       AND (wanted_at IS NULL OR wanted_at <= clock_timestamp() - $7::interval)))
+                       AND (wanted_at IS NULL OR wanted_at <= clock_timestamp() - $7::interval)
+                       AND (wanted_first_at IS NULL OR wanted_first_at <= clock_timestamp() - $8::interval)))
     ) AS open
 ),
 prev AS (
@@ -85,26 +87,38 @@ SET owner = EXCLUDED.owner,
         ELSE l.fencing_token + 1 END,
     expires_at = clock_timestamp() + $5::interval,
     updated_at = clock_timestamp(),
-    wanted_at = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > clock_timestamp() THEN l.wanted_at END
+    wanted_at = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > clock_timestamp() THEN l.wanted_at END,
+    wanted_first_at = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > clock_timestamp() THEN l.wanted_first_at END
 WHERE (l.owner = EXCLUDED.owner AND l.expires_at > clock_timestamp())
    OR (l.expires_at <= clock_timestamp() - $6::interval
-       AND (l.wanted_at IS NULL OR l.wanted_at <= clock_timestamp() - $7::interval))
+       AND (l.wanted_at IS NULL OR l.wanted_at <= clock_timestamp() - $7::interval)
+       AND (l.wanted_first_at IS NULL OR l.wanted_first_at <= clock_timestamp() - $8::interval))
 RETURNING fencing_token, expires_at, (SELECT fencing_token FROM prev)`
+
+// yields says whose marks (Want) an acquirer leaves a released lease to,
+// and for how long after the mark: any waiter's (any), or only a waiter
+// that wants it first (first). Zero yields to nobody.
+type yields struct{ any, first time.Duration }
 
 // Acquire implements txm.LeaseStore.
 func (s *Leases) Acquire(ctx context.Context, key txm.LeaseKey, owner string) (txm.Lease, txm.AcquireResult, error) {
-	return s.acquireSpan(ctx, key, owner, 0)
+	return s.acquireSpan(ctx, key, owner, yields{})
 }
 
 // AcquireYielding implements txm.LeaseStore.
 func (s *Leases) AcquireYielding(ctx context.Context, key txm.LeaseKey, owner string, wantLife time.Duration) (txm.Lease, txm.AcquireResult, error) {
-	return s.acquireSpan(ctx, key, owner, wantLife)
+	return s.acquireSpan(ctx, key, owner, yields{any: wantLife})
 }
 
-func (s *Leases) acquireSpan(ctx context.Context, key txm.LeaseKey, owner string, wantLife time.Duration) (txm.Lease, txm.AcquireResult, error) {
+// AcquireBehindFirst implements txm.LeaseStore.
+func (s *Leases) AcquireBehindFirst(ctx context.Context, key txm.LeaseKey, owner string, wantLife time.Duration) (txm.Lease, txm.AcquireResult, error) {
+	return s.acquireSpan(ctx, key, owner, yields{first: wantLife})
+}
+
+func (s *Leases) acquireSpan(ctx context.Context, key txm.LeaseKey, owner string, y yields) (txm.Lease, txm.AcquireResult, error) {
 	ctx, span := s.metrics.Start(ctx, "lease.acquire")
 	defer span.End()
-	l, result, err := s.acquire(ctx, s.pool, key, owner, wantLife)
+	l, result, err := s.acquire(ctx, s.pool, key, owner, y)
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("txfence.scope", string(key.Scope)))
 	}
@@ -123,13 +137,13 @@ func leaseResult(r txm.AcquireResult, err error) string {
 	return string(r)
 }
 
-func (s *Leases) acquire(ctx context.Context, q querier, key txm.LeaseKey, owner string, wantLife time.Duration) (txm.Lease, txm.AcquireResult, error) {
+func (s *Leases) acquire(ctx context.Context, q querier, key txm.LeaseKey, owner string, y yields) (txm.Lease, txm.AcquireResult, error) {
 	if err := validAcquire(key, owner); err != nil {
 		return txm.Lease{}, "", err
 	}
 	l := txm.Lease{Key: key, Owner: owner}
 	var prev *int64
-	err := q.QueryRow(ctx, acquireSQL, acquireArgs(s.cfg, key, owner, wantLife)...).Scan(&l.Token, &l.ExpiresAt, &prev)
+	err := q.QueryRow(ctx, acquireSQL, acquireArgs(s.cfg, key, owner, y)...).Scan(&l.Token, &l.ExpiresAt, &prev)
 	result, err := s.acquired(ctx, key, err, l.Token, prev)
 	if err != nil {
 		return txm.Lease{}, "", err
@@ -145,7 +159,7 @@ func (s *Leases) queueAcquire(ctx context.Context, b *pgx.Batch, key txm.LeaseKe
 		b.Queue(`SELECT`).Exec(func(pgconn.CommandTag) error { return err })
 		return
 	}
-	b.Queue(acquireSQL, acquireArgs(s.cfg, key, owner, 0)...).QueryRow(func(row pgx.Row) error {
+	b.Queue(acquireSQL, acquireArgs(s.cfg, key, owner, yields{})...).QueryRow(func(row pgx.Row) error {
 		var prev *int64
 		err := row.Scan(&l.Token, &l.ExpiresAt, &prev)
 		_, err = s.acquired(ctx, key, err, l.Token, prev)
@@ -160,8 +174,8 @@ func validAcquire(key txm.LeaseKey, owner string) error {
 	return nil
 }
 
-func acquireArgs(cfg config.Lease, key txm.LeaseKey, owner string, wantLife time.Duration) []any {
-	return []any{int64(key.ChainID), txm.CanonicalAddress(key.Signer), string(key.Scope), owner, cfg.Duration, cfg.ClockSkew, wantLife}
+func acquireArgs(cfg config.Lease, key txm.LeaseKey, owner string, y yields) []any {
+	return []any{int64(key.ChainID), txm.CanonicalAddress(key.Signer), string(key.Scope), owner, cfg.Duration, cfg.ClockSkew, y.any, y.first}
 }
 
 // acquired judges acquireSQL's answer (err from its scan, the token it
@@ -225,12 +239,16 @@ func (s *Leases) release(ctx context.Context, q querier, l txm.Lease) error {
 	return nil
 }
 
-// Want implements txm.LeaseStore. It writes only the first mark.
-func (s *Leases) Want(ctx context.Context, key txm.LeaseKey, owner string) error {
+// Want implements txm.LeaseStore. It writes only the first mark of each
+// kind: a mark first is a mark as well.
+func (s *Leases) Want(ctx context.Context, key txm.LeaseKey, owner string, first bool) error {
 	_, err := s.pool.Exec(ctx, `
-UPDATE signer_lease SET wanted_at = clock_timestamp()
-WHERE chain_id = $1 AND signer = $2 AND scope = $3 AND owner <> $4 AND wanted_at IS NULL`,
-		int64(key.ChainID), txm.CanonicalAddress(key.Signer), string(key.Scope), owner)
+UPDATE signer_lease
+SET wanted_at = coalesce(wanted_at, clock_timestamp()),
+    wanted_first_at = CASE WHEN $5 THEN coalesce(wanted_first_at, clock_timestamp()) ELSE wanted_first_at END
+WHERE chain_id = $1 AND signer = $2 AND scope = $3 AND owner <> $4
+  AND (wanted_at IS NULL OR ($5 AND wanted_first_at IS NULL))`,
+		int64(key.ChainID), txm.CanonicalAddress(key.Signer), string(key.Scope), owner, first)
 	if err != nil {
 		return fmt.Errorf("want lease %s: %w", key, translate(err))
 	}
@@ -238,18 +256,18 @@ WHERE chain_id = $1 AND signer = $2 AND scope = $3 AND owner <> $4 AND wanted_at
 }
 
 // Wanted implements txm.LeaseStore.
-func (s *Leases) Wanted(ctx context.Context, l txm.Lease) (bool, error) {
-	var wanted bool
+func (s *Leases) Wanted(ctx context.Context, l txm.Lease) (txm.Wanting, error) {
+	var w txm.Wanting
 	err := s.pool.QueryRow(ctx, `
-SELECT wanted_at IS NOT NULL FROM signer_lease
-WHERE chain_id = $1 AND signer = $2 AND scope = $3 AND owner = $4 AND fencing_token = $5`, fenceArgs(l)...).Scan(&wanted)
+SELECT wanted_at IS NOT NULL, wanted_first_at IS NOT NULL FROM signer_lease
+WHERE chain_id = $1 AND signer = $2 AND scope = $3 AND owner = $4 AND fencing_token = $5`, fenceArgs(l)...).Scan(&w.Any, &w.First)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
+		return txm.Wanting{}, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("lease %s wanted: %w", l.Key, translate(err))
+		return txm.Wanting{}, fmt.Errorf("lease %s wanted: %w", l.Key, translate(err))
 	}
-	return wanted, nil
+	return w, nil
 }
 
 // Check implements txm.LeaseStore.

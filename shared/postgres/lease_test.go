@@ -418,7 +418,7 @@ func TestLeases_AcquireYieldingLeavesAWantedLease(t *testing.T) {
 
 	drain, _, err := a.leases.AcquireYielding(ctx, chainKey(), "drain-1", life)
 	require.NoError(t, err)
-	require.NoError(t, b.leases.Want(ctx, chainKey(), "finality"))
+	require.NoError(t, b.leases.Want(ctx, chainKey(), "finality", false))
 	renewed, res, err := a.leases.AcquireYielding(ctx, chainKey(), "drain-1", life)
 	require.NoError(t, err, "its own live lease renews though wanted")
 	assert.Equal(t, txm.AcquireRenewed, res)
@@ -436,7 +436,7 @@ func TestLeases_AcquireYieldingLeavesAWantedLease(t *testing.T) {
 	assert.Equal(t, fin.Token+1, again.Token)
 
 	// A waiter that marks and gives up holds yielders back for wantLife only.
-	require.NoError(t, b.leases.Want(ctx, chainKey(), "receipt"))
+	require.NoError(t, b.leases.Want(ctx, chainKey(), "receipt", false))
 	require.NoError(t, a.leases.Release(ctx, again))
 	_, _, err = a.leases.AcquireYielding(ctx, chainKey(), "drain-3", life)
 	require.ErrorIs(t, err, txm.ErrLeaseHeld)
@@ -445,10 +445,10 @@ func TestLeases_AcquireYieldingLeavesAWantedLease(t *testing.T) {
 	require.NoError(t, err, "a stale mark no longer holds it back")
 	wanted, err := a.leases.Wanted(ctx, late)
 	require.NoError(t, err)
-	assert.False(t, wanted, "and taking it cleared the mark")
+	assert.False(t, wanted.Any, "and taking it cleared the mark")
 
 	// Acquire does not yield.
-	require.NoError(t, b.leases.Want(ctx, chainKey(), "receipt"))
+	require.NoError(t, b.leases.Want(ctx, chainKey(), "receipt", false))
 	require.NoError(t, a.leases.Release(ctx, late))
 	_, _, err = b.leases.Acquire(ctx, chainKey(), "sweep")
 	require.NoError(t, err)
@@ -500,4 +500,67 @@ WHERE c.relname = 'signer_lease' AND l.mode = 'RowExclusiveLock' AND l.pid <> $1
 	assert.Equal(t, held.Token+1, got.Token)
 	_, _, err = a.leases.Acquire(ctx, chainKey(), "receipt")
 	require.ErrorIs(t, err, txm.ErrLeaseHeld, "and held again")
+}
+
+// TestLeases_AWantFirstGoesBeforeTheOtherWaiters: a waiter that wants a
+// held lease first (a confirmation) is told apart from one that just
+// wants it. A released lease so marked is not taken by AcquireBehindFirst
+// (a receipt write) nor by AcquireYielding (a drain) until the
+// confirmation took it, which clears both marks, or its mark is older than
+// their wantLife; a plain Acquire takes it.
+func TestLeases_AWantFirstGoesBeforeTheOtherWaiters(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	insts := newInstances(t, db, 2, config.Lease{Duration: 5 * time.Second, ClockSkew: time.Second})
+	a, b := insts[0], insts[1]
+	ctx := context.Background()
+	const life = 400 * time.Millisecond
+	wanted := func(l txm.Lease) txm.Wanting {
+		w, err := a.leases.Wanted(ctx, l)
+		require.NoError(t, err)
+		return w
+	}
+
+	drain, _, err := a.leases.Acquire(ctx, chainKey(), "drain")
+	require.NoError(t, err)
+	require.NoError(t, b.leases.Want(ctx, chainKey(), "receipt", false))
+	assert.Equal(t, txm.Wanting{Any: true}, wanted(drain))
+	require.NoError(t, b.leases.Want(ctx, chainKey(), "finality", true))
+	assert.Equal(t, txm.Wanting{Any: true, First: true}, wanted(drain), "a first mark after another")
+	renewed, res, err := a.leases.AcquireBehindFirst(ctx, chainKey(), "drain", life)
+	require.NoError(t, err, "its own live lease renews though wanted first")
+	assert.Equal(t, txm.AcquireRenewed, res)
+	assert.Equal(t, txm.Wanting{Any: true, First: true}, wanted(renewed), "and a renewal keeps the marks")
+	require.NoError(t, a.leases.Release(ctx, renewed))
+
+	_, _, err = b.leases.AcquireBehindFirst(ctx, chainKey(), "receipt", life)
+	require.ErrorIs(t, err, txm.ErrLeaseHeld, "released, but wanted first by another")
+	_, _, err = b.leases.AcquireYielding(ctx, chainKey(), "drain-2", life)
+	require.ErrorIs(t, err, txm.ErrLeaseHeld)
+	fin, res, err := b.leases.Acquire(ctx, chainKey(), "finality")
+	require.NoError(t, err, "the confirmation takes it")
+	assert.Equal(t, txm.AcquireTakenOver, res)
+	assert.Equal(t, drain.Token+1, fin.Token)
+	assert.Equal(t, txm.Wanting{}, wanted(fin), "taking it cleared both marks")
+	require.NoError(t, b.leases.Release(ctx, fin))
+	rec, _, err := b.leases.AcquireBehindFirst(ctx, chainKey(), "receipt", life)
+	require.NoError(t, err, "then the receipt write takes it")
+	assert.Equal(t, fin.Token+1, rec.Token)
+
+	// A plain mark does not hold AcquireBehindFirst back.
+	require.NoError(t, a.leases.Want(ctx, chainKey(), "drain", false))
+	require.NoError(t, b.leases.Release(ctx, rec))
+	sweep, _, err := b.leases.AcquireBehindFirst(ctx, chainKey(), "resubmit", life)
+	require.NoError(t, err, "wanted, but not first")
+
+	// A confirmation that marks and gives up holds the others back for
+	// their wantLife only.
+	require.NoError(t, a.leases.Want(ctx, chainKey(), "finality", true))
+	require.NoError(t, b.leases.Release(ctx, sweep))
+	_, _, err = b.leases.AcquireBehindFirst(ctx, chainKey(), "receipt-2", life)
+	require.ErrorIs(t, err, txm.ErrLeaseHeld)
+	time.Sleep(life + 50*time.Millisecond)
+	late, _, err := b.leases.AcquireBehindFirst(ctx, chainKey(), "receipt-2", life)
+	require.NoError(t, err, "a stale first mark no longer holds it back")
+	assert.Equal(t, txm.Wanting{}, wanted(late))
 }

@@ -72,6 +72,10 @@ type LeaseStore interface {
 	// that waiter took it or gave up. It renews its own lease as Acquire
 	// does.
 	AcquireYielding(ctx context.Context, key LeaseKey, owner string, wantLife time.Duration) (Lease, AcquireResult, error)
+	// AcquireBehindFirst is Acquire for an owner with work of its own that
+	// goes after a waiter that wants the lease first (Want with first): it
+	// does not take a lease so marked by another less than wantLife ago.
+	AcquireBehindFirst(ctx context.Context, key LeaseKey, owner string, wantLife time.Duration) (Lease, AcquireResult, error)
 	// Renew extends a held lease without changing its token. It returns
 	// ErrFenced when the lease is no longer the caller's or has expired.
 	Renew(ctx context.Context, l Lease) (Lease, error)
@@ -82,9 +86,14 @@ type LeaseStore interface {
 	// otherwise. Callers check before a side effect outside the database.
 	Check(ctx context.Context, l Lease) error
 	// Want marks key's lease, while another owner than owner holds it, as
-	// wanted by someone who waits for it.
-	Want(ctx context.Context, key LeaseKey, owner string) error
-	// Wanted reports whether l's lease was marked wanted since it was
-	// taken. A lease that is no longer l's reports false.
-	Wanted(ctx context.Context, l Lease) (bool, error)
+	// wanted by someone who waits for it; with first, by one whose work
+	// goes before the other waiters' (a confirmation).
+	Want(ctx context.Context, key LeaseKey, owner string, first bool) error
+	// Wanted reports how l's lease was marked wanted since it was taken. A
+	// lease that is no longer l's reports no mark.
+	Wanted(ctx context.Context, l Lease) (Wanting, error)
 }
+
+// Wanting is how a held lease was marked wanted (LeaseStore.Want): by any
+// waiter, and by one that wants it first.
+type Wanting struct{ Any, First bool }
