@@ -426,10 +426,7 @@ func TestLeases_AcquireYieldingLeavesAWantedLease(t *testing.T) {
 
 	_, _, err = a.leases.AcquireYielding(ctx, chainKey(), "drain-2", life)
 	require.ErrorIs(t, err, txm.ErrLeaseHeld, "released, but wanted by another")
-	fin, res, err := b.leases.Acquire(ctx, chainKey(), "finality")
-	require.NoError(t, err, "the waiter takes it")
-	assert.Equal(t, txm.AcquireTakenOver, res)
-	assert.Equal(t, drain.Token+1, fin.Token)
+	fin := takesOver(t, b.leases, "finality", drain)
 	require.NoError(t, b.leases.Release(ctx, fin))
 	again, _, err := a.leases.AcquireYielding(ctx, chainKey(), "drain-2", life)
 	require.NoError(t, err, "the waiter took it and let it go: the mark is gone")
@@ -502,6 +499,17 @@ WHERE c.relname = 'signer_lease' AND l.mode = 'RowExclusiveLock' AND l.pid <> $1
 	require.ErrorIs(t, err, txm.ErrLeaseHeld, "and held again")
 }
 
+// takesOver has owner Acquire the lease prev's holder released, and checks
+// that it took it over (prev's token + 1).
+func takesOver(t *testing.T, leases *Leases, owner string, prev txm.Lease) txm.Lease {
+	t.Helper()
+	l, res, err := leases.Acquire(context.Background(), prev.Key, owner)
+	require.NoError(t, err, "%s takes it", owner)
+	assert.Equal(t, txm.AcquireTakenOver, res)
+	assert.Equal(t, prev.Token+1, l.Token)
+	return l
+}
+
 // TestLeases_AWantFirstGoesBeforeTheOtherWaiters: a waiter that wants a
 // held lease first (a confirmation) is told apart from one that just
 // wants it. A released lease so marked is not taken by AcquireBehindFirst
@@ -537,10 +545,7 @@ func TestLeases_AWantFirstGoesBeforeTheOtherWaiters(t *testing.T) {
 	require.ErrorIs(t, err, txm.ErrLeaseHeld, "released, but wanted first by another")
 	_, _, err = b.leases.AcquireYielding(ctx, chainKey(), "drain-2", life)
 	require.ErrorIs(t, err, txm.ErrLeaseHeld)
-	fin, res, err := b.leases.Acquire(ctx, chainKey(), "finality")
-	require.NoError(t, err, "the confirmation takes it")
-	assert.Equal(t, txm.AcquireTakenOver, res)
-	assert.Equal(t, drain.Token+1, fin.Token)
+	fin := takesOver(t, b.leases, "finality", drain)
 	assert.Equal(t, txm.Wanting{}, wanted(fin), "taking it cleared both marks")
 	require.NoError(t, b.leases.Release(ctx, fin))
 	rec, _, err := b.leases.AcquireBehindFirst(ctx, chainKey(), "receipt", life)
