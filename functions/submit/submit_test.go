@@ -464,15 +464,16 @@ func TestDrainSigner_KeepsTheLeaseUntilWanted(t *testing.T) {
 	assert.Equal(t, before+1, prompts(), "one fresh prompt")
 }
 
-// TestDrainSigner_LetsAConfirmationInAfterItsBatch: a hot signer's drain
-// lets its chain lease go after the batch it is on once a confirmation
-// marked the lease wanted first, without waiting for drainHold as it does
-// for a receipt write; then it takes the lease back and drains the rest.
-// A confirmation, one a block, waited for the rest of drainHold, and the
-// block's finality lag with it. Each batch is held after its attempts
-// are persisted until the test lets it on, so that the batches are
-// counted, not timed.
-func TestDrainSigner_LetsAConfirmationInAfterItsBatch(t *testing.T) {
+// TestDrainSigner_LetsAConfirmationInAfterAChunk: a hot signer's drain
+// lets its chain lease go after the chunk of its broadcast it is on once a
+// confirmation marked the lease wanted first, without waiting for
+// drainHold as it does for a receipt write, nor for the rest of its batch;
+// then it takes the lease back and drains the rest, the persisted attempts
+// it did not send included. A confirmation, one a block, waited for the
+// batch in progress, and the block's finality lag with it. The first batch
+// is held after its attempts are persisted until the confirmation marked
+// the lease, so that what was sent is counted, not timed.
+func TestDrainSigner_LetsAConfirmationInAfterAChunk(t *testing.T) {
 	t.Parallel()
 	w := stacktest.NewWorld(t, 1)
 	n := w.Node(t, "A")
@@ -481,7 +482,7 @@ func TestDrainSigner_LetsAConfirmationInAfterItsBatch(t *testing.T) {
 	ctx := context.Background()
 	key := txm.LeaseKey{ChainID: chainID, Signer: signer, Scope: txm.ScopeChain}
 	const count = 3 * app.DrainBatch
-	persisted, proceed := make(chan struct{}, 8), make(chan struct{}, 8)
+	persisted, proceed := make(chan struct{}, 8), make(chan struct{})
 	n.Drain.SetHooks(app.SubmitHooks{AfterPersist: func() {
 		persisted <- struct{}{}
 		select {
@@ -497,7 +498,7 @@ func TestDrainSigner_LetsAConfirmationInAfterItsBatch(t *testing.T) {
 		assert.NoError(t, err)
 		done <- res
 	}()
-	<-persisted // the first batch
+	<-persisted // the first batch, not broadcast yet
 	require.NoError(t, n.Leases.Want(ctx, key, "finality", true))
 	proceed <- struct{}{}
 	var l txm.Lease
@@ -508,19 +509,19 @@ func TestDrainSigner_LetsAConfirmationInAfterItsBatch(t *testing.T) {
 	})
 	assert.Empty(t, persisted, "no batch after the one it was on")
 	states := w.States(t)
+	close(proceed)
 	require.NoError(t, n.Leases.Release(ctx, l))
-	assert.Equal(t, map[string]int{"TRACKING": app.DrainBatch, "ALLOCATED": count - app.DrainBatch}, states,
-		"the confirmation had the lease after one batch")
-	for range 2 {
-		<-persisted
-		proceed <- struct{}{}
-	}
+	assert.Equal(t, map[string]int{"TRACKING": app.BroadcastChunk, "ALLOCATED": count - app.BroadcastChunk}, states,
+		"the confirmation had the lease after one chunk")
 	res := <-done
 	t.Logf("wanted first: %+v", res)
 	assert.Equal(t, 1, res.HandedOver, "it let the lease go once")
 	assert.False(t, res.Yielded, "it took the lease back")
 	assert.Equal(t, count, res.Broadcast)
 	assert.Equal(t, map[string]int{"TRACKING": count}, w.States(t))
+	var attempts int
+	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM tx_attempt`).Scan(&attempts))
+	assert.Equal(t, count, attempts, "what it persisted and did not send was sent as it was, not signed again")
 }
 
 // TestDrainSigner_NothingToDoTakesNoLease: a prompt for a signer whose rows
