@@ -392,26 +392,24 @@ func (d *DrainSigner) submitBatch(ctx context.Context, log *slog.Logger, lease t
 	return !last || len(items) < given, nil // the signing budget left some
 }
 
-// BroadcastChunk is how many of a batch's transactions a drain sends in
-// one call. Between two calls it reads the lease's marks, and when a
-// confirmation wants the lease (a mark first) it sends no more: the batch
-// ends with what was sent, and the rest, persisted, goes in the next
-// holding. The node's ingestion is most of a batch's time (100-500 ms for
-// 100-250 transactions under bench-pipeline's load), and a confirmation
+// broadcast sends the items' attempts in nonce order, in calls of
+// TXFENCE_RPC_MAX_BATCH (the client sent a batch so, one call after
+// another, already), and returns the answers of those it sent: all of them,
+// unless a confirmation marked the lease wanted first meanwhile. Between
+// two calls it reads the lease's marks, and a mark first ends the batch
+// with what was sent; the rest, persisted, goes as it was signed in the
+// next holding. The node's ingestion is most of a batch's time (100-500 ms
+// for 100-250 transactions under bench-pipeline's load), and a confirmation
 // waited for the batch in progress: that was its lease wait's tail (294-513
 // ms) once it went first among the waiters. Yielding at chunks to every
 // mark after drainHold was tried in session 30 and not kept: with the
 // receipt writes' marks too, the drain lost its lease too often.
-const BroadcastChunk = 128
-
-// broadcast sends the items' attempts in nonce order, BroadcastChunk at a
-// time, and returns the answers of those it sent: all of them, unless a
-// confirmation marked the lease wanted first meanwhile.
 func (d *DrainSigner) broadcast(ctx context.Context, chain txm.Chain, lease txm.Lease, items []txm.SubmitItem) []error {
 	raws := make([][]byte, len(items))
 	for i, it := range items {
 		raws[i] = it.Attempt.Raw
 	}
+	chunk := max(d.cfg.RPCMaxBatch, 1)
 	errs := make([]error, 0, len(raws))
 	for sent := 0; sent < len(raws); {
 		if sent > 0 {
@@ -419,7 +417,7 @@ func (d *DrainSigner) broadcast(ctx context.Context, chain txm.Chain, lease txm.
 				return errs
 			}
 		}
-		end := min(sent+BroadcastChunk, len(raws))
+		end := min(sent+chunk, len(raws))
 		errs = append(errs, chain.SendRawTransactions(ctx, raws[sent:end])...)
 		sent = end
 	}
