@@ -330,15 +330,18 @@ func (d *DrainSigner) submitBatch(ctx context.Context, log *slog.Logger, lease t
 		}
 	}
 
-	// In nonce order, a round trip a chunk (see broadcast); the answers are
+	// One round trip for the whole batch, in nonce order; the answers are
 	// then read in that order up to the first that stops the drain (the
 	// transactions after it are persisted and will be sent again).
+	raws := make([][]byte, len(items))
+	for i, it := range items {
+		raws[i] = it.Attempt.Raw
+	}
 	t0 := time.Now()
 	bctx, span := d.metrics.StartClient(ctx, "submit.broadcast")
-	errs := d.broadcast(bctx, chain, lease, items)
+	errs := chain.SendRawTransactions(bctx, raws)
 	span.End()
 	d.metrics.Latency(ctx, metrics.StageBroadcast, time.Since(t0).Seconds())
-	items = items[:len(errs)]
 	var done []txm.Broadcasted
 	var refused *txm.SubmitItem
 	var refusal error
@@ -390,38 +393,6 @@ func (d *DrainSigner) submitBatch(ctx context.Context, log *slog.Logger, lease t
 		return d.settleErr(ctx, lease, signFailed, r, err, res)
 	}
 	return !last || len(items) < given, nil // the signing budget left some
-}
-
-// broadcast sends the items' attempts in nonce order, in calls of
-// TXFENCE_RPC_MAX_BATCH (the client sent a batch so, one call after
-// another, already), and returns the answers of those it sent: all of them,
-// unless a confirmation marked the lease wanted first meanwhile. Between
-// two calls it reads the lease's marks, and a mark first ends the batch
-// with what was sent; the rest, persisted, goes as it was signed in the
-// next holding. The node's ingestion is most of a batch's time (100-500 ms
-// for 100-250 transactions under bench-pipeline's load), and a confirmation
-// waited for the batch in progress: that was its lease wait's tail (294-513
-// ms) once it went first among the waiters. Yielding at chunks to every
-// mark after drainHold was tried in session 30 and not kept: with the
-// receipt writes' marks too, the drain lost its lease too often.
-func (d *DrainSigner) broadcast(ctx context.Context, chain txm.Chain, lease txm.Lease, items []txm.SubmitItem) []error {
-	raws := make([][]byte, len(items))
-	for i, it := range items {
-		raws[i] = it.Attempt.Raw
-	}
-	chunk := max(d.cfg.RPCMaxBatch, 1)
-	errs := make([]error, 0, len(raws))
-	for sent := 0; sent < len(raws); {
-		if sent > 0 {
-			if wanted, err := d.leases.Wanted(ctx, lease); err == nil && wanted.First {
-				return errs
-			}
-		}
-		end := min(sent+chunk, len(raws))
-		errs = append(errs, chain.SendRawTransactions(ctx, raws[sent:end])...)
-		sent = end
-	}
-	return errs
 }
 
 // errSuggestFees means the chain could not suggest fees for the first
