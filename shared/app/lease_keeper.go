@@ -162,10 +162,9 @@ var errNotNeeded = errors.New("no longer needed")
 // drain) lets it go, and so that a drain does not take it back before the
 // waiter: one that awaitIt does not take a lease wanted within
 // chainLeaseWait (the longest a waiter waits), nor one that wantIt a lease
-// wanted first within it. Without that, a hot
-// signer's drains, prompted by every allocation, took the lease again the
-// moment it was released, and its confirmations and receipts waited for a
-// lucky poll.
+// wanted first within it. Without that, a hot signer's drains, prompted by
+// every allocation, took the lease again the moment it was released, and
+// its confirmations and receipts waited for a lucky poll.
 func acquireWaiting(ctx context.Context, leases txm.LeaseStore, key txm.LeaseKey, owner string, c claim, wait time.Duration,
 	needed func(context.Context) (bool, error)) (txm.Lease, error) {
 	deadline := time.Now().Add(wait)
