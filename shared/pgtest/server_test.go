@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 )
@@ -42,4 +43,32 @@ func TestServer_RestartKeepsData(t *testing.T) {
 	require.NoError(t, srv.Stop())
 	_, err = pool.Exec(ctx, `SELECT 1`)
 	require.Error(t, err, "stopped")
+}
+
+// A durable server starts with its WAL segments made ahead, so that filling
+// one does not make the next while commits wait; a new cluster has one or
+// two. A checkpoint starts once about half of max_wal_size was written since
+// the last (checkpoint_completion_target 0.9), and the priming's own
+// checkpoints leave that many ahead, as a steady load's do.
+func TestServer_DurableStartsWithWALMadeAhead(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a PostgreSQL server")
+	}
+	t.Parallel()
+	ctx := context.Background()
+	srv, err := Start(ctx, Options{Durable: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Stop() })
+	conn, err := pgx.Connect(ctx, srv.URL("postgres"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close(ctx) })
+
+	var ahead, want int
+	require.NoError(t, conn.QueryRow(ctx, `
+SELECT count(*) FILTER (WHERE name > pg_walfile_name(pg_current_wal_insert_lsn()))
+FROM pg_ls_waldir() WHERE name ~ '^[0-9A-F]{24}$'`).Scan(&ahead))
+	require.NoError(t, conn.QueryRow(ctx, `
+SELECT (SELECT setting::bigint FROM pg_settings WHERE name = 'max_wal_size') * 1048576
+     / (SELECT setting::bigint FROM pg_settings WHERE name = 'wal_segment_size')`).Scan(&want))
+	require.GreaterOrEqual(t, ahead, want/2, "segments made ahead of the one being written")
 }
