@@ -157,11 +157,8 @@ func (s *Server) primeWAL(ctx context.Context) error {
 		return fmt.Errorf("pgtest: prime WAL: %w", err)
 	}
 	defer conn.Close(ctx)
-	// max_wal_size is in MB, wal_segment_size in bytes.
-	var segments int
-	if err := conn.QueryRow(ctx, `
-SELECT (SELECT setting::bigint FROM pg_settings WHERE name = 'max_wal_size') * 1048576
-     / (SELECT setting::bigint FROM pg_settings WHERE name = 'wal_segment_size')`).Scan(&segments); err != nil {
+	segments, err := maxWALSegments(ctx, conn)
+	if err != nil {
 		return fmt.Errorf("pgtest: prime WAL: %w", err)
 	}
 	for range segments {
@@ -173,6 +170,16 @@ SELECT (SELECT setting::bigint FROM pg_settings WHERE name = 'max_wal_size') * 1
 		return fmt.Errorf("pgtest: prime WAL: %w", err)
 	}
 	return nil
+}
+
+// maxWALSegments is max_wal_size in WAL segments.
+func maxWALSegments(ctx context.Context, conn *pgx.Conn) (int, error) {
+	var n int
+	// max_wal_size is in MB, wal_segment_size in bytes.
+	err := conn.QueryRow(ctx, `
+SELECT (SELECT setting::bigint FROM pg_settings WHERE name = 'max_wal_size') * 1048576
+     / (SELECT setting::bigint FROM pg_settings WHERE name = 'wal_segment_size')`).Scan(&n)
+	return n, err
 }
 
 // start runs postgres on the data directory, appending to its log.

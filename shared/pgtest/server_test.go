@@ -63,12 +63,11 @@ func TestServer_DurableStartsWithWALMadeAhead(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close(ctx) })
 
-	var ahead, want int
+	var ahead int
 	require.NoError(t, conn.QueryRow(ctx, `
 SELECT count(*) FILTER (WHERE name > pg_walfile_name(pg_current_wal_insert_lsn()))
 FROM pg_ls_waldir() WHERE name ~ '^[0-9A-F]{24}$'`).Scan(&ahead))
-	require.NoError(t, conn.QueryRow(ctx, `
-SELECT (SELECT setting::bigint FROM pg_settings WHERE name = 'max_wal_size') * 1048576
-     / (SELECT setting::bigint FROM pg_settings WHERE name = 'wal_segment_size')`).Scan(&want))
+	want, err := maxWALSegments(ctx, conn)
+	require.NoError(t, err)
 	require.GreaterOrEqual(t, ahead, want/2, "segments made ahead of the one being written")
 }
