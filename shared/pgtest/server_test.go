@@ -45,11 +45,9 @@ func TestServer_RestartKeepsData(t *testing.T) {
 	require.Error(t, err, "stopped")
 }
 
-// A durable server starts with its WAL segments made ahead, so that filling
-// one does not make the next while commits wait; a new cluster has one or
-// two. A checkpoint starts once about half of max_wal_size was written since
-// the last (checkpoint_completion_target 0.9), and the priming's own
-// checkpoints leave that many ahead, as a steady load's do.
+// A durable server starts with max_wal_size of WAL segments made ahead, so
+// that filling one does not make the next while commits wait; a new cluster
+// has one or two.
 func TestServer_DurableStartsWithWALMadeAhead(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a PostgreSQL server")
@@ -69,5 +67,14 @@ SELECT count(*) FILTER (WHERE name > pg_walfile_name(pg_current_wal_insert_lsn()
 FROM pg_ls_waldir() WHERE name ~ '^[0-9A-F]{24}$'`).Scan(&ahead))
 	want, err := maxWALSegments(ctx, conn)
 	require.NoError(t, err)
-	require.GreaterOrEqual(t, ahead, want/2, "segments made ahead of the one being written")
+	require.GreaterOrEqual(t, ahead, want*3/4, "segments made ahead of the one being written")
+
+	// The priming's own max_wal_size is gone again.
+	var set int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM pg_file_settings WHERE name = 'max_wal_size' AND sourcefile LIKE '%postgresql.auto.conf'`).Scan(&set))
+	require.Zero(t, set, "max_wal_size left in postgresql.auto.conf")
+	require.Eventually(t, func() bool {
+		var now, boot string
+		return conn.QueryRow(ctx, `SELECT setting, boot_val FROM pg_settings WHERE name = 'max_wal_size'`).Scan(&now, &boot) == nil && now == boot
+	}, 5*time.Second, 20*time.Millisecond, "max_wal_size back to its default")
 }
