@@ -91,6 +91,7 @@ type Proxy struct {
 	before  map[string]func(json.RawMessage) *Fault
 	fail    map[string][]rule
 	failAll *Fault
+	lagBy   uint64 // see Lag
 }
 
 // New starts a proxy to upstream, an http(s) JSON-RPC endpoint. Close it

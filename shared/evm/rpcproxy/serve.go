@@ -87,43 +87,38 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 			status = http.StatusInternalServerError
 		}
 		http.Error(w, fmt.Sprintf("rpcproxy: injected HTTP %d", whole.HTTPStatus), status)
-	case !anyAnswers(faults):
+	case !anyAnswers(faults) && p.lag() == 0:
 		p.relay(w, r, body)
-	case !batch:
+	case !batch && faults[0].answers():
 		if reqs[0].id == nil { // a notification gets no answer
 			w.WriteHeader(http.StatusOK)
 			return
 		}
 		writeJSON(w, answer(reqs[0], faults[0]))
 	default:
-		p.serveBatch(w, r, reqs, faults)
+		p.serveBatch(w, r, reqs, faults, batch)
 	}
 }
 
-// serveBatch answers a batch some of whose calls are answered by faults:
-// the others go to the node as a smaller batch, and the answers come back
-// in the order of the calls.
-func (p *Proxy) serveBatch(w http.ResponseWriter, r *http.Request, reqs []request, faults []*Fault) {
-	var forward []json.RawMessage
+// serveBatch answers a request some of whose calls are answered by faults,
+// or that a lagging proxy answers: the others go to the node as a smaller
+// batch, and the answers come back in the order of the calls (one answer,
+// not a list, for a request that was not a batch).
+func (p *Proxy) serveBatch(w http.ResponseWriter, r *http.Request, reqs []request, faults []*Fault, batch bool) {
+	var forward []request
 	for i, req := range reqs {
 		if !faults[i].answers() {
-			forward = append(forward, req.raw)
+			forward = append(forward, req)
 		}
 	}
 	byID := make(map[string][]json.RawMessage)
 	if len(forward) > 0 {
-		body, err := json.Marshal(forward)
-		if err != nil {
-			http.Error(w, "rpcproxy: encode batch: "+err.Error(), http.StatusInternalServerError)
-			return
-		}
-		rep, err := p.forward(r, body)
+		answers, rep, err := p.exchange(r, forward)
 		if err != nil {
 			upstreamFailed(w, r, err)
 			return
 		}
-		var answers []json.RawMessage
-		if rep.status != http.StatusOK || json.Unmarshal(rep.body, &answers) != nil {
+		if answers == nil {
 			rep.write(w) // nothing to merge into: the node's answer as it is
 			return
 		}
@@ -152,7 +147,41 @@ func (p *Proxy) serveBatch(w http.ResponseWriter, r *http.Request, reqs []reques
 			}}))
 		}
 	}
-	writeJSON(w, out)
+	switch {
+	case batch:
+		writeJSON(w, out)
+	case len(out) == 0: // a notification
+		w.WriteHeader(http.StatusOK)
+	default:
+		writeJSON(w, out[0])
+	}
+}
+
+// exchange sends reqs to the node as one batch, or answers them as a
+// lagging node (Lag), and returns the answers; nil answers with the node's
+// reply when that reply is not a list of answers.
+func (p *Proxy) exchange(r *http.Request, reqs []request) ([]json.RawMessage, reply, error) {
+	if by := p.lag(); by > 0 {
+		answers, err := p.exchangeLagged(r, reqs, by)
+		return answers, reply{}, err
+	}
+	raws := make([]json.RawMessage, len(reqs))
+	for i, req := range reqs {
+		raws[i] = req.raw
+	}
+	body, err := json.Marshal(raws)
+	if err != nil {
+		return nil, reply{}, fmt.Errorf("encode batch: %w", err)
+	}
+	rep, err := p.forward(r, body)
+	if err != nil {
+		return nil, reply{}, err
+	}
+	var answers []json.RawMessage
+	if rep.status != http.StatusOK || json.Unmarshal(rep.body, &answers) != nil {
+		return nil, rep, nil
+	}
+	return answers, rep, nil
 }
 
 // relay forwards body to the node and passes its answer back.
