@@ -46,6 +46,7 @@ locals {
     sql_connections = "${var.runbook_url}#cloud-sql-connections-near-the-limit"
     lease_takeovers = "${var.runbook_url}#lease-take-overs-churning"
     outbox          = "${var.runbook_url}#outbox-not-draining"
+    contradicted    = "${var.runbook_url}#a-failed-outcome-contradicted-by-the-chain"
   }
 
   sql_database_id = "${var.project}:${var.db_instance_name}"
@@ -236,6 +237,49 @@ resource "google_monitoring_alert_policy" "stuck" {
 
   alert_strategy {
     auto_close = "3600s"
+  }
+
+  depends_on = [google_project_service.apis]
+}
+
+resource "google_monitoring_alert_policy" "contradicted" {
+  display_name          = "txfence: a FAILED_FINAL outcome contradicted by the chain"
+  combiner              = "OR"
+  severity              = "CRITICAL"
+  notification_channels = var.notification_channels
+  user_labels           = local.monitoring_labels
+
+  documentation {
+    subject   = "txfence: a transaction reported FAILED_FINAL has an attempt mined"
+    mime_type = "text/markdown"
+    content   = <<-EOT
+      The finality sweep found an attempt of a transaction it had reported
+      FAILED_FINAL (`nonce_consumed_externally`) mined on the canonical
+      chain (`outcome_contradicted_total`). The caller was told the
+      transaction failed and may send it again: money can move twice. This
+      is a bug, never corrected silently; the error log line names the
+      transaction, the attempt and the block.
+
+      Runbook: ${local.runbook.contradicted}
+    EOT
+    links {
+      display_name = "Runbook: a FAILED_FINAL outcome contradicted by the chain"
+      url          = local.runbook.contradicted
+    }
+  }
+
+  conditions {
+    display_name = "outcome_contradicted_total increased"
+    condition_prometheus_query_language {
+      query                     = "sum(increase(workload_googleapis_com:outcome_contradicted_total[1h])) > 0"
+      duration                  = "0s"
+      evaluation_interval       = "60s"
+      disable_metric_validation = true
+    }
+  }
+
+  alert_strategy {
+    auto_close = "86400s"
   }
 
   depends_on = [google_project_service.apis]

@@ -67,10 +67,6 @@ func (f *fakeChain) LatestNonce(ctx context.Context, a common.Address) (uint64, 
 	return f.PendingNonce(ctx, a)
 }
 
-func (f *fakeChain) NonceAt(ctx context.Context, a common.Address, _ uint64) (uint64, error) {
-	return f.PendingNonce(ctx, a)
-}
-
 func (f *fakeChain) EstimateGas(_ context.Context, msg txm.CallMsg) (uint64, error) {
 	if bytes.HasPrefix(msg.Data, []byte{0xde, 0xad}) {
 		return 0, &txm.RevertError{Reason: "nope"}

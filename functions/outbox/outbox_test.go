@@ -28,10 +28,9 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 type chainStub struct{}
 
-func (chainStub) PendingNonce(context.Context, common.Address) (uint64, error)    { return 0, nil }
-func (chainStub) LatestNonce(context.Context, common.Address) (uint64, error)     { return 0, nil }
-func (chainStub) NonceAt(context.Context, common.Address, uint64) (uint64, error) { return 0, nil }
-func (chainStub) EstimateGas(context.Context, txm.CallMsg) (uint64, error)        { return 21000, nil }
+func (chainStub) PendingNonce(context.Context, common.Address) (uint64, error) { return 0, nil }
+func (chainStub) LatestNonce(context.Context, common.Address) (uint64, error)  { return 0, nil }
+func (chainStub) EstimateGas(context.Context, txm.CallMsg) (uint64, error)     { return 21000, nil }
 
 func setup(t *testing.T) (*pgtest.DB, config.Config, *postgres.Store, *pubsubtest.Server, *app.Relay) {
 	t.Helper()

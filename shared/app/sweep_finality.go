@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
 
 	"github.com/txfence/txfence/shared/config"
@@ -43,6 +44,8 @@ type SweepFinality struct {
 	heads   map[uint64]txm.Header // each chain's head as last seen (by a pass or between passes)
 
 	canon canonCache // headers earlier passes read, by chain
+
+	reported contradictions // outcomes found contradicted, so that each is reported once
 }
 
 // SweepHooks let tests stop a sweep at a chosen point. Production leaves
@@ -98,6 +101,9 @@ func (s *SweepFinality) Run(ctx context.Context, budget, interval time.Duration)
 	// Once an invocation: a block stays listed a minute past the watch.
 	if err := s.store.PruneReported(ctx, s.watch()); err != nil {
 		s.log.WarnContext(ctx, "prune reported blocks", "err", err)
+	}
+	if _, err := s.CheckOutcomes(ctx); err != nil {
+		s.log.WarnContext(ctx, "check outcomes", "err", err)
 	}
 	sw := s.sweeping(ctx)
 	err := runPasses(ctx, budget, interval, func(ctx context.Context) (struct{}, error) {
@@ -257,14 +263,21 @@ func (s *SweepFinality) later(look signerLook) (signerLook, bool) {
 // chainView caches one pass's look at a chain, so that one pass sees one
 // chain: the head and finalized block are read once, and each block height
 // at most once. The pass's workers share it.
+//
+// A header is final only by what the node that gave it said in the same
+// answer: each is kept with the block under tag (the head, or the
+// finalized block) of that answer, so that a block read from a node behind
+// or on another fork is never counted deep on the word of another node.
 type chainView struct {
 	chain     txm.Chain
+	tag       string // "latest" or "finalized": the block a header's depth is counted from
 	head      txm.Header
 	finalized *txm.Header
 	fetched   func([]*txm.Header) // remembers what load fetched for later passes
 
-	mu      sync.Mutex // guards headers; held while missing ones are fetched
+	mu      sync.Mutex // guards headers and under; held while missing ones are fetched
 	headers map[uint64]*txm.Header
+	under   map[uint64]uint64 // per height: the block under tag of the answer that gave its header
 }
 
 func (v *chainView) load(ctx context.Context, numbers []uint64) error {
@@ -281,17 +294,29 @@ func (v *chainView) load(ctx context.Context, numbers []uint64) error {
 	if len(missing) == 0 {
 		return nil
 	}
-	hs, err := v.chain.HeadersByNumber(ctx, missing)
+	hs, tagged, err := v.chain.Blocks(ctx, missing, []string{v.tag})
 	if err != nil {
 		return fmt.Errorf("headers: %w", err)
 	}
 	for i, n := range missing {
 		v.headers[n] = hs[i]
+		if hs[i] != nil && tagged[0] != nil {
+			v.under[n] = tagged[0].Number
+		}
 	}
 	if v.fetched != nil {
 		v.fetched(hs)
 	}
 	return nil
+}
+
+// depthFrom is the block under the view's tag that header n was read
+// with; false when there is none (the node had no finalized block).
+func (v *chainView) depthFrom(n uint64) (uint64, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	top, ok := v.under[n]
+	return top, ok
 }
 
 // canonKeep is how many heights below a chain's head canonCache keeps: more
@@ -430,21 +455,35 @@ func (s *SweepFinality) sawHead(id uint64, h txm.Header) bool {
 	return !seen || last != h
 }
 
-// view reads a chain's head (and finalized block) once for a pass.
+// view reads a chain's head (and finalized block) once for a pass, in one
+// call, so that both come from one node.
 func (s *SweepFinality) view(ctx context.Context, id uint64, chain txm.Chain) (*chainView, error) {
-	v := &chainView{chain: chain, fetched: func(hs []*txm.Header) { s.canon.remember(id, hs) }}
-	var err error
-	if v.head, err = chain.Head(ctx); err != nil {
-		return nil, fmt.Errorf("head: %w", err)
+	v := &chainView{chain: chain, tag: "latest", fetched: func(hs []*txm.Header) { s.canon.remember(id, hs) }}
+	tags := []string{"latest"}
+	if s.cfg.FinalityMode == config.FinalityFinalized {
+		v.tag = "finalized"
+		tags = append(tags, "finalized")
 	}
+	_, tagged, err := chain.Blocks(ctx, nil, tags)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("head: %w", err)
+	case tagged[0] == nil:
+		return nil, errors.New("head: the node has no latest block")
+	case len(tagged) > 1 && tagged[1] == nil:
+		return nil, errors.New("finalized: the node has no finalized block")
+	}
+	v.head = *tagged[0]
 	s.sawHead(id, v.head)
 	v.headers = s.canon.linked(id, v.head)
-	if s.cfg.FinalityMode == config.FinalityFinalized {
-		f, err := chain.Finalized(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("finalized: %w", err)
-		}
-		v.finalized = &f
+	top := v.head.Number
+	if len(tagged) > 1 {
+		v.finalized = tagged[1]
+		top = v.finalized.Number
+	}
+	v.under = make(map[uint64]uint64, len(v.headers))
+	for n := range v.headers {
+		v.under[n] = top
 	}
 	return v, nil
 }
@@ -761,7 +800,9 @@ func (s *SweepFinality) writeReceipts(ctx context.Context, l txm.Lease, view *ch
 		st.Mined = len(look.found)
 	}
 	if len(look.stale) > 0 {
-		if err := s.consumedExternally(ctx, l, view, ref, look.stale, look.found, look.latest, st); err != nil {
+		ids, err := s.consumedExternally(ctx, l, view, ref, look.stale, look.found, look.latest, st)
+		relayed = append(relayed, ids...)
+		if err != nil {
 			return relayed, err
 		}
 	}
@@ -968,11 +1009,18 @@ func receiptHeights(mined []txm.Tracked) []uint64 {
 	return heights
 }
 
+// isFinal reports whether the view's header at block is final by the
+// answer it was read with: deep enough below that answer's head, or at or
+// below its finalized block.
 func (s *SweepFinality) isFinal(view *chainView, block uint64) bool {
-	if s.cfg.FinalityMode == config.FinalityFinalized {
-		return view.finalized != nil && block <= view.finalized.Number
+	top, ok := view.depthFrom(block)
+	if !ok || top < block {
+		return false
 	}
-	return view.head.Number >= block && view.head.Number-block+1 >= s.cfg.Confirmations
+	if s.cfg.FinalityMode == config.FinalityFinalized {
+		return true
+	}
+	return top-block+1 >= s.cfg.Confirmations
 }
 
 // watch is how long reported outcomes stay watched: only in confirmations
@@ -1027,64 +1075,111 @@ func (s *SweepFinality) checkReported(ctx context.Context, l txm.Lease, view *ch
 // receipt for any of their attempts. They end FAILED_FINAL
 // `nonce_consumed_externally`, reported TxFailed, and the signer's later
 // nonces are not held up by them.
+//
+// That outcome rests on one node's answer, pinned to the final block by its
+// hash (ProveNonce): the block, the signer's nonce at it, and the receipt
+// of every attempt. A receipt found there is written (MINED), never failed;
+// a node that cannot answer for the block leaves the decision to a later
+// pass. It returns the outbox rows of what it wrote MINED.
 func (s *SweepFinality) consumedExternally(ctx context.Context, l txm.Lease, view *chainView, ref txm.SignerRef,
-	stale []txm.Tracked, found []txm.Mined, latest uint64, st *PassStats) error {
+	stale []txm.Tracked, found []txm.Mined, latest uint64, st *PassStats) ([]int64, error) {
 	mined := map[string]bool{}
 	for _, m := range found {
 		mined[m.TxID] = true
 	}
 	var candidates []txm.Tracked
+	var hashes []common.Hash
 	for _, t := range stale {
 		if t.Tx.Nonce < latest && !mined[t.Tx.ID] {
 			candidates = append(candidates, t)
+			for _, a := range t.Attempts {
+				hashes = append(hashes, a.Hash)
+			}
 		}
 	}
 	if len(candidates) == 0 {
-		return nil
+		return nil, nil
 	}
-	depth, ok := s.finalBlock(view)
-	if !ok {
-		return nil
+	at, ok, err := s.finalHeader(ctx, view)
+	if err != nil || !ok {
+		return nil, err
 	}
-	taken, err := view.chain.NonceAt(ctx, ref.Signer, depth)
+	proof, err := view.chain.ProveNonce(ctx, ref.Signer, at, hashes)
+	if errors.Is(err, txm.ErrNodeBehind) {
+		s.metrics.ReceiptCheck(ctx, "node_behind")
+		s.log.DebugContext(ctx, "no endpoint could answer for the final block", slog.String(logging.KeySigner, txm.CanonicalAddress(ref.Signer)),
+			slog.Uint64("block", at.Number), slog.Any("error", err))
+		return nil, nil
+	}
 	if err != nil {
 		s.metrics.ReceiptCheck(ctx, "rpc_error")
-		return fmt.Errorf("nonce at block %d: %w", depth, err)
+		return nil, err
 	}
+	var late []txm.Mined
 	var ids []string
+	k := 0
 	for _, t := range candidates {
-		if t.Tx.Nonce < taken {
+		var receipt *txm.Mined
+		for _, a := range t.Attempts {
+			if r := proof.Receipts[k]; r != nil && receipt == nil {
+				receipt = &txm.Mined{TxID: t.Tx.ID, AttemptNo: a.No, Receipt: *r}
+			}
+			k++
+		}
+		switch {
+		case receipt != nil:
+			late = append(late, *receipt)
+		case t.Tx.Nonce < proof.Nonce:
 			ids = append(ids, t.Tx.ID)
 		}
 	}
-	if len(ids) == 0 {
-		return nil
+	var relayed []int64
+	if len(late) > 0 {
+		if relayed, err = s.store.MarkMined(ctx, l, late); err != nil {
+			return nil, err
+		}
+		st.Mined += len(late)
 	}
-	detail := fmt.Sprintf("another transaction of the signer took the nonce; final at block %d", depth)
+	if len(ids) == 0 {
+		return relayed, nil
+	}
+	detail := fmt.Sprintf("another transaction of the signer took the nonce; final at block %d %s", at.Number, at.Hash.Hex())
 	if err := s.store.ConsumedExternally(ctx, l, ids, detail); err != nil {
-		return err
+		return relayed, err
 	}
 	for _, id := range ids {
 		st.Failed++
 		s.metrics.ReceiptCheck(ctx, "nonce_consumed_externally")
 		s.log.WarnContext(ctx, "nonce consumed outside txfence", slog.String(logging.KeyTxID, id),
-			slog.String(logging.KeySigner, txm.CanonicalAddress(ref.Signer)), slog.Int64(logging.KeyToken, l.Token))
+			slog.String(logging.KeySigner, txm.CanonicalAddress(ref.Signer)), slog.Uint64("block", at.Number),
+			slog.Int64(logging.KeyToken, l.Token))
 	}
-	return nil
+	return relayed, nil
 }
 
-// finalBlock is the highest block that is final in this pass's view.
-func (s *SweepFinality) finalBlock(view *chainView) (uint64, bool) {
+// finalHeader is the highest block that is final in this pass's view,
+// with its hash; false when there is none yet (or the node has not got
+// it).
+func (s *SweepFinality) finalHeader(ctx context.Context, view *chainView) (txm.Header, bool, error) {
 	if s.cfg.FinalityMode == config.FinalityFinalized {
 		if view.finalized == nil {
-			return 0, false
+			return txm.Header{}, false, nil
 		}
-		return view.finalized.Number, true
+		return *view.finalized, true, nil
 	}
 	if view.head.Number+1 < s.cfg.Confirmations {
-		return 0, false
+		return txm.Header{}, false, nil
 	}
-	return view.head.Number + 1 - s.cfg.Confirmations, true
+	n := view.head.Number + 1 - s.cfg.Confirmations
+	if err := view.load(ctx, []uint64{n}); err != nil {
+		s.metrics.ReceiptCheck(ctx, "rpc_error")
+		return txm.Header{}, false, err
+	}
+	h := view.header(n)
+	if h == nil {
+		return txm.Header{}, false, nil
+	}
+	return *h, true, nil
 }
 
 // reorged handles a mined transaction whose receipt block is no longer

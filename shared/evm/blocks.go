@@ -74,19 +74,75 @@ func (c *Client) Finalized(ctx context.Context) (txm.Header, error) {
 	return out, nil
 }
 
-// HeadersByNumber fetches canonical headers in one batch of
-// eth_getBlockByNumber; a number with no block yields nil at its index.
-func (c *Client) HeadersByNumber(ctx context.Context, numbers []uint64) ([]*txm.Header, error) {
-	return batchCall(ctx, c, "get headers", "eth_getBlockByNumber", numbers,
-		func(n uint64) []any { return []any{hexutil.Uint64(n), false} },
-		func(n uint64, raw *rpcHeader) (*txm.Header, error) {
-			h, err := raw.toTxm()
-			if err == nil && h.Number != n {
-				err = fmt.Errorf("node returned block %d", h.Number)
+// Blocks implements txm.BlockSource: batches of eth_getBlockByNumber,
+// each to one endpoint, for numbers and then for tags. A batch holds at
+// most MaxBatch calls, the tags' included, so a long list of numbers goes
+// out as several, each ending with the tags.
+func (c *Client) Blocks(ctx context.Context, numbers []uint64, tags []string) (headers, tagged []*txm.Header, err error) {
+	headers = make([]*txm.Header, len(numbers))
+	tagged = make([]*txm.Header, len(tags))
+	per := max(c.opts.MaxBatch-len(tags), 1)
+	for lo := 0; lo == 0 || lo < len(numbers); lo += per {
+		hi := min(lo+per, len(numbers))
+		var got []*txm.Header
+		err := c.do(ctx, func(ctx context.Context, rc *rpc.Client) error {
+			var err error
+			got, err = blocksOnce(ctx, rc, numbers[lo:hi], tags)
+			return err
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("get blocks: %w", err)
+		}
+		copy(headers[lo:hi], got[:hi-lo])
+		for i, h := range got[hi-lo:] {
+			if lo == 0 || h == nil || tagged[i] != nil && h.Number < tagged[i].Number {
+				tagged[i] = h
 			}
-			return &h, err
-		},
-		func(n uint64) string { return fmt.Sprintf("block %d", n) })
+		}
+	}
+	return headers, tagged, nil
+}
+
+// blocksOnce is one batch of Blocks against one endpoint: the headers of
+// numbers, then of tags, in one list.
+func blocksOnce(ctx context.Context, rc *rpc.Client, numbers []uint64, tags []string) ([]*txm.Header, error) {
+	raws := make([]*rpcHeader, len(numbers)+len(tags))
+	elems := make([]rpc.BatchElem, len(raws))
+	for i, n := range numbers {
+		elems[i] = rpc.BatchElem{Method: "eth_getBlockByNumber", Args: []any{hexutil.Uint64(n), false}, Result: &raws[i]}
+	}
+	for i, tag := range tags {
+		j := len(numbers) + i
+		elems[j] = rpc.BatchElem{Method: "eth_getBlockByNumber", Args: []any{tag, false}, Result: &raws[j]}
+	}
+	if err := rc.BatchCallContext(ctx, elems); err != nil {
+		return nil, err
+	}
+	out := make([]*txm.Header, len(raws))
+	var errs []error
+	for i, raw := range raws {
+		name := "block " + fmt.Sprint(elems[i].Args[0])
+		if i < len(numbers) {
+			name = fmt.Sprintf("block %d", numbers[i])
+		}
+		if err := elems[i].Error; err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			continue
+		}
+		if raw == nil {
+			continue
+		}
+		h, err := raw.toTxm()
+		if err == nil && i < len(numbers) && h.Number != numbers[i] {
+			err = fmt.Errorf("node returned block %d", h.Number)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			continue
+		}
+		out[i] = &h
+	}
+	return out, errors.Join(errs...)
 }
 
 // HasTransaction reports whether eth_getTransactionByHash knows the

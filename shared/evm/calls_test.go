@@ -318,7 +318,7 @@ func TestClient_BlockReceiptsNotServed(t *testing.T) {
 	require.Len(t, blocks, 1)
 }
 
-func TestClient_HeadersByNumber(t *testing.T) {
+func TestClient_Blocks(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := context.Background()
@@ -332,9 +332,12 @@ func TestClient_HeadersByNumber(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, start.Number+3, head.Number)
 
-	hs, err := e.client.HeadersByNumber(ctx, []uint64{1, head.Number, head.Number + 100})
+	hs, tagged, err := e.client.Blocks(ctx, []uint64{1, head.Number, head.Number + 100}, []string{"latest", "finalized"})
 	require.NoError(t, err)
 	require.Len(t, hs, 3)
+	require.Len(t, tagged, 2)
+	require.Equal(t, head, *tagged[0], "the head, read with the blocks")
+	require.NotNil(t, tagged[1])
 	require.Nil(t, hs[2])
 	for i, n := range []uint64{1, head.Number} {
 		want, err := e.chain.Backend.Client().HeaderByNumber(ctx, new(big.Int).SetUint64(n))
@@ -352,6 +355,7 @@ func TestClient_HeadersByNumber(t *testing.T) {
 	want, err := e.chain.Backend.Client().HeaderByNumber(ctx, new(big.Int).SetUint64(fin.Number))
 	require.NoError(t, err)
 	require.Equal(t, want.Hash(), fin.Hash)
+	require.Equal(t, fin, *tagged[1])
 }
 
 func TestClient_Reorg(t *testing.T) {
@@ -375,7 +379,7 @@ func TestClient_Reorg(t *testing.T) {
 	e.chain.Commit()
 	e.chain.Commit()
 
-	hs, err := e.client.HeadersByNumber(ctx, []uint64{height})
+	hs, _, err := e.client.Blocks(ctx, []uint64{height}, nil)
 	require.NoError(t, err)
 	require.NotNil(t, hs[0])
 	require.NotEqual(t, old, hs[0].Hash, "the block holding the transaction was reorganised away")
@@ -391,7 +395,7 @@ func TestClient_Reorg(t *testing.T) {
 	// The simulated pool takes the dropped transaction back, and the next
 	// block re-includes it: its receipt follows the new canonical chain.
 	require.NotEqual(t, old, rs[0].BlockHash)
-	canonical, err := e.client.HeadersByNumber(ctx, []uint64{rs[0].BlockNumber})
+	canonical, _, err := e.client.Blocks(ctx, []uint64{rs[0].BlockNumber}, nil)
 	require.NoError(t, err)
 	require.Equal(t, canonical[0].Hash, rs[0].BlockHash)
 	require.True(t, has)

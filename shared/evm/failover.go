@@ -107,12 +107,14 @@ func (e *unverifiedError) Unwrap() error { return e.err }
 // failover reports whether err says the endpoint, not the request, failed,
 // so the same request may succeed elsewhere: connection refused or reset,
 // EOF, the per-call timeout, any non-2xx HTTP status (5xx, 429, but also
-// 401/403/404 from a misconfigured endpoint), or a response that is not
-// JSON-RPC. A JSON-RPC error response (nonce too low, execution reverted,
-// ...) is the node's answer to the request and is not retried elsewhere.
+// 401/403/404 from a misconfigured endpoint), a response that is not
+// JSON-RPC, or an answer that cannot be used for the block a call is
+// pinned to (behindError). A JSON-RPC error response (nonce too low,
+// execution reverted, ...) is the node's answer to the request and is not
+// retried elsewhere.
 func failover(err error) bool {
 	var unverified *unverifiedError
-	if errors.As(err, &unverified) {
+	if errors.As(err, &unverified) || isBehind(err) {
 		return true
 	}
 	var rpcErr rpc.Error

@@ -61,11 +61,12 @@ func TestClient_BatchesWithinTheNodesLimit(t *testing.T) {
 	for i := range n {
 		numbers = append(numbers, head.Number-uint64(i%int(head.Number+1)))
 	}
-	hs, err := client.HeadersByNumber(ctx, numbers)
+	hs, tagged, err := client.Blocks(ctx, numbers, []string{"latest"})
 	require.NoError(t, err)
 	for i, h := range hs {
 		require.Equal(t, numbers[i], h.Number)
 	}
+	require.Equal(t, head, *tagged[0])
 
 	_, err = unbounded.Receipts(ctx, hashes)
 	require.ErrorContains(t, err, "batch too large", "the node's limit is real")

@@ -90,6 +90,7 @@ const (
 	resubmitTotal
 	stuckTotal
 	apiRefusedTotal
+	outcomeContradictedTotal
 	counterCount
 )
 
@@ -104,6 +105,8 @@ var counters = [counterCount]struct{ name, description string }{
 	resubmitTotal:     {"resubmit_total", "Rebroadcasts and re-prompts by result."},
 	stuckTotal:        {"stuck_total", "Transactions that entered STUCK, by reason."},
 	apiRefusedTotal:   {"api_refused_total", "Calls refused: unauthenticated, forbidden by a rule, rate limited."},
+	outcomeContradictedTotal: {"outcome_contradicted_total",
+		"Reported FAILED_FINAL outcomes that a later look at the chain contradicts (an attempt mined), by sub-state: a bug, never corrected silently."},
 }
 
 // Stage names a stage latency histogram (the create call's own,
@@ -239,6 +242,11 @@ func (m *Metrics) TxSubmit(ctx context.Context, result string) {
 // ReceiptCheck counts receipt checks by result.
 func (m *Metrics) ReceiptCheck(ctx context.Context, result string) {
 	m.add(ctx, receiptCheckTotal, 1, "result", result)
+}
+
+// OutcomeContradicted counts a reported outcome the chain contradicts.
+func (m *Metrics) OutcomeContradicted(ctx context.Context, subState string) {
+	m.add(ctx, outcomeContradictedTotal, 1, "sub_state", subState)
 }
 
 // Reorg counts one transaction moved back by a reorg.

@@ -771,6 +771,13 @@ SELECT id::text FROM moved`, append(fenceArgs(l), int64(block.Number), block.Has
 	return s.trackedTxs(ctx, `t.id = ANY($1::uuid[])`, 0, ids)
 }
 
+// ConsumedSince implements txm.ReceiptStore. The window's start is a
+// subquery, computed once, so that it bounds the finalized_at index.
+func (s *Store) ConsumedSince(ctx context.Context, since time.Duration) ([]txm.Tracked, error) {
+	return s.trackedTxs(ctx, `t.finalized_at >= (SELECT clock_timestamp() - $1::interval)
+    AND t.state = 'FAILED_FINAL' AND t.sub_state = $2`, 0, since, txm.SubStateNonceConsumedExternally)
+}
+
 // ConsumedExternally implements txm.ReceiptStore.
 func (s *Store) ConsumedExternally(ctx context.Context, l txm.Lease, txIDs []string, detail string) error {
 	return s.report(ctx, l, "consumed_externally", "open", txIDs, `

@@ -21,10 +21,39 @@ type NonceSource interface {
 	// LatestNonce is the number of the signer's transactions mined at the
 	// latest block: every nonce below it is mined.
 	LatestNonce(ctx context.Context, addr common.Address) (uint64, error)
-	// NonceAt is the number of the signer's transactions mined at or below
-	// block: every nonce below it was taken by a transaction in a block at
-	// that height or lower.
-	NonceAt(ctx context.Context, addr common.Address, block uint64) (uint64, error)
+}
+
+// NonceProof is one node's answer, read in one batched call and pinned to
+// one block by its hash, to whether a signer's nonces were taken and by
+// which of the given transactions: what an outcome that the chain took a
+// nonce from outside rests on. Reads from different nodes, or of different
+// heights, cannot be combined into it: a lagging node's "no receipt" and
+// another's "the nonce is used" would say a mined transaction was not.
+type NonceProof struct {
+	// Block is the block the answer is pinned to: canonical on the node
+	// that answered, at its height, before and after the other reads.
+	Block Header
+	// Nonce is the signer's transaction count at Block: every nonce below
+	// it was taken at or below Block.
+	Nonce uint64
+	// Receipts holds the receipt of each hash asked, in order; nil where
+	// the node has none on its canonical chain.
+	Receipts []*Receipt
+}
+
+// ErrNodeBehind means no endpoint could answer for a block: each had not
+// reached it, or had another block at its height. Nothing is concluded;
+// the caller asks again later.
+var ErrNodeBehind = errors.New("no endpoint has the block")
+
+// NonceProver reads a NonceProof.
+type NonceProver interface {
+	// ProveNonce reads from one node, in one batched call, the block at
+	// at's height (which must be at, before and after the other reads),
+	// addr's nonce at at's hash, and the receipt of each hash. An endpoint
+	// that cannot answer for at is passed over for the next; when none
+	// can, the error wraps ErrNodeBehind.
+	ProveNonce(ctx context.Context, addr common.Address, at Header, hashes []common.Hash) (NonceProof, error)
 }
 
 // CallMsg is a transaction as the caller described it, for gas estimation.
@@ -105,9 +134,14 @@ type BlockSource interface {
 	Head(ctx context.Context) (Header, error)
 	// Finalized is the block the chain reports under the `finalized` tag.
 	Finalized(ctx context.Context) (Header, error)
-	// HeadersByNumber fetches canonical headers in one batched call; a
-	// number beyond the head yields nil at its index.
-	HeadersByNumber(ctx context.Context, numbers []uint64) ([]*Header, error)
+	// Blocks reads, in one batched call, the canonical header of each of
+	// numbers (nil at its index where the node has no block yet) and then,
+	// from the same node, the block under each of tags ("latest",
+	// "finalized"; nil where the node has none). Every header it returns
+	// is canonical on a node whose blocks under tags were at least those
+	// returned: when the call goes out as several batches, each ends with
+	// the tags, and the lowest answer of each tag is returned.
+	Blocks(ctx context.Context, numbers []uint64, tags []string) (headers, tagged []*Header, err error)
 	// HasTransaction reports whether the node knows the transaction (mined
 	// or pending).
 	HasTransaction(ctx context.Context, hash common.Hash) (bool, error)
@@ -117,6 +151,7 @@ type BlockSource interface {
 type Chain interface {
 	ChainID() uint64
 	NonceSource
+	NonceProver
 	GasEstimator
 	FeeOracle
 	Broadcaster

@@ -162,6 +162,10 @@ type ReceiptStore interface {
 	// transaction took, FAILED_FINAL `nonce_consumed_externally`, each with
 	// its outcome recorded pending, as Finalize does.
 	ConsumedExternally(ctx context.Context, l Lease, txIDs []string, detail string) error
+	// ConsumedSince returns the transactions that ended FAILED_FINAL
+	// `nonce_consumed_externally` within the last since, with all their
+	// attempts: outcomes a later look at the chain may contradict.
+	ConsumedSince(ctx context.Context, since time.Duration) ([]Tracked, error)
 	// ReopenBlock moves the signer's reported transactions whose receipt is
 	// in block (number, hash) back to TRACKING — a reorg deeper than the
 	// confirmation depth — and returns them with their attempts.

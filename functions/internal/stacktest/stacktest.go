@@ -47,12 +47,15 @@ import (
 
 // World is one test's database, chain, RPC proxy and configuration.
 type World struct {
-	DB     *pgtest.DB
-	Cfg    config.Config
-	Chain  *evmtest.Chain
-	Proxy  *rpcproxy.Proxy
-	Keys   []evmtest.DevKey
-	PubSub *pubsubtest.Server // nil unless WithPubSub
+	DB    *pgtest.DB
+	Cfg   config.Config
+	Chain *evmtest.Chain
+	Proxy *rpcproxy.Proxy
+	// Lagging is a second endpoint of the chain that answers as a node
+	// behind it (WithLaggingEndpoint); nil without one.
+	Lagging *rpcproxy.Proxy
+	Keys    []evmtest.DevKey
+	PubSub  *pubsubtest.Server // nil unless WithPubSub
 	// EVM is the chain client options nodes are built with; their fee
 	// caps and tip floor come from Cfg (Cfg.FeesFor), as in production.
 	EVM evm.Options
@@ -115,6 +118,17 @@ func (w *World) WithPubSub(t *testing.T) *World {
 		require.NoError(t, w.PubSub.CreateTopic(ctx, topic))
 		require.NoError(t, w.PubSub.CreateSubscription(ctx, topic+"-sub", topic, true))
 	}
+	return w
+}
+
+// WithLaggingEndpoint gives the chain a second endpoint, after the first,
+// that answers as a node blocks behind would (rpcproxy's Lag); nodes built
+// afterwards fail over between the two.
+func (w *World) WithLaggingEndpoint(t *testing.T, blocks uint64) *World {
+	t.Helper()
+	w.Lagging = rpcproxy.Start(t, w.Chain.URL)
+	w.Lagging.Lag(blocks)
+	w.Cfg.Chains[0].RPCURLs = append(w.Cfg.Chains[0].RPCURLs, w.Lagging.URL)
 	return w
 }
 
