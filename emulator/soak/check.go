@@ -137,6 +137,7 @@ func (r *run) check(ctx context.Context) Result {
 	r.checkNonces(rows)
 	r.checkFeed(ctx, rows, byID)
 	r.checkOnChain(ctx, rows)
+	r.checkFailedNotMined(ctx)
 	r.reportAttempts(ctx)
 	r.reportOpen(ctx, open)
 	res.Violations = r.violationCount()
@@ -318,6 +319,46 @@ func (r *run) checkOnChain(ctx context.Context, rows []row) {
 			r.violation("confirmed on chain: tx %s: the chain has status %d in block %s, the row block %s",
 				rw.ID, rc.Status, rc.BlockHash.Hex(), *rw.ReceiptBlock)
 		}
+	}
+}
+
+// checkFailedNotMined: no FAILED_FINAL transaction has an attempt that
+// carries its payment (an original or a replacement) mined successfully on
+// the canonical chain: a caller told it failed would send it again. (A
+// cancel or placeholder attempt mined, or a receipt with status 0, is how
+// a transaction fails.)
+func (r *run) checkFailedNotMined(ctx context.Context) {
+	q, err := r.db.Query(ctx, `
+SELECT t.id::text, t.nonce, t.signer, coalesce(t.sub_state, ''), a.tx_hash
+FROM managed_tx t JOIN tx_attempt a ON a.tx_id = t.id
+WHERE t.state = 'FAILED_FINAL' AND a.kind IN ('original', 'replace')`)
+	if err != nil {
+		r.violation("failed but not mined: cannot read the attempts: %v", err)
+		return
+	}
+	type attempt struct {
+		id, signer, sub, hash string
+		nonce                 int64
+	}
+	var all []attempt
+	for q.Next() {
+		var a attempt
+		if err := q.Scan(&a.id, &a.nonce, &a.signer, &a.sub, &a.hash); err != nil {
+			q.Close()
+			r.violation("failed but not mined: cannot read the attempts: %v", err)
+			return
+		}
+		all = append(all, a)
+	}
+	q.Close()
+	ec := r.s.Chain.Backend.Client()
+	for _, a := range all {
+		rc, err := ec.TransactionReceipt(ctx, common.HexToHash(a.hash))
+		if err != nil || rc.Status != types.ReceiptStatusSuccessful {
+			continue // not mined (ethereum.NotFound), or mined and failed
+		}
+		r.violation("failed but not mined: tx %s (nonce %d of %s) is FAILED_FINAL %s, but its attempt %s is mined in block %d",
+			a.id, a.nonce, a.signer, a.sub, a.hash, rc.BlockNumber)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/txfence/txfence/emulator/stack"
 	"github.com/txfence/txfence/shared/evm/rpcproxy"
 )
 
@@ -18,6 +19,7 @@ const (
 	faultRPCErrors   = "rpc-errors"         // -32603 answers to eth_maxPriorityFeePerGas, eth_getTransactionReceipt, eth_sendRawTransaction
 	faultRPCTimeouts = "rpc-timeouts"       // answers slower than the servers' call timeout, and dropped connections
 	faultDropped     = "dropped-broadcasts" // eth_sendRawTransaction answered as accepted, never forwarded
+	faultLagging     = "lagging-endpoint"   // a second endpoint six blocks behind, with 502s that make calls fail over between the two
 	faultKill        = "kill"               // SIGKILL of a server, restarted after the window
 	faultPause       = "pause"              // SIGSTOP of a server past its lease, then SIGCONT
 	faultDBRestart   = "db-restart"         // PostgreSQL restarted under the running servers
@@ -26,7 +28,7 @@ const (
 
 // FaultNames lists every fault, in the order a soak injects them.
 var FaultNames = []string{faultFundingDip, faultFeeSpike, faultRPCErrors, faultRPCTimeouts, faultDropped,
-	faultKill, faultPause, faultDBRestart, faultReorg}
+	faultLagging, faultKill, faultPause, faultDBRestart, faultReorg}
 
 // faultNone, alone in Config.Faults, injects no fault: the load alone.
 const faultNone = "none"
@@ -72,6 +74,8 @@ func (r *run) inject(ctx context.Context, name string) {
 		detail = r.rpcTimeouts(ctx)
 	case faultDropped:
 		detail = r.droppedBroadcasts(ctx)
+	case faultLagging:
+		detail = r.laggingEndpoint(ctx)
 	case faultKill:
 		detail, err = r.kill(ctx)
 	case faultPause:
@@ -247,6 +251,57 @@ func (r *run) droppedBroadcasts(ctx context.Context) string {
 	return fmt.Sprintf("%d broadcasts answered as accepted and never forwarded", r.hits(&n))
 }
 
+// laggingBlocks is how far behind the chain the second endpoint is during
+// lagging-endpoint.
+const laggingBlocks = 6
+
+// Methods whose calls get 502s during lagging-endpoint: the first endpoint
+// fails half of the receipt look-ups, the lagging one half of the nonce and
+// head reads, so that one pass reads some from each.
+var (
+	laggingFirstMethods = []string{"eth_getTransactionReceipt", "eth_getBlockReceipts"}
+	laggingOwnMethods   = []string{"eth_getTransactionCount", "eth_blockNumber", "eth_getBlockByNumber"}
+)
+
+// laggingEndpoint brings the second endpoint up as a node laggingBlocks
+// behind the chain, and makes the servers' calls fail over between the two
+// (HTTP 502s for half the calls of some methods on each) for the window;
+// then the second endpoint is down again. A transaction decided on
+// answers from both (a lagging node's "no receipt", the other's "the nonce
+// is used") would end FAILED_FINAL while mined: checkFailedNotMined.
+func (r *run) laggingEndpoint(ctx context.Context) string {
+	l := r.s.Lagging
+	var first, own int64
+	bad := rpcproxy.Fault{HTTPStatus: 502}
+	for _, m := range laggingFirstMethods {
+		r.s.Proxy.Before(m, r.hook(0.5, bad, &first))
+	}
+	for _, m := range laggingOwnMethods {
+		l.Before(m, r.hook(0.5, bad, &own))
+	}
+	l.Lag(laggingBlocks)
+	l.Heal()
+	r.faults.Add(1)
+	r.sleep(ctx, r.cfg.Window)
+	r.endLagging()
+	return fmt.Sprintf("second endpoint %d blocks behind; 502 for %d calls of %v on the first, %d of %v on the second",
+		laggingBlocks, r.hits(&first), laggingFirstMethods, r.hits(&own), laggingOwnMethods)
+}
+
+// endLagging takes the second endpoint down again and lifts the 502s.
+func (r *run) endLagging() {
+	for _, m := range laggingFirstMethods {
+		r.s.Proxy.Before(m, nil)
+	}
+	if l := r.s.Lagging; l != nil {
+		l.FailAll(stack.LaggingDown)
+		for _, m := range laggingOwnMethods {
+			l.Before(m, nil)
+		}
+		l.Lag(0)
+	}
+}
+
 // kill SIGKILLs a server and restarts it after the window.
 func (r *run) kill(ctx context.Context) (string, error) {
 	i := r.intn(len(r.s.ServerURLs))
@@ -338,6 +393,7 @@ func (r *run) healAll(ctx context.Context) {
 	for _, m := range append(append([]string{}, rpcErrorMethods...), rpcSlowMethods...) {
 		r.s.Proxy.Before(m, nil)
 	}
+	r.endLagging()
 	r.s.EndFeeSpike()
 	for i := range r.s.ServerURLs {
 		_ = r.s.Resume(i) // an error: it was not paused

@@ -19,6 +19,7 @@ import (
 	"io"
 	"math/big"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -182,7 +183,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	s, err := stack.Start(ctx, stack.Options{
 		ServerBinary: cfg.ServerBinary, Servers: cfg.Servers, Signers: cfg.Signers, BlockTime: cfg.BlockTime,
 		Confirmations: confirmations, ScheduleEvery: 2 * time.Second, FaultProxy: true,
-		BlockGasLimit: blockGasLimit, MinerTip: big.NewInt(1),
+		LaggingEndpoint: slices.Contains(cfg.Faults, faultLagging), BlockGasLimit: blockGasLimit, MinerTip: big.NewInt(1),
 		Env: append(append([]string{}, serverEnv...), cfg.Env...), ServerOutput: cfg.ServerOutput,
 	})
 	if err != nil {

@@ -86,6 +86,11 @@ type Options struct {
 	// (Stack.Proxy), to inject JSON-RPC errors, delays, dropped connections
 	// and swallowed broadcasts.
 	FaultProxy bool
+	// LaggingEndpoint gives the chain a second endpoint (Stack.Lagging, a
+	// second rpcproxy), after the first: a node that is down (every call
+	// 503) until a fault makes it a node behind the chain (Lag). Needs
+	// FaultProxy.
+	LaggingEndpoint bool
 	// BlockGasLimit of the simulated chain (go-ethereum's default, 60M,
 	// when 0). FeeSpike fills blocks with one call of 9/10 of it, which must
 	// stay under the per-transaction cap of 2^24 gas.
@@ -110,6 +115,7 @@ type Stack struct {
 	Signers     []common.Address
 	Chain       *evmtest.Chain  // nil with an external chain
 	Proxy       *rpcproxy.Proxy // between servers and chain; nil without Options.FaultProxy
+	Lagging     *rpcproxy.Proxy // the chain's second endpoint; nil without Options.LaggingEndpoint
 	Bridge      *bridge.Bridge
 	Funder      common.Address // a funded account txfence does not manage (Fund)
 
@@ -312,10 +318,31 @@ func (s *Stack) startChain() error {
 		if err != nil {
 			return err
 		}
+		chainURL := s.RPCURL
 		s.Proxy, s.RPCURL = p, p.URL
 		s.closers = append(s.closers, p.Close)
+		if s.opts.LaggingEndpoint {
+			l, err := rpcproxy.New(chainURL)
+			if err != nil {
+				return err
+			}
+			l.FailAll(LaggingDown)
+			s.Lagging = l
+			s.closers = append(s.closers, l.Close)
+		}
 	}
 	return nil
+}
+
+// LaggingDown is how the second endpoint answers while it is down.
+var LaggingDown = rpcproxy.Fault{HTTPStatus: 503}
+
+// chainURLs is TXFENCE_CHAINS's list of the chain's endpoints.
+func (s *Stack) chainURLs() string {
+	if s.Lagging != nil {
+		return s.RPCURL + "|" + s.Lagging.URL
+	}
+	return s.RPCURL
 }
 
 func (s *Stack) startPubSub(ctx context.Context) (*gpubsub.Client, error) {
@@ -358,7 +385,7 @@ func (s *Stack) serverEnv() []string {
 	var signers []string
 	env := []string{
 		"TXFENCE_DATABASE_URL=" + s.DatabaseURL,
-		"TXFENCE_CHAINS=" + fmt.Sprint(evmtest.ChainID) + "=" + s.RPCURL,
+		"TXFENCE_CHAINS=" + fmt.Sprint(evmtest.ChainID) + "=" + s.chainURLs(),
 		"TXFENCE_PROJECT=" + Project,
 		"PUBSUB_EMULATOR_HOST=" + s.PubSubHost,
 		"TXFENCE_TOPIC_SUBMIT=" + TopicSubmit,
