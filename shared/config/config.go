@@ -19,6 +19,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 
+	"github.com/txfence/txfence/shared/redact"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -851,11 +852,7 @@ func (w StuckWebhook) String() string {
 	if w.URL == "" {
 		return "no webhook"
 	}
-	u, err := url.Parse(w.URL)
-	if err != nil || u.Host == "" {
-		return "webhook (unparsable URL)"
-	}
-	return "webhook " + u.Scheme + "://" + u.Host
+	return "webhook " + redact.URL(w.URL)
 }
 
 // LogValue keeps the secret and the URL's path and query out of logs.
@@ -1003,7 +1000,8 @@ func (p *parser) chains(env string, dst *[]Chain) {
 		id, urls, found := strings.Cut(strings.TrimSpace(entry), "=")
 		n, err := strconv.ParseUint(strings.TrimSpace(id), 10, 64)
 		if !found || err != nil || n == 0 {
-			p.bad(env, "entry %q must be CHAIN_ID=RPC_URL[|RPC_URL...] with a positive chain id", entry)
+			// The entry's URLs may carry keys: they are named, not quoted.
+			p.bad(env, "entry %q must be CHAIN_ID=RPC_URL[|RPC_URL...] with a positive chain id", redact.Text(entry))
 			return
 		}
 		if seen[n] {
@@ -1015,7 +1013,11 @@ func (p *parser) chains(env string, dst *[]Chain) {
 		for _, u := range strings.Split(urls, "|") {
 			u = strings.TrimSpace(u)
 			if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "ws://") && !strings.HasPrefix(u, "wss://") {
-				p.bad(env, "chain %d: RPC URL %q must start with http://, https://, ws:// or wss://", n, u)
+				p.bad(env, "chain %d: RPC URL %s must start with http://, https://, ws:// or wss://", n, redact.URL(u))
+				return
+			}
+			if redact.URL(u) == redact.Unparsable {
+				p.bad(env, "chain %d: RPC URL %d does not parse as a URL with a host", n, len(ch.RPCURLs)+1)
 				return
 			}
 			ch.RPCURLs = append(ch.RPCURLs, u)

@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/txfence/txfence/shared/redact"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -33,7 +34,7 @@ const maxReason = 1 << 10
 // is never printed.
 type Client struct {
 	endpoint string // the full URL; never printed
-	name     string // scheme://host
+	name     string // redact.URL(endpoint)
 	secret   []byte
 	timeout  time.Duration
 	http     *http.Client
@@ -62,7 +63,7 @@ func New(endpoint string, secret []byte, timeout time.Duration) (*Client, error)
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	return &Client{
 		endpoint: endpoint,
-		name:     u.Scheme + "://" + u.Host,
+		name:     redact.URL(endpoint),
 		secret:   bytes.Clone(secret),
 		timeout:  timeout,
 		http: &http.Client{
