@@ -846,6 +846,19 @@ func (c Config) StuckActionFor(id uint64, signer common.Address) string {
 	return "noop"
 }
 
+// String names the chain's RPC URLs by scheme and host only: their user
+// info, path or query may carry a provider's key.
+func (c Chain) String() string {
+	names := make([]string, len(c.RPCURLs))
+	for i, u := range c.RPCURLs {
+		names[i] = redact.URL(u)
+	}
+	return fmt.Sprintf("chain %d [%s]", c.ID, strings.Join(names, " "))
+}
+
+// LogValue keeps the RPC URLs' keys out of logs.
+func (c Chain) LogValue() slog.Value { return slog.StringValue(c.String()) }
+
 // String names the webhook by scheme and host only: its path or query may
 // carry a key, and the secret is never shown.
 func (w StuckWebhook) String() string {

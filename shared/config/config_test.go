@@ -277,6 +277,16 @@ func TestChainsErrorsHideRPCURLs(t *testing.T) {
 			assert.NotContains(t, err.Error(), secret, value)
 		}
 	}
+
+	ch := Chain{ID: 1, RPCURLs: []string{"https://" + u, "http://127.0.0.1:8545"}}
+	var logged strings.Builder
+	slog.New(slog.NewJSONHandler(&logged, nil)).Info("config", slog.Any("chain", ch))
+	for _, text := range []string{ch.String(), fmt.Sprint(ch), fmt.Sprintf("%v", []Chain{ch}), logged.String()} {
+		assert.Contains(t, text, "chain 1 [https://rpc.example/... http://127.0.0.1:8545]")
+		for _, secret := range []string{"user", "secretpw", "PATHKEY123", "QUERYKEY123"} {
+			assert.NotContains(t, text, secret)
+		}
+	}
 }
 
 func TestIssue13_TelemetryConfig(t *testing.T) {
