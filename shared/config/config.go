@@ -19,6 +19,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 
+	"github.com/txfence/txfence/shared/redact"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -845,17 +846,26 @@ func (c Config) StuckActionFor(id uint64, signer common.Address) string {
 	return "noop"
 }
 
+// String names the chain's RPC URLs by scheme and host only: their user
+// info, path or query may carry a provider's key.
+func (c Chain) String() string {
+	names := make([]string, len(c.RPCURLs))
+	for i, u := range c.RPCURLs {
+		names[i] = redact.URL(u)
+	}
+	return fmt.Sprintf("chain %d [%s]", c.ID, strings.Join(names, " "))
+}
+
+// LogValue keeps the RPC URLs' keys out of logs.
+func (c Chain) LogValue() slog.Value { return slog.StringValue(c.String()) }
+
 // String names the webhook by scheme and host only: its path or query may
 // carry a key, and the secret is never shown.
 func (w StuckWebhook) String() string {
 	if w.URL == "" {
 		return "no webhook"
 	}
-	u, err := url.Parse(w.URL)
-	if err != nil || u.Host == "" {
-		return "webhook (unparsable URL)"
-	}
-	return "webhook " + u.Scheme + "://" + u.Host
+	return "webhook " + redact.URL(w.URL)
 }
 
 // LogValue keeps the secret and the URL's path and query out of logs.
@@ -1003,7 +1013,8 @@ func (p *parser) chains(env string, dst *[]Chain) {
 		id, urls, found := strings.Cut(strings.TrimSpace(entry), "=")
 		n, err := strconv.ParseUint(strings.TrimSpace(id), 10, 64)
 		if !found || err != nil || n == 0 {
-			p.bad(env, "entry %q must be CHAIN_ID=RPC_URL[|RPC_URL...] with a positive chain id", entry)
+			// The entry's URLs may carry keys: they are named, not quoted.
+			p.bad(env, "entry %q must be CHAIN_ID=RPC_URL[|RPC_URL...] with a positive chain id", redact.Text(entry))
 			return
 		}
 		if seen[n] {
@@ -1015,7 +1026,11 @@ func (p *parser) chains(env string, dst *[]Chain) {
 		for _, u := range strings.Split(urls, "|") {
 			u = strings.TrimSpace(u)
 			if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "ws://") && !strings.HasPrefix(u, "wss://") {
-				p.bad(env, "chain %d: RPC URL %q must start with http://, https://, ws:// or wss://", n, u)
+				p.bad(env, "chain %d: RPC URL %s must start with http://, https://, ws:// or wss://", n, redact.URL(u))
+				return
+			}
+			if redact.URL(u) == redact.Unparsable {
+				p.bad(env, "chain %d: RPC URL %d does not parse as a URL with a host", n, len(ch.RPCURLs)+1)
 				return
 			}
 			ch.RPCURLs = append(ch.RPCURLs, u)

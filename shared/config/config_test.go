@@ -107,6 +107,7 @@ func TestIssue2_Config(t *testing.T) {
 		{EnvDBMaxConns, "0", "at least 1"},
 		{EnvChains, "mainnet=http://x", "positive chain id"},
 		{EnvChains, "1=ftp://x", "must start with"},
+		{EnvChains, "1=http://u:pw@x:y/v3/KEY", "does not parse"},
 		{EnvChains, "1=http://a,1=http://b", "listed twice"},
 		{EnvSigners, "0x123", "40 hex digits"},
 		{EnvSigners, "0xdAC17F958D2ee523a2206206994597C13D831Ec7", "checksum"},
@@ -258,6 +259,36 @@ func TestIssue10_Config(t *testing.T) {
 
 // TestIssue13_TelemetryConfig: where metrics and traces go. Prometheus text
 // by default; gcp needs a project, its own or TXFENCE_PROJECT.
+// TestChainsErrorsHideRPCURLs: a refused TXFENCE_CHAINS names its RPC URLs
+// by scheme and host, never with their user info, path or query.
+func TestChainsErrorsHideRPCURLs(t *testing.T) {
+	const u = "user:secretpw@rpc.example/v3/PATHKEY123?apikey=QUERYKEY123"
+	for _, value := range []string{
+		"mainnet=https://" + u,
+		"https://" + u,
+		"1=ftp://" + u,
+		"1=http://user:secretpw@rpc.example:x/v3/PATHKEY123?apikey=QUERYKEY123",
+	} {
+		e := validEnv()
+		e[EnvChains] = value
+		_, err := Load(env(e))
+		require.Error(t, err, value)
+		for _, secret := range []string{"user", "secretpw", "PATHKEY123", "QUERYKEY123"} {
+			assert.NotContains(t, err.Error(), secret, value)
+		}
+	}
+
+	ch := Chain{ID: 1, RPCURLs: []string{"https://" + u, "http://127.0.0.1:8545"}}
+	var logged strings.Builder
+	slog.New(slog.NewJSONHandler(&logged, nil)).Info("config", slog.Any("chain", ch))
+	for _, text := range []string{ch.String(), fmt.Sprint(ch), fmt.Sprintf("%v", []Chain{ch}), logged.String()} {
+		assert.Contains(t, text, "chain 1 [https://rpc.example/... http://127.0.0.1:8545]")
+		for _, secret := range []string{"user", "secretpw", "PATHKEY123", "QUERYKEY123"} {
+			assert.NotContains(t, text, secret)
+		}
+	}
+}
+
 func TestIssue13_TelemetryConfig(t *testing.T) {
 	t.Run("defaults", func(t *testing.T) {
 		c, err := Load(env(validEnv()))

@@ -36,7 +36,7 @@ func batchCall[K any, R any, T any](ctx context.Context, c *Client, what, method
 	out := make([]T, len(keys))
 	for i, k := range keys {
 		if err := elems[i].Error; err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", name(k), err))
+			errs = append(errs, fmt.Errorf("%s: %w", name(k), c.hideURLs(err)))
 			continue
 		}
 		if results[i] == nil {

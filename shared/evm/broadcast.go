@@ -42,7 +42,7 @@ func (c *Client) SendRawTransactions(ctx context.Context, raws [][]byte) []error
 			return errs
 		}
 		for i := lo; i < hi; i++ {
-			errs[i] = ClassifyBroadcast(elems[i].Error)
+			errs[i] = ClassifyBroadcast(c.hideURLs(elems[i].Error))
 		}
 	}
 	return errs

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"sync/atomic"
 
 	"github.com/ethereum/go-ethereum/rpc"
 
+	"github.com/txfence/txfence/shared/redact"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -29,7 +29,7 @@ var _ txm.Chain = (*Client)(nil)
 // endpoint is one JSON-RPC endpoint. Its chain id is checked before first
 // use; one found on another chain is never used again.
 type endpoint struct {
-	name     string // the URL without path, query or credentials, for errors
+	name     string // "endpoint i (scheme://host)", for errors (see endpointName)
 	raw      string // the URL as configured (it may carry a key): never shown
 	rpc      *rpc.Client
 	verified atomic.Bool
@@ -53,9 +53,9 @@ func Dial(ctx context.Context, chainID uint64, urls []string, opts Options) (*Cl
 		rc, err := rpc.DialOptions(ctx, u)
 		if err != nil {
 			c.Close()
-			return nil, fmt.Errorf("dial %s: %w", redact(i, u), redacted(err, &endpoint{name: redact(i, u), raw: u}))
+			return nil, fmt.Errorf("dial %s: %w", endpointName(i, u), redact.Error(err, u))
 		}
-		c.endpoints = append(c.endpoints, &endpoint{name: redact(i, u), raw: u, rpc: rc})
+		c.endpoints = append(c.endpoints, &endpoint{name: endpointName(i, u), raw: u, rpc: rc})
 	}
 	var unreachable []error
 	reachable := -1
@@ -112,16 +112,13 @@ func (c *Client) Close() {
 	}
 }
 
-// redact names endpoint i by its scheme and host only: provider URLs often
-// carry an API key in the path, the query or the user info.
-func redact(i int, raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
+// endpointName names endpoint i by its scheme and host only (redact.URL):
+// provider URLs often carry an API key in the path, the query or the user
+// info.
+func endpointName(i int, raw string) string {
+	name := redact.URL(raw)
+	if name == redact.Unparsable {
 		return fmt.Sprintf("endpoint %d", i)
-	}
-	name := u.Scheme + "://" + u.Host
-	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
-		name += "/..."
 	}
 	return fmt.Sprintf("endpoint %d (%s)", i, name)
 }

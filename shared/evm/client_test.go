@@ -183,9 +183,10 @@ func TestClient_OptionsValidate(t *testing.T) {
 
 func TestClient_RedactsURLs(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, "endpoint 0 (https://mainnet.example.io/...)", redact(0, "https://user:pw@mainnet.example.io/v3/SECRET"))
-	require.Equal(t, "endpoint 1 (http://127.0.0.1:8545)", redact(1, "http://127.0.0.1:8545"))
-	require.Equal(t, "endpoint 2 (wss://node.example/...)", redact(2, "wss://node.example?key=SECRET"))
+	require.Equal(t, "endpoint 0 (https://mainnet.example.io/...)", endpointName(0, "https://user:pw@mainnet.example.io/v3/SECRET"))
+	require.Equal(t, "endpoint 1 (http://127.0.0.1:8545)", endpointName(1, "http://127.0.0.1:8545"))
+	require.Equal(t, "endpoint 2 (wss://node.example/...)", endpointName(2, "wss://node.example?key=SECRET"))
+	require.Equal(t, "endpoint 3", endpointName(3, "http://user:pw@node.example:x/SECRET"))
 }
 
 func TestClient_FailoverFromDeadEndpoint(t *testing.T) {

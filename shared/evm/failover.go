@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/rpc"
+
+	"github.com/txfence/txfence/shared/redact"
 )
 
 // do runs fn against the endpoint that last answered and, when that fails at
@@ -48,31 +49,26 @@ func (c *Client) do(ctx context.Context, fn func(ctx context.Context, rc *rpc.Cl
 }
 
 // call runs fn once against ep, within CallTimeout. Its error never shows
-// the endpoint's URL, which may carry a provider's key (transport errors
-// quote it): the URL is replaced by the endpoint's redacted name.
+// the endpoint's URL, which may carry a provider's key: transport errors
+// quote it (net/http with the password masked, go-ethereum's WebSocket
+// dialer without the user info, either escaped), and a server may echo its
+// path; redact.Error hides every form.
 func (c *Client) call(ctx context.Context, ep *endpoint, fn func(ctx context.Context, rc *rpc.Client) error) error {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
 	defer cancel()
-	return redacted(fn(ctx, ep.rpc), ep)
+	return redact.Error(fn(ctx, ep.rpc), ep.raw)
 }
 
-// redacted hides ep's URL in err's text; nil stays nil.
-func redacted(err error, ep *endpoint) error {
-	if err == nil || ep.raw == "" || !strings.Contains(err.Error(), ep.raw) {
-		return err
+// hideURLs hides every endpoint's URL in err's text, for the errors that do
+// not pass through call: a batch element's, which is the node's answer but
+// may quote a URL (a gateway naming its upstream, say).
+func (c *Client) hideURLs(err error) error {
+	raws := make([]string, 0, len(c.endpoints))
+	for _, ep := range c.endpoints {
+		raws = append(raws, ep.raw)
 	}
-	return &redactedError{err: err, raw: ep.raw, name: ep.name}
+	return redact.Error(err, raws...)
 }
-
-// redactedError is err with a URL replaced in its text; errors.Is and As
-// still see err.
-type redactedError struct {
-	err       error
-	raw, name string
-}
-
-func (e *redactedError) Error() string { return strings.ReplaceAll(e.err.Error(), e.raw, e.name) }
-func (e *redactedError) Unwrap() error { return e.err }
 
 // verify checks ep's chain id once. An endpoint on another chain is marked
 // and never used again; an endpoint that cannot answer is checked again next

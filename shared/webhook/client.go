@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/txfence/txfence/shared/redact"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -33,7 +34,7 @@ const maxReason = 1 << 10
 // is never printed.
 type Client struct {
 	endpoint string // the full URL; never printed
-	name     string // scheme://host
+	name     string // redact.URL(endpoint)
 	secret   []byte
 	timeout  time.Duration
 	http     *http.Client
@@ -62,7 +63,7 @@ func New(endpoint string, secret []byte, timeout time.Duration) (*Client, error)
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	return &Client{
 		endpoint: endpoint,
-		name:     u.Scheme + "://" + u.Host,
+		name:     redact.URL(endpoint),
 		secret:   bytes.Clone(secret),
 		timeout:  timeout,
 		http: &http.Client{
@@ -130,14 +131,31 @@ func (c *Client) ask(ctx context.Context, t txm.StuckTx) (Answer, error) {
 	if err := json.Unmarshal(b, &a); err != nil {
 		return Answer{}, fmt.Errorf("%w: not a JSON answer: %v", ErrBadAnswer, err)
 	}
-	if a.DeliveryID != "" && a.DeliveryID != id {
-		return Answer{}, fmt.Errorf("answer: %w: it answers another delivery", ErrRefused)
+	if err := bound(a, id, t.TxID); err != nil {
+		return Answer{}, fmt.Errorf("answer: %w", err)
 	}
 	action, err := txm.ParseStuckAction(string(a.Action))
 	if err != nil {
 		return Answer{}, fmt.Errorf("%w: unknown action %.32q", ErrBadAnswer, a.Action)
 	}
-	return Answer{Action: action, Reason: clip(a.Reason, maxReason), DeliveryID: id}, nil
+	return Answer{Action: action, Reason: clip(a.Reason, maxReason), DeliveryID: id, TxID: t.TxID}, nil
+}
+
+// bound refuses a signed answer that is not for this delivery of this
+// transaction: the signature alone holds for five minutes, so an answer
+// captured from another exchange would verify too.
+func bound(a Answer, deliveryID, txID string) error {
+	switch {
+	case a.DeliveryID == "":
+		return fmt.Errorf("%w: it names no deliveryId", ErrRefused)
+	case a.DeliveryID != deliveryID:
+		return fmt.Errorf("%w: it answers another delivery", ErrRefused)
+	case a.TxID == "":
+		return fmt.Errorf("%w: it names no txId", ErrRefused)
+	case a.TxID != txID:
+		return fmt.Errorf("%w: it answers for another transaction", ErrRefused)
+	}
+	return nil
 }
 
 // transportError says why no answer came, without the URL that net/http

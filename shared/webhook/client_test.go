@@ -3,12 +3,14 @@ package webhook
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -47,11 +49,14 @@ func setup(t *testing.T, timeout time.Duration, h http.Handler) *endpoint {
 	return e
 }
 
-// scripted answers every request with body, signed with secret at the
+// scripted answers every request with body, in which {delivery} and {tx}
+// stand for the request's deliveryId and txId, signed with secret at the
 // given offset from now (no signature when secret is nil).
 func scripted(status int, body string, secret []byte, offset time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
+		var req Request
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		body := strings.NewReplacer("{delivery}", req.DeliveryID, "{tx}", req.TxID).Replace(body)
 		if secret != nil {
 			ts, sig := Sign(secret, []byte(body), time.Now().Add(offset))
 			w.Header().Set(HeaderTimestamp, ts)
@@ -168,13 +173,14 @@ func TestIssue10_WebhookRefusesAnswerForAnotherDelivery(t *testing.T) {
 func TestIssue10_WebhookRefusesBadAnswers(t *testing.T) {
 	t.Parallel()
 	big := `{"action":"bump","reason":"` + strings.Repeat("x", maxBody) + `"}`
+	const bound = `"deliveryId":"{delivery}","txId":"{tx}"}`
 	cases := []struct {
 		name, want string
 		h          http.Handler
 	}{
-		{"unknown action", `unknown action "explode"`, scripted(200, `{"action":"explode","reason":"r"}`, []byte(testSecret), 0)},
-		{"empty action", `unknown action ""`, scripted(200, `{"reason":"r"}`, []byte(testSecret), 0)},
-		{"action of another case", `unknown action "BUMP"`, scripted(200, `{"action":"BUMP"}`, []byte(testSecret), 0)},
+		{"unknown action", `unknown action "explode"`, scripted(200, `{"action":"explode","reason":"r",`+bound, []byte(testSecret), 0)},
+		{"empty action", `unknown action ""`, scripted(200, `{"reason":"r",`+bound, []byte(testSecret), 0)},
+		{"action of another case", `unknown action "BUMP"`, scripted(200, `{"action":"BUMP",`+bound, []byte(testSecret), 0)},
 		{"not JSON", "not a JSON answer", scripted(200, `action=bump`, []byte(testSecret), 0)},
 		{"trailing data", "not a JSON answer", scripted(200, `{"action":"bump"} {}`, []byte(testSecret), 0)},
 		{"empty 204", "not a JSON answer", scripted(204, ``, []byte(testSecret), 0)},
@@ -318,4 +324,66 @@ func TestIssue10_WebhookClipsLongReason(t *testing.T) {
 	assert.Greater(t, len(res.Reason), maxReason-3)
 	assert.True(t, strings.HasPrefix(long, res.Reason))
 	assert.True(t, utf8.ValidString(res.Reason))
+}
+
+// TestIssue44_WebhookBound: a signed answer is good for its own delivery of
+// its own transaction only. One captured from the exchange for delivery D1
+// of tx T1 and replayed, well within its five minutes, for delivery D2 of tx
+// T2 (or of T1 again) is refused; so are answers signed with the right
+// secret that name no delivery, no transaction or another transaction.
+func TestIssue44_WebhookBound(t *testing.T) {
+	t.Parallel()
+	t1, t2 := stuckTx(), stuckTx()
+	t2.TxID = "0193a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5c"
+	recv := NewReceiver([]byte(testSecret), func(_ context.Context, r Request) (Answer, error) {
+		return Answer{Action: txm.ActionCancel, Reason: "cancel " + r.TxID}, nil
+	})
+	var (
+		mu       sync.Mutex
+		captured *httptest.ResponseRecorder
+	)
+	replayer := setup(t, 2*time.Second, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if captured == nil { // the first exchange is the receiver's own
+			captured = httptest.NewRecorder()
+			recv.ServeHTTP(captured, r)
+		}
+		for k, v := range captured.Header() {
+			w.Header()[k] = v
+		}
+		_, _ = w.Write(captured.Body.Bytes())
+	}))
+
+	res, err := replayer.client.Resolve(context.Background(), t1)
+	require.NoError(t, err, "D1 for T1 is answered")
+	require.Equal(t, txm.Resolution{Action: txm.ActionCancel, Reason: "cancel " + t1.TxID, By: By}, res)
+	var a Answer
+	require.NoError(t, json.Unmarshal(captured.Body.Bytes(), &a))
+	require.Equal(t, t1.TxID, a.TxID, "the signed answer names its transaction")
+	require.NotEmpty(t, a.DeliveryID, "and its delivery")
+
+	for _, tx := range []txm.StuckTx{t2, t1} {
+		res, err := replayer.client.Resolve(context.Background(), tx)
+		requireNoDecision(t, res, err, ErrRefused)
+		assert.Contains(t, err.Error(), "another delivery")
+	}
+
+	const good = `{"action":"cancel","reason":"r","deliveryId":"{delivery}","txId":"{tx}"}`
+	for name, body := range map[string]string{
+		"no deliveryId":       `{"action":"cancel","reason":"r","txId":"{tx}"}`,
+		"empty deliveryId":    `{"action":"cancel","reason":"r","deliveryId":"","txId":"{tx}"}`,
+		"no txId":             `{"action":"cancel","reason":"r","deliveryId":"{delivery}"}`,
+		"another transaction": `{"action":"cancel","reason":"r","deliveryId":"{delivery}","txId":"` + t1.TxID + `"}`,
+		"neither":             `{"action":"cancel","reason":"r"}`,
+	} {
+		e := setup(t, 2*time.Second, scripted(200, body, []byte(testSecret), 0))
+		res, err := e.client.Resolve(context.Background(), t2)
+		requireNoDecision(t, res, err, ErrRefused)
+		t.Logf("%s: %v", name, err)
+	}
+	e := setup(t, 2*time.Second, scripted(200, good, []byte(testSecret), 0))
+	res, err = e.client.Resolve(context.Background(), t2)
+	require.NoError(t, err, "an answer naming its own delivery and transaction is taken")
+	assert.Equal(t, txm.ActionCancel, res.Action)
 }

@@ -25,13 +25,18 @@
 //	X-Txfence-Timestamp: <unix seconds>
 //	X-Txfence-Signature: v1=<hex HMAC-SHA256(secret, timestamp + "." + body)>
 //
-//	{"action":"noop|bump|cancel|placeholder","reason":"free text"}
+//	{"action":"noop|bump|cancel|placeholder","reason":"free text",
+//	 "deliveryId":"<the request's>","txId":"<the request's>"}
 //
-// The answer may also carry "deliveryId"; when it does, it must be the
-// request's. txfence refuses an answer whose signature does not verify or
-// whose timestamp is more than five minutes (MaxAge) from its clock, either
-// way (ErrRefused), and one with a non-2xx status, a body over 64 KiB, JSON
-// that does not parse or an unknown action (ErrBadAnswer). A refused answer,
+// The answer's deliveryId and txId are required and must be the request's:
+// a signature holds for five minutes, and these two, inside the signed
+// body, keep an answer captured from one exchange from being replayed for
+// another delivery or another transaction. txfence refuses (ErrRefused) an
+// answer whose signature does not verify, whose timestamp is more than five
+// minutes (MaxAge) from its clock, either way, or whose deliveryId or txId
+// is missing or not the request's; and it finds unusable (ErrBadAnswer) one
+// with a non-2xx status, a body over 64 KiB, JSON that does not parse or an
+// unknown action. A refused answer,
 // like a timeout, means no decision: the transaction's default work goes on
 // and nothing else changes. Redirects are not followed.
 //

@@ -32,8 +32,8 @@ type receiver struct {
 //   - refuses with 409 a delivery id it has already taken within that window
 //     (a replay), and with 400 a body that is not a Request;
 //   - calls decide, answers 500 when it fails or returns an unknown action,
-//     and otherwise answers 200 with the Answer (its DeliveryID set to the
-//     request's), signed under secret.
+//     and otherwise answers 200 with the Answer (its DeliveryID and TxID set
+//     to the request's), signed under secret.
 //
 // It panics when secret is empty or decide is nil.
 func NewReceiver(secret []byte, decide func(ctx context.Context, t Request) (Answer, error)) http.Handler {
@@ -93,7 +93,7 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no decision", http.StatusInternalServerError)
 		return
 	}
-	a.DeliveryID = req.DeliveryID
+	a.DeliveryID, a.TxID = req.DeliveryID, req.TxID
 	out, err := json.Marshal(a)
 	if err != nil {
 		rc.release(req.DeliveryID)

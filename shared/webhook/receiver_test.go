@@ -76,11 +76,11 @@ func (s *receiverSetup) post(t *testing.T, r signedRequest) (*http.Response, []b
 }
 
 // TestIssue10_WebhookReceiverSignsItsAnswer: the answer verifies under the
-// shared secret and names the delivery it answers.
+// shared secret and names the delivery and the transaction it answers.
 func TestIssue10_WebhookReceiverSignsItsAnswer(t *testing.T) {
 	t.Parallel()
 	s := setupReceiver(t, func(_ context.Context, r Request) (Answer, error) {
-		return Answer{Action: txm.ActionCancel, Reason: fmt.Sprintf("nonce %d", r.Nonce), DeliveryID: "ignored"}, nil
+		return Answer{Action: txm.ActionCancel, Reason: fmt.Sprintf("nonce %d", r.Nonce), DeliveryID: "ignored", TxID: "ignored"}, nil
 	})
 	r := newSignedRequest(t, testSecret, time.Now())
 	resp, body := s.post(t, r)
@@ -89,7 +89,7 @@ func TestIssue10_WebhookReceiverSignsItsAnswer(t *testing.T) {
 	require.NoError(t, Verify([]byte(testSecret), resp.Header.Get(HeaderTimestamp), resp.Header.Get(HeaderSignature), body, time.Now(), MaxAge))
 	var a Answer
 	require.NoError(t, json.Unmarshal(body, &a))
-	assert.Equal(t, Answer{Action: txm.ActionCancel, Reason: "nonce 42", DeliveryID: r.deliver}, a)
+	assert.Equal(t, Answer{Action: txm.ActionCancel, Reason: "nonce 42", DeliveryID: r.deliver, TxID: stuckTx().TxID}, a)
 	assert.Equal(t, r.deliver, resp.Header.Get(HeaderDelivery))
 	assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
 }

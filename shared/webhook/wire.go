@@ -68,11 +68,12 @@ type Answer struct {
 	Action txm.StuckAction `json:"action"`
 	// Reason is free text for the audit trail.
 	Reason string `json:"reason"`
-	// DeliveryID, when present, must equal the request's: it ties the
-	// signed answer to the one request it answers, so that an answer cannot
-	// be replayed for another request. Receiver always sets it; other
-	// receivers may leave it out.
-	DeliveryID string `json:"deliveryId,omitempty"`
+	// DeliveryID and TxID are the request's, both required: inside the
+	// signed body they bind the answer to the one request it answers, so
+	// that an answer captured from one exchange cannot be replayed for
+	// another delivery or another transaction. Receiver sets both.
+	DeliveryID string `json:"deliveryId"`
+	TxID       string `json:"txId"`
 }
 
 // newRequest describes t on the wire.

@@ -24,6 +24,7 @@ import (
 
 	"github.com/txfence/txfence/emulator/stack"
 	"github.com/txfence/txfence/shared/logging"
+	"github.com/txfence/txfence/shared/redact"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -130,6 +131,10 @@ func printBanner(w io.Writer, b banner) {
 	} else {
 		funded = "(NOT funded: send each of these gas money on that chain before using it; DEVELOPMENT ONLY keys)"
 	}
+	rpcURL := b.RPCURL
+	if !b.Simulated {
+		rpcURL = redact.URL(rpcURL) // a provider's URL may carry its key
+	}
 	from := ""
 	if len(b.Signers) > 0 {
 		from = b.Signers[0]
@@ -144,7 +149,7 @@ txfence is running (ready in %s). Ctrl-C stops everything and removes its data.
   PUBSUB_EMULATOR_HOST  %s
   database              %s
 %s  development signers   %s
-`, b.Ready.Round(100*time.Millisecond), b.APIURL, b.APIURL, b.ChainID, b.RPCURL, b.PubSubHost, b.DatabaseURL, adminLine, funded)
+`, b.Ready.Round(100*time.Millisecond), b.APIURL, b.APIURL, b.ChainID, rpcURL, b.PubSubHost, b.DatabaseURL, adminLine, funded)
 	for _, a := range b.Signers {
 		fmt.Fprintf(w, "                        %s\n", a)
 	}

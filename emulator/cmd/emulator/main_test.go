@@ -35,4 +35,13 @@ func TestIssue14_Banner(t *testing.T) {
 	assert.NotContains(t, out, "funded at genesis")
 	assert.Contains(t, out, "NOT funded: send each of these gas money on that chain before using it")
 	assert.Contains(t, out, "0x00000000000000000000000000000000000000a1")
+
+	b.RPCURL = "https://user:pw@eth-mainnet.example/v2/PROVIDERKEY?apikey=QUERYKEY"
+	var keyed bytes.Buffer
+	printBanner(&keyed, b)
+	out = keyed.String()
+	assert.Contains(t, out, "https://eth-mainnet.example/...", "a provider's URL is named by its host")
+	for _, secret := range []string{"user:pw", "PROVIDERKEY", "QUERYKEY"} {
+		assert.NotContains(t, out, secret)
+	}
 }

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/txfence/txfence/shared/redact"
 )
 
 // Fault is what a call is answered with instead of the node's answer. The
@@ -99,10 +101,10 @@ type Proxy struct {
 func New(upstream string) (*Proxy, error) {
 	u, err := url.Parse(upstream)
 	if err != nil {
-		return nil, fmt.Errorf("new rpc proxy: %w", err)
+		return nil, fmt.Errorf("new rpc proxy: %w", redact.Error(err, upstream))
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("new rpc proxy: upstream %q is not an http(s) URL", upstream)
+		return nil, fmt.Errorf("new rpc proxy: upstream %s is not an http(s) URL", redact.URL(upstream))
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
