@@ -296,8 +296,11 @@ func TestIssue44_RateLimitAfterAuth(t *testing.T) {
 		r := s.create(t, inst, transfer(target, 1, ""), s.bearer(senderEmail)...)
 		assert.Equal(t, http.StatusAccepted, r.status, "the signer's burst is whole for its sender: %s", r.raw)
 	}
-	r := s.create(t, inst, transfer(target, 1, ""), s.bearer(senderEmail)...)
-	assert.Equal(t, http.StatusTooManyRequests, r.status, "and then its rate binds: %s", r.raw)
+	limited := false
+	for i := 0; i < 10 && !limited; i++ { // 1/s: one comes soon, however slow the machine
+		limited = s.create(t, inst, transfer(target, 1, ""), s.bearer(senderEmail)...).status == http.StatusTooManyRequests
+	}
+	assert.True(t, limited, "and then the signer's rate binds")
 }
 
 // TestIssue44_AuditOnce: an audit row names the route once — method and

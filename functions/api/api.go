@@ -266,9 +266,9 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, v)
 }
 
-// readable is the transaction id if the caller may read it (txm.Policy
-// CanRead), else ErrNotFound: what the caller may not read it cannot tell
-// from what does not exist.
+// readable returns the transaction id when the caller may read it
+// (txm.Policy CanRead), else ErrNotFound: the caller cannot tell what it may
+// not read from what does not exist.
 func (h *Handler) readable(r *http.Request, id string) (*txm.Tx, error) {
 	t, err := h.deps.Queries.GetTx(r.Context(), strings.ToLower(id))
 	if err != nil {
