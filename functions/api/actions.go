@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math/big"
 	"net/http"
@@ -48,12 +49,26 @@ func viewAction(a txm.Action) actionView {
 // actionRoute serves POST /v1/transactions/{id}/{resubmit|replace|cancel}: 202
 // recorded (carried out shortly by the function that holds the key), 200 a
 // replay of the same action id, 409 another payload under that id or a
-// state where the action makes no sense, 404 no such transaction.
+// state where the action makes no sense, 404 no such transaction — or one
+// of a signer the admin's policy does not name, which it cannot tell from
+// one that does not exist (the refusal is audited).
 func actionRoute(kind txm.ActionKind) func(h *Handler, w http.ResponseWriter, r *http.Request) {
 	return func(h *Handler, w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("id")
 		if !isUUID(id) {
 			writeProblem(w, badRequest("the id must be a UUID", fieldError{Field: "id", Message: "must be a UUID"}))
+			return
+		}
+		// Scope before anything else, so that no answer about the body
+		// tells a transaction out of scope from one that does not exist.
+		t, err := h.deps.Queries.GetTx(r.Context(), strings.ToLower(id))
+		if err == nil && !callerOf(r).pol.CoversSigner(t.From) {
+			h.deps.Policies.Refused(r.Context(), callerOf(r).who, routeOf(r), r.URL.Path,
+				&txm.Refusal{Rule: txm.RuleSigner, Detail: "the caller may not act on " + txm.CanonicalAddress(t.From)})
+			err = fmt.Errorf("get tx %s: %w", id, txm.ErrNotFound)
+		}
+		if err != nil {
+			writeProblem(w, problemFor(err))
 			return
 		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 16*1024))
@@ -162,10 +177,7 @@ func (h *Handler) actions(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, badRequest("the id must be a UUID", fieldError{Field: "id", Message: "must be a UUID"}))
 		return
 	}
-	t, err := h.deps.Queries.GetTx(r.Context(), strings.ToLower(id))
-	if err == nil && !callerOf(r).pol.CoversSigner(t.From) {
-		err = txm.ErrNotFound // another caller's transaction
-	}
+	t, err := h.readable(r, id)
 	if err != nil {
 		writeProblem(w, problemFor(err))
 		return

@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -77,28 +78,45 @@ type Handler struct {
 }
 
 // route is one API operation; the OpenAPI document must list exactly these.
-// role is what the caller's policy must grant ("" for a public route).
+// access says who may call it (no roles: a public route).
 type route struct {
 	method, path string
-	role         txm.Role
+	access       access
 	handle       func(h *Handler, w http.ResponseWriter, r *http.Request)
 }
 
+// Who may call what. A transaction the caller may not read (txm.Policy
+// CanRead) is answered as if it did not exist wherever it is named by id or
+// request id, and left out of lists and the feed; a signer the caller's
+// policy does not name is refused 403 where the caller names it.
+var (
+	sendOnly    = access{roles: []txm.Role{txm.RoleSender}, sender: cellYes, reader: cellRole, admin: cellRole, outside: cellSigner}
+	readByID    = access{roles: []txm.Role{txm.RoleSender, txm.RoleReader}, sender: cellOwn, reader: cellYes, admin: cellYes, outside: cell404}
+	readList    = access{roles: []txm.Role{txm.RoleSender, txm.RoleReader}, sender: cellOwn, reader: cellYes, admin: cellYes, outside: cellSigner + " when named, else " + cellLeftOut}
+	readFeed    = access{roles: []txm.Role{txm.RoleSender, txm.RoleReader}, sender: cellOwn, reader: cellYes, admin: cellYes, outside: cellLeftOut}
+	readSigners = access{roles: []txm.Role{txm.RoleReader}, sender: cellRole, reader: cellYes, admin: cellYes, outside: cellLeftOut}
+	readSigner  = access{roles: []txm.Role{txm.RoleReader}, sender: cellRole, reader: cellYes, admin: cellYes, outside: cellSigner}
+	anyRole     = access{roles: txm.Roles, sender: cellYes, reader: cellYes, admin: cellYes, outside: cellNone}
+	actOnTx     = access{roles: []txm.Role{txm.RoleAdmin}, sender: cellRole, reader: cellRole, admin: cellYes, outside: cell404}
+	writePolicy = access{roles: []txm.Role{txm.RoleAdmin}, sender: cellRole, reader: cellRole, admin: cellYes, outside: cellSigner}
+	public      = access{}
+)
+
 var routes = []route{
-	{http.MethodPost, "/v1/transactions", txm.RoleSender, (*Handler).create},
-	{http.MethodGet, "/v1/transactions", txm.RoleReader, (*Handler).list},
-	{http.MethodGet, "/v1/transactions/{id}", txm.RoleReader, (*Handler).get},
-	{http.MethodGet, "/v1/signers", txm.RoleReader, (*Handler).signers},
-	{http.MethodGet, "/v1/signers/{address}", txm.RoleReader, (*Handler).signer},
-	{http.MethodGet, "/v1/me", txm.RoleReader, (*Handler).me},
-	{http.MethodGet, "/v1/completions", txm.RoleReader, (*Handler).completions},
-	{http.MethodPost, "/v1/transactions/{id}/resubmit", txm.RoleAdmin, actionRoute(txm.ActionResubmit)},
-	{http.MethodPost, "/v1/transactions/{id}/replace", txm.RoleAdmin, actionRoute(txm.ActionReplace)},
-	{http.MethodPost, "/v1/transactions/{id}/cancel", txm.RoleAdmin, actionRoute(txm.ActionCancelTx)},
-	{http.MethodGet, "/v1/transactions/{id}/actions", txm.RoleReader, (*Handler).actions},
-	{http.MethodGet, "/v1/principals/{principal}/policy", txm.RoleAdmin, (*Handler).getPolicy},
-	{http.MethodPut, "/v1/principals/{principal}/policy", txm.RoleAdmin, (*Handler).putPolicy},
-	{http.MethodGet, "/v1/openapi.json", "", (*Handler).openapi},
+	{http.MethodPost, "/v1/transactions", sendOnly, (*Handler).create},
+	{http.MethodGet, "/v1/transactions", readList, (*Handler).list},
+	{http.MethodGet, "/v1/transactions/{id}", readByID, (*Handler).get},
+	{http.MethodGet, "/v1/signers", readSigners, (*Handler).signers},
+	{http.MethodGet, "/v1/signers/{address}", readSigner, (*Handler).signer},
+	{http.MethodGet, "/v1/me", anyRole, (*Handler).me},
+	{http.MethodGet, "/v1/completions", readFeed, (*Handler).completions},
+	{http.MethodPost, "/v1/transactions/{id}/resubmit", actOnTx, actionRoute(txm.ActionResubmit)},
+	{http.MethodPost, "/v1/transactions/{id}/replace", actOnTx, actionRoute(txm.ActionReplace)},
+	{http.MethodPost, "/v1/transactions/{id}/cancel", actOnTx, actionRoute(txm.ActionCancelTx)},
+	{http.MethodGet, "/v1/transactions/{id}/actions", readByID, (*Handler).actions},
+	{http.MethodGet, "/v1/principals/{principal}/policy", writePolicy, (*Handler).getPolicy},
+	{http.MethodPut, "/v1/principals/{principal}/policy", writePolicy, (*Handler).putPolicy},
+	{http.MethodGet, "/v1/openapi.json", public, (*Handler).openapi},
 }
 
 // NewHandler returns the API handler.
@@ -110,13 +128,10 @@ func NewHandler(d Deps) (*Handler, error) {
 	h := &Handler{deps: d, mux: http.NewServeMux(), limits: newLimits(d.Config.Auth)}
 	for _, rt := range routes {
 		pattern := rt.method + " " + rt.path
-		h.mux.HandleFunc(pattern, h.traced(pattern, h.guard(rt.role, rt.handle)))
+		h.mux.HandleFunc(pattern, h.traced(pattern, h.guard(rt.access.roles, rt.handle)))
 	}
 	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
-	h.mux.HandleFunc("GET /metrics", h.guard(txm.RoleAdmin, func(h *Handler, w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		_ = h.deps.Metrics.WritePrometheus(r.Context(), w)
-	}))
+	h.mux.HandleFunc("GET /metrics", h.guard(metricsAccess.roles, (*Handler).metrics))
 	h.mux.HandleFunc("GET /console", func(w http.ResponseWriter, r *http.Request) {
 		// Relative, so that it stays under /Api where the function server
 		// mounts the API (http.Redirect would resolve it against the
@@ -175,12 +190,24 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, *p)
 		return
 	}
-	if err := h.limits.allowSigner(req.ChainID, req.From); err != nil {
-		h.deps.Metrics.Refused(r.Context(), "rate_limited")
-		writeProblem(w, tooManyRequests(err))
-		return
+	c := callerOf(r)
+	if _, ok := h.deps.Config.Signer(req.From); ok {
+		// Authorized first, so that a principal without rights on the
+		// signer cannot spend the signer's rate, which others share. (An
+		// unconfigured signer is refused 422 by the use case, with nothing
+		// to spend.)
+		if err := h.deps.Policies.AuthorizeSend(r.Context(), c.who, c.pol, req); err != nil {
+			h.deps.Metrics.TxCreate(r.Context(), "forbidden", 1)
+			writeProblem(w, forbidden(err))
+			return
+		}
+		if err := h.limits.allowSigner(req.ChainID, req.From); err != nil {
+			h.deps.Metrics.Refused(r.Context(), "rate_limited")
+			writeProblem(w, tooManyRequests(err))
+			return
+		}
 	}
-	created, err := h.deps.Create.Execute(r.Context(), callerOf(r).who, req)
+	created, err := h.deps.Create.Execute(r.Context(), c.who, req)
 	if err != nil {
 		if !errors.Is(err, txm.ErrInvalid) && !errors.Is(err, txm.ErrForbidden) {
 			h.deps.Log.WarnContext(r.Context(), "create failed", slog.String(logging.KeySigner, txm.CanonicalAddress(req.From)), slog.Any("error", err))
@@ -222,10 +249,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, *p)
 		return
 	}
-	t, err := h.deps.Queries.GetTx(r.Context(), id)
-	if err == nil && !callerOf(r).pol.CoversSigner(t.From) {
-		err = txm.ErrNotFound // another caller's transaction: not even whether it exists
-	}
+	t, err := h.readable(r, id)
 	if err != nil {
 		writeProblem(w, problemFor(err))
 		return
@@ -240,6 +264,20 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, v)
+}
+
+// readable returns the transaction id when the caller may read it
+// (txm.Policy CanRead), else ErrNotFound: the caller cannot tell what it may
+// not read from what does not exist.
+func (h *Handler) readable(r *http.Request, id string) (*txm.Tx, error) {
+	t, err := h.deps.Queries.GetTx(r.Context(), strings.ToLower(id))
+	if err != nil {
+		return nil, err
+	}
+	if c := callerOf(r); !c.pol.CanRead(c.who.ID, t) {
+		return nil, fmt.Errorf("get tx %s: %w", id, txm.ErrNotFound)
+	}
+	return t, nil
 }
 
 // listPage is a page of transactions.
@@ -321,13 +359,17 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, badRequest("invalid query parameters", errs...))
 		return
 	}
-	pol := callerOf(r).pol
+	c := callerOf(r)
+	pol := c.pol
 	switch {
 	case f.Signer != nil && !pol.CoversSigner(*f.Signer):
-		writeProblem(w, forbidden(&txm.Refusal{Rule: txm.RuleSigner, Detail: "the caller may not read " + txm.CanonicalAddress(*f.Signer)}))
+		h.refuse(w, r, &txm.Refusal{Rule: txm.RuleSigner, Detail: "the caller may not read " + txm.CanonicalAddress(*f.Signer)})
 		return
 	case f.Signer == nil && !pol.AllSigners:
 		f.Signers = append([]common.Address{}, pol.Signers...) // only the caller's signers
+	}
+	if pol.ReadsOwnOnly() {
+		f.Principal = c.who.ID // a sender lists what it sent
 	}
 
 	if rid := q.Get("requestId"); rid != "" {
@@ -336,8 +378,8 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 			chainID = h.deps.Config.Chains[0].ID
 		}
 		t, err := h.deps.Queries.FindByRequestID(r.Context(), chainID, *f.Signer, rid)
-		if err == nil && t.Principal != callerOf(r).who.ID && !pol.Has(txm.RoleAdmin) && t.Principal != "" {
-			err = txm.ErrNotFound // another caller's request id
+		if err == nil && !pol.CanRead(c.who.ID, t) {
+			err = fmt.Errorf("find tx by request id: %w", txm.ErrNotFound) // as by id: not even whether it exists
 		}
 		if err != nil {
 			writeProblem(w, problemFor(err))
@@ -408,7 +450,7 @@ func (h *Handler) signer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !callerOf(r).pol.CoversSigner(addr) {
-		writeProblem(w, forbidden(&txm.Refusal{Rule: txm.RuleSigner, Detail: "the caller may not read " + txm.CanonicalAddress(addr)}))
+		h.refuse(w, r, &txm.Refusal{Rule: txm.RuleSigner, Detail: "the caller may not read " + txm.CanonicalAddress(addr)})
 		return
 	}
 	st, err := h.deps.Queries.SignerStatus(r.Context(), chainID, addr)
@@ -440,6 +482,17 @@ func (h *Handler) signer(w http.ResponseWriter, r *http.Request) {
 		cancel()
 	}
 	writeJSON(w, http.StatusOK, v)
+}
+
+// metrics serves GET /metrics, Prometheus text. Its series name every
+// signer, so only an admin of every signer reads them.
+func (h *Handler) metrics(w http.ResponseWriter, r *http.Request) {
+	if !callerOf(r).pol.AllSigners {
+		h.refuse(w, r, &txm.Refusal{Rule: txm.RuleSigner, Detail: "the metrics name every signer: only a policy of every signer may read them"})
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	_ = h.deps.Metrics.WritePrometheus(r.Context(), w)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

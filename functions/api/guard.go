@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/txfence/txfence/shared/auth"
 	"github.com/txfence/txfence/shared/logging"
@@ -27,11 +28,14 @@ func callerOf(r *http.Request) caller {
 }
 
 // guard wraps a route: it authenticates the caller (401 otherwise), applies
-// the caller's rate (429), and requires role of its policy (403, audited).
-// A route with no role is public.
-func (h *Handler) guard(role txm.Role, next func(h *Handler, w http.ResponseWriter, r *http.Request)) http.HandlerFunc {
+// the caller's own rate (429), and requires one of roles of its policy (403,
+// audited). A route with no roles is public. The principal's rate is its
+// own budget alone, so it is taken before the role is checked: it also
+// bounds what the principal's refusals cost. What is shared with other
+// principals (a signer's rate) is taken only once the call is authorized.
+func (h *Handler) guard(roles []txm.Role, next func(h *Handler, w http.ResponseWriter, r *http.Request)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if role == "" {
+		if len(roles) == 0 {
 			next(h, w, r)
 			return
 		}
@@ -63,13 +67,33 @@ func (h *Handler) guard(role txm.Role, next func(h *Handler, w http.ResponseWrit
 			writeProblem(w, tooManyRequests(err))
 			return
 		}
-		if err := pol.Require(role); err != nil {
-			h.deps.Policies.Refused(ctx, who, r.Method+" "+r.Pattern, r.URL.Path, err)
+		if err := pol.Require(roles...); err != nil {
+			h.deps.Policies.Refused(ctx, who, routeOf(r), r.URL.Path, err)
 			writeProblem(w, forbidden(err))
 			return
 		}
 		next(h, w, r.WithContext(context.WithValue(ctx, callerKey{}, caller{who: who, pol: pol})))
 	}
+}
+
+// routeOf names the request's route for logs and audit rows: its pattern,
+// which holds the method already ("POST /v1/transactions").
+func routeOf(r *http.Request) string {
+	switch {
+	case r.Pattern == "":
+		return r.Method + " " + r.URL.Path
+	case strings.Contains(r.Pattern, " "):
+		return r.Pattern
+	default:
+		return r.Method + " " + r.Pattern
+	}
+}
+
+// refuse answers 403 for a refusal the guard could not know of (the signer
+// of the call), audited as the guard audits its own.
+func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, err error) {
+	h.deps.Policies.Refused(r.Context(), callerOf(r).who, routeOf(r), r.URL.Path, err)
+	writeProblem(w, forbidden(err))
 }
 
 // unauthenticated answers 401, logging why (never the credential).

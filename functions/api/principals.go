@@ -9,8 +9,13 @@ import (
 	"github.com/txfence/txfence/shared/txm"
 )
 
+// errWiderPolicy refuses a policy, stored for another principal, that names
+// signers the caller's does not; which ones is that principal's business.
+var errWiderPolicy = &txm.Refusal{Rule: txm.RuleSigner, Detail: "the principal's policy names signers outside the caller's"}
+
 // getPolicy serves GET /v1/principals/{principal}/policy: the principal's
-// current policy (admins only).
+// current policy (admins only, and only a policy within the admin's
+// signers: 403 rule signer otherwise).
 func (h *Handler) getPolicy(w http.ResponseWriter, r *http.Request) {
 	principal := r.PathValue("principal")
 	p, err := h.deps.PolicyStore.Policy(r.Context(), principal)
@@ -22,11 +27,18 @@ func (h *Handler) getPolicy(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, problemFor(err))
 		return
 	}
+	if callerOf(r).pol.CheckGrant(p) != nil {
+		h.refuse(w, r, errWiderPolicy)
+		return
+	}
 	writeJSON(w, http.StatusOK, p)
 }
 
 // putPolicy serves PUT /v1/principals/{principal}/policy: the body becomes
-// the principal's next policy version (admins only; audited).
+// the principal's next policy version (admins only; audited). Both the new
+// policy and the one it replaces must lie within the caller's signers (403
+// rule signer, nothing written): an admin cannot widen its own or another's
+// rights past its own, nor rewrite a wider principal's policy.
 func (h *Handler) putPolicy(w http.ResponseWriter, r *http.Request) {
 	principal := r.PathValue("principal")
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64*1024))
@@ -55,8 +67,23 @@ func (h *Handler) putPolicy(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, problemFor(err))
 		return
 	}
-	who := callerOf(r).who
-	stored, err := h.deps.PolicyStore.PutPolicy(r.Context(), p, who.ID)
+	c := callerOf(r)
+	if err := c.pol.CheckGrant(p); err != nil {
+		h.refuse(w, r, err)
+		return
+	}
+	switch current, err := h.deps.PolicyStore.Policy(r.Context(), principal); {
+	case errors.Is(err, txm.ErrNotFound):
+	case err != nil:
+		writeProblem(w, problemFor(err))
+		return
+	default:
+		if c.pol.CheckGrant(current) != nil {
+			h.refuse(w, r, errWiderPolicy)
+			return
+		}
+	}
+	stored, err := h.deps.PolicyStore.PutPolicy(r.Context(), p, c.who.ID)
 	if err != nil {
 		writeProblem(w, problemFor(err))
 		return

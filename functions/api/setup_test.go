@@ -200,9 +200,9 @@ type countingFeed struct {
 	reads *atomic.Int64
 }
 
-func (c countingFeed) CompletionsAfter(ctx context.Context, after int64, limit int, signers []common.Address) ([]txm.Completion, error) {
+func (c countingFeed) CompletionsAfter(ctx context.Context, after int64, limit int, f txm.CompletionFilter) ([]txm.Completion, error) {
 	c.reads.Add(1)
-	return c.CompletionFeed.CompletionsAfter(ctx, after, limit, signers)
+	return c.CompletionFeed.CompletionsAfter(ctx, after, limit, f)
 }
 
 func (b *bundle) countFeed(f txm.CompletionFeed) txm.CompletionFeed {

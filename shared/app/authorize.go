@@ -81,6 +81,18 @@ func (p *Policies) Forget(principal string) {
 	p.mu.Unlock()
 }
 
+// AuthorizeSend is pol.CheckSend with its refusal recorded as CreateTx
+// records one. The API asks it before it spends the signer's rate limit on a
+// create, so that a principal without rights on a signer cannot spend that
+// signer's budget.
+func (p *Policies) AuthorizeSend(ctx context.Context, who txm.Principal, pol txm.Policy, r *txm.Request) error {
+	err := pol.CheckSend(r)
+	if err != nil {
+		p.Refused(ctx, who, "create", txm.CanonicalAddress(r.From), err)
+	}
+	return err
+}
+
 // Refused records a refusal: a log line and an audit row (its failure is
 // logged, never the caller's problem). target names what was asked for.
 func (p *Policies) Refused(ctx context.Context, who txm.Principal, action, target string, err error) {

@@ -57,17 +57,14 @@ func NewFollowCompletions(feed txm.CompletionFeed, listener txm.CompletionListen
 		changed: make(chan struct{})}, nil
 }
 
-// Page returns up to limit completions after the seq after, of the
-// policy's signers, waiting up to wait for the first one. A principal over
+// Page returns up to limit completions after the seq after that who may
+// read (FeedFilter), waiting up to wait for the first one. A principal over
 // its cap of concurrent waits gets a *txm.RateLimitError.
 func (f *FollowCompletions) Page(ctx context.Context, who txm.Principal, pol txm.Policy, after int64, limit int,
 	wait time.Duration) ([]txm.Completion, error) {
-	var signers []common.Address
-	if !pol.AllSigners {
-		signers = append([]common.Address{}, pol.Signers...) // none: an empty page
-	}
+	only := FeedFilter(who, pol)
 	if wait <= 0 {
-		return f.feed.CompletionsAfter(ctx, after, limit, signers)
+		return f.feed.CompletionsAfter(ctx, after, limit, only)
 	}
 	maxWaits := f.maxWaits
 	if pol.MaxWaits > 0 {
@@ -80,7 +77,7 @@ func (f *FollowCompletions) Page(ctx context.Context, who txm.Principal, pol txm
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	for {
-		items, changed, err := f.read(ctx, after, limit, signers)
+		items, changed, err := f.read(ctx, after, limit, only)
 		if err != nil || len(items) > 0 {
 			return items, err
 		}
@@ -94,16 +91,30 @@ func (f *FollowCompletions) Page(ctx context.Context, who txm.Principal, pol txm
 	}
 }
 
+// FeedFilter is what who may read of the feed: the outcomes of its
+// policy's signers (none when it names none), and of a sender without the
+// reader role only those of the transactions it created.
+func FeedFilter(who txm.Principal, pol txm.Policy) txm.CompletionFilter {
+	var only txm.CompletionFilter
+	if !pol.AllSigners {
+		only.Signers = append([]common.Address{}, pol.Signers...)
+	}
+	if pol.ReadsOwnOnly() {
+		only.Principal = who.ID
+	}
+	return only
+}
+
 // read answers from memory when it covers after, else from the database;
 // changed is closed when there may be more.
-func (f *FollowCompletions) read(ctx context.Context, after int64, limit int, signers []common.Address) ([]txm.Completion, <-chan struct{}, error) {
+func (f *FollowCompletions) read(ctx context.Context, after int64, limit int, only txm.CompletionFilter) ([]txm.Completion, <-chan struct{}, error) {
 	f.mu.Lock()
 	changed := f.changed
 	covered := f.known && after >= f.base
 	var items []txm.Completion
 	if covered {
 		for _, c := range f.recent {
-			if c.Seq > after && (signers == nil || contains(signers, c.Signer)) {
+			if c.Seq > after && only.Selects(c) {
 				items = append(items, c)
 				if len(items) == limit {
 					break
@@ -115,17 +126,8 @@ func (f *FollowCompletions) read(ctx context.Context, after int64, limit int, si
 	if covered {
 		return items, changed, nil
 	}
-	items, err := f.feed.CompletionsAfter(ctx, after, limit, signers)
+	items, err := f.feed.CompletionsAfter(ctx, after, limit, only)
 	return items, changed, err
-}
-
-func contains(list []common.Address, a common.Address) bool {
-	for _, x := range list {
-		if x == a {
-			return true
-		}
-	}
-	return false
 }
 
 // enter counts a wait, starting the listener for the first.
@@ -222,7 +224,7 @@ func (f *FollowCompletions) refresh(ctx context.Context, gen int) error {
 	}
 	var fresh []txm.Completion
 	for {
-		items, err := f.feed.CompletionsAfter(ctx, head, 1000, nil)
+		items, err := f.feed.CompletionsAfter(ctx, head, 1000, txm.CompletionFilter{})
 		if err != nil {
 			return err
 		}

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ethereum/go-ethereum/common"
 	"github.com/stretchr/testify/require"
 
 	"github.com/txfence/txfence/shared/logging"
@@ -23,7 +22,7 @@ type lateFeed struct {
 	once      sync.Once
 }
 
-func (f *lateFeed) CompletionsAfter(_ context.Context, after int64, limit int, _ []common.Address) ([]txm.Completion, error) {
+func (f *lateFeed) CompletionsAfter(_ context.Context, after int64, limit int, _ txm.CompletionFilter) ([]txm.Completion, error) {
 	f.mu.Lock()
 	var out []txm.Completion
 	for _, c := range f.items {

@@ -19,7 +19,7 @@ type listFeed struct {
 	err   error
 }
 
-func (f *listFeed) CompletionsAfter(_ context.Context, after int64, limit int, _ []common.Address) ([]txm.Completion, error) {
+func (f *listFeed) CompletionsAfter(_ context.Context, after int64, limit int, _ txm.CompletionFilter) ([]txm.Completion, error) {
 	if f.err != nil {
 		return nil, f.err
 	}

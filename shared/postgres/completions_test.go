@@ -71,7 +71,7 @@ func TestCompletions_SeqsBecomeVisibleInOrder(t *testing.T) {
 				stopped = true
 			default:
 			}
-			got, err := stores[0].CompletionsAfter(ctx, after, 50, nil)
+			got, err := stores[0].CompletionsAfter(ctx, after, 50, txm.CompletionFilter{})
 			if err != nil {
 				readerDone <- err
 				return
@@ -228,13 +228,13 @@ func TestFinalizeBlocks_EndsOnlyWhatIsMinedInThoseBlocks(t *testing.T) {
 	assert.False(t, final[0].CreatedAt.IsZero())
 	assert.Equal(t, map[string]string{ok: "CONFIRMED", reverted: "FAILED_FINAL", forked: "MINED", later: "MINED",
 		tracking: "TRACKING", others: "MINED"}, states())
-	completions, err := s.CompletionsAfter(ctx, 0, 10, nil)
+	completions, err := s.CompletionsAfter(ctx, 0, 10, txm.CompletionFilter{})
 	require.NoError(t, err)
 	assert.Empty(t, completions, "recorded pending: in the feed once numbered")
 	outbox, err := s.NumberCompletions(ctx)
 	require.NoError(t, err)
 	assert.Len(t, outbox, 2, "one completion message each")
-	completions, err = s.CompletionsAfter(ctx, 0, 10, nil)
+	completions, err = s.CompletionsAfter(ctx, 0, 10, txm.CompletionFilter{})
 	require.NoError(t, err)
 	require.Len(t, completions, 2)
 

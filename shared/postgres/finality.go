@@ -693,23 +693,25 @@ func scanSignerRefs(rows pgx.Rows) ([]txm.SignerRef, error) {
 }
 
 // CompletionsAfter implements txm.CompletionFeed.
-func (s *Store) CompletionsAfter(ctx context.Context, after int64, limit int, signers []common.Address) ([]txm.Completion, error) {
+func (s *Store) CompletionsAfter(ctx context.Context, after int64, limit int, f txm.CompletionFilter) ([]txm.Completion, error) {
 	var only []string
-	if signers != nil {
-		only = make([]string, len(signers))
-		for i, a := range signers {
+	if f.Signers != nil {
+		only = make([]string, len(f.Signers))
+		for i, a := range f.Signers {
 			only[i] = txm.CanonicalAddress(a)
 		}
 	}
 	rows, err := s.pool.Query(ctx, `
-SELECT c.seq, c.tx_id::text, c.chain_id, c.signer::text, c.state, c.new_fork, coalesce(c.sub_state, ''), t.nonce, a.tx_hash, c.created_at
+SELECT c.seq, c.tx_id::text, c.chain_id, c.signer::text, c.state, c.new_fork, coalesce(c.sub_state, ''), t.nonce, a.tx_hash, c.created_at,
+    coalesce(t.principal, '')
 FROM tx_completion c
 JOIN managed_tx t ON t.id = c.tx_id
 LEFT JOIN LATERAL (
     SELECT tx_hash FROM tx_attempt WHERE tx_id = c.tx_id
     ORDER BY (attempt_no = t.receipt_attempt_no) DESC, attempt_no DESC LIMIT 1
 ) a ON true
-WHERE c.seq > $1 AND ($3::text[] IS NULL OR c.signer = ANY($3::text[])) ORDER BY c.seq LIMIT $2`, after, limit, only)
+WHERE c.seq > $1 AND ($3::text[] IS NULL OR c.signer = ANY($3::text[])) AND ($4 = '' OR t.principal = $4)
+ORDER BY c.seq LIMIT $2`, after, limit, only, f.Principal)
 	if err != nil {
 		return nil, fmt.Errorf("completions after %d: %w", after, translate(err))
 	}
@@ -720,7 +722,7 @@ WHERE c.seq > $1 AND ($3::text[] IS NULL OR c.signer = ANY($3::text[])) ORDER BY
 		var chainID, nonce int64
 		var signer, state string
 		var hash *string
-		if err := rows.Scan(&c.Seq, &c.TxID, &chainID, &signer, &state, &c.NewFork, &c.SubState, &nonce, &hash, &c.CreatedAt); err != nil {
+		if err := rows.Scan(&c.Seq, &c.TxID, &chainID, &signer, &state, &c.NewFork, &c.SubState, &nonce, &hash, &c.CreatedAt, &c.Principal); err != nil {
 			return nil, fmt.Errorf("completions: %w", translate(err))
 		}
 		c.ChainID, c.Signer, c.State, c.Nonce = uint64(chainID), common.HexToAddress(signer), txm.State(state), uint64(nonce)

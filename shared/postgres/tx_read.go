@@ -158,6 +158,9 @@ func (s *Store) ListTxs(ctx context.Context, f txm.TxFilter) ([]*txm.Tx, error) 
 		}
 		add("t.signer = ANY(?::text[])", only)
 	}
+	if f.Principal != "" {
+		add("t.principal = ?", f.Principal)
+	}
 	if f.State != "" {
 		add("t.state = ?", string(f.State))
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/big"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -53,13 +54,16 @@ type Authenticator interface {
 type Role string
 
 const (
-	// RoleSender may create transactions (for its signers) and read them.
+	// RoleSender may create transactions (for its signers) and follow the
+	// ones it created: by id, by request id, in lists and in the
+	// completions feed. It reads no other principal's transactions.
 	RoleSender Role = "sender"
-	// RoleReader may read transactions, signers and the completions feed
-	// (of its signers).
+	// RoleReader may read every transaction of its signers (whoever created
+	// it), the signers themselves and their completions feed.
 	RoleReader Role = "reader"
-	// RoleAdmin may act on transactions (resubmit, replace, cancel), read
-	// everything and change policies.
+	// RoleAdmin may act on the transactions of its signers (resubmit,
+	// replace, cancel), read what a reader of them reads, and write
+	// policies within its own signers.
 	RoleAdmin Role = "admin"
 )
 
@@ -102,14 +106,52 @@ type Policy struct {
 	CreatedBy string
 }
 
-// Has reports whether the policy grants role (admin implies reader).
+// Has reports whether the policy grants role. Admin implies reader (an
+// admin reads what it acts on); sender implies nothing: what a sender reads
+// of its own transactions is CanRead's to say.
 func (p Policy) Has(role Role) bool {
-	return slices.Contains(p.Roles, role) || role == RoleReader && (slices.Contains(p.Roles, RoleAdmin) || slices.Contains(p.Roles, RoleSender))
+	return slices.Contains(p.Roles, role) || role == RoleReader && slices.Contains(p.Roles, RoleAdmin)
 }
 
 // CoversSigner reports whether the policy names signer.
 func (p Policy) CoversSigner(signer common.Address) bool {
 	return p.AllSigners || slices.Contains(p.Signers, signer)
+}
+
+// CanRead reports whether principal, whose policy this is, may read t: a
+// reader (or admin) of t's signer reads every transaction of it, a sender of
+// it the transactions it created. What a caller may not read it is told
+// nothing of, not even that it exists.
+func (p Policy) CanRead(principal string, t *Tx) bool {
+	if !p.CoversSigner(t.From) {
+		return false
+	}
+	return p.Has(RoleReader) || p.Has(RoleSender) && t.Principal != "" && t.Principal == principal
+}
+
+// ReadsOwnOnly reports whether the policy reads only its principal's own
+// transactions (a sender without reader): its lists and feed are narrowed to
+// them.
+func (p Policy) ReadsOwnOnly() bool { return !p.Has(RoleReader) }
+
+// CheckGrant returns a *Refusal (RuleSigner) unless every signer q names is
+// one p names: a principal writes policies only within its own signers, and
+// only a policy of every signer writes one of every signer. A policy being
+// replaced must pass it too, so that a narrower admin cannot take another
+// principal's wider rights away.
+func (p Policy) CheckGrant(q Policy) error {
+	if q.AllSigners && !p.AllSigners {
+		return &Refusal{Rule: RuleSigner, Detail: "only a policy of every signer may grant every signer"}
+	}
+	if p.AllSigners {
+		return nil
+	}
+	for _, s := range q.Signers {
+		if !slices.Contains(p.Signers, s) {
+			return &Refusal{Rule: RuleSigner, Detail: "the caller's policy does not name " + CanonicalAddress(s)}
+		}
+	}
+	return nil
 }
 
 // Validate checks a policy before it is stored.
@@ -164,12 +206,21 @@ const (
 	RuleDailyCount  = "daily_count"
 )
 
-// Require returns a *Refusal unless the policy grants role.
-func (p Policy) Require(role Role) error {
-	if !p.Has(role) {
-		return &Refusal{Rule: RuleRole, Detail: fmt.Sprintf("the %s role is required", role)}
+// Require returns a *Refusal unless the policy grants one of roles.
+func (p Policy) Require(roles ...Role) error {
+	for _, r := range roles {
+		if p.Has(r) {
+			return nil
+		}
 	}
-	return nil
+	if len(roles) == 1 {
+		return &Refusal{Rule: RuleRole, Detail: fmt.Sprintf("the %s role is required", roles[0])}
+	}
+	names := make([]string, len(roles))
+	for i, r := range roles {
+		names[i] = string(r)
+	}
+	return &Refusal{Rule: RuleRole, Detail: "one of the roles " + strings.Join(names, ", ") + " is required"}
 }
 
 // CheckSend is every rule a create request must pass that does not depend

@@ -2,6 +2,7 @@ package txm
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -54,6 +55,9 @@ type Completion struct {
 	Nonce     uint64
 	Hash      *common.Hash
 	CreatedAt time.Time
+	// Principal created the transaction ("" when unknown); it selects a
+	// sender's own outcomes and is not published.
+	Principal string
 }
 
 // CompletionMessage is the body of a completion topic message.
@@ -177,11 +181,23 @@ type ReceiptStore interface {
 	NumberCompletions(ctx context.Context) ([]int64, error)
 }
 
+// CompletionFilter selects completions: what one caller may read of the
+// feed. The zero filter selects every one.
+type CompletionFilter struct {
+	Signers   []common.Address // not nil: only these signers (none when empty)
+	Principal string           // not "": only the transactions it created
+}
+
+// Selects reports whether c passes the filter.
+func (f CompletionFilter) Selects(c Completion) bool {
+	return (f.Signers == nil || slices.Contains(f.Signers, c.Signer)) && (f.Principal == "" || f.Principal == c.Principal)
+}
+
 // CompletionFeed reads reported outcomes in seq order.
 type CompletionFeed interface {
-	// CompletionsAfter returns up to limit completions with seq > after,
-	// of the signers given (nil: every signer), in seq order.
-	CompletionsAfter(ctx context.Context, after int64, limit int, signers []common.Address) ([]Completion, error)
+	// CompletionsAfter returns up to limit completions with seq > after
+	// that f selects, in seq order.
+	CompletionsAfter(ctx context.Context, after int64, limit int, f CompletionFilter) ([]Completion, error)
 	// LatestCompletion is the highest seq written (0 when none).
 	LatestCompletion(ctx context.Context) (int64, error)
 }

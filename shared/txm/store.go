@@ -43,6 +43,7 @@ type TxFilter struct {
 	ChainID       uint64
 	Signer        *common.Address
 	Signers       []common.Address // not nil: only these signers (a caller's)
+	Principal     string           // not "": only the transactions it created
 	State         State
 	CreatedAfter  time.Time
 	CreatedBefore time.Time

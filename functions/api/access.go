@@ -1,0 +1,68 @@
+package api
+
+import (
+	"strings"
+
+	"github.com/txfence/txfence/shared/txm"
+)
+
+// access is who may call a route: the roles the guard lets through, and
+// what a principal holding only one role gets, which is the README's access
+// table (accessTable renders it; a test checks both the README and the
+// behaviour against it).
+type access struct {
+	// roles are the roles of which the caller's policy must grant one
+	// (none: a public route).
+	roles []txm.Role
+	// sender, reader and admin say what a principal whose policy grants
+	// only that role gets, on a signer its policy names: cellYes, cellOwn,
+	// cellRole, or cellEvery.
+	sender, reader, admin string
+	// outside says what a caller the route admits gets for a signer its
+	// policy does not name: cell404, cellSigner, cellLeftOut or cellNone.
+	outside string
+}
+
+// The access table's cells.
+const (
+	cellYes     = "yes"
+	cellOwn     = "own"          // the caller's own transactions; another's are 404 / left out
+	cellRole    = "403 `role`"   // refused by the guard, whatever the target
+	cellEvery   = "every signer" // only a policy of every signer
+	cell404     = "404"          // as if it did not exist
+	cellSigner  = "403 `signer`" // refused, naming the rule
+	cellLeftOut = "left out"     // absent from the answer
+	cellNone    = "—"            // no signer involved
+)
+
+// metricsAccess is GET /metrics: every signer's numbers, so only for an
+// admin of every signer.
+var metricsAccess = access{roles: []txm.Role{txm.RoleAdmin}, sender: cellRole, reader: cellRole, admin: cellEvery, outside: cellSigner}
+
+// accessRow is one row of the access table.
+type accessRow struct {
+	route string
+	a     access
+}
+
+// accessRows are the guarded routes, in the order of routes, then
+// GET /metrics.
+func accessRows() []accessRow {
+	var out []accessRow
+	for _, rt := range routes {
+		if len(rt.access.roles) > 0 {
+			out = append(out, accessRow{rt.method + " " + rt.path, rt.access})
+		}
+	}
+	return append(out, accessRow{"GET /metrics", metricsAccess})
+}
+
+// accessTable is the README's access table, in Markdown.
+func accessTable() string {
+	var b strings.Builder
+	b.WriteString("| route | sender | reader | admin | a signer outside the caller's policy |\n|---|---|---|---|---|\n")
+	for _, r := range accessRows() {
+		b.WriteString("| `" + r.route + "` | " + r.a.sender + " | " + r.a.reader + " | " + r.a.admin + " | " + r.a.outside + " |\n")
+	}
+	return b.String()
+}
