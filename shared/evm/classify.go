@@ -382,8 +382,8 @@ var nodeTroubleCodes = map[int]bool{
 // now: missing state or headers, syncing, timeouts, rate limits, internal
 // failures.
 var nodeTroublePatterns = []string{
-	"header not found",             // geth eth/api_backend.go StateAndHeaderByNumberOrHash; reth EthApiError::HeaderNotFound; Infura/Alchemy behind a load balancer
-	"block not found",              // reth EthApiError::HeaderNotFound/UnknownBlock; Besu BLOCK_NOT_FOUND "Block not found"
+	"header not found",             // geth eth/api_backend.go StateAndHeaderByNumberOrHash; Infura/Alchemy behind a load balancer
+	"block not found",              // reth EthApiError::HeaderNotFound answered as "block not found: <id>" (-32001); Besu BLOCK_NOT_FOUND "Block not found"
 	"unknown block",                // Besu UNKNOWN_BLOCK "Unknown block"
 	"could not find the block",     // erigon rpc/jsonrpc/eth_call.go EstimateGas "could not find the block %s in cache or db"
 	"can't get the current state",  // erigon EstimateGas
