@@ -57,6 +57,19 @@ func invalid(fields []fieldError) problem {
 		Detail: "one or more fields are invalid; nothing was written", Errors: fields}
 }
 
+// executionFailed is a create whose call the node ran and found failing in
+// the EVM (out of gas at any limit, an invalid opcode, a stack underflow,
+// ...): the caller's to fix, so 422 and never Retry-After. The node's words
+// are the caller's own call's outcome.
+func executionFailed(e *txm.ExecutionError) problem {
+	msg := "the call fails on chain"
+	if e.Reason != "" {
+		msg += ": " + e.Reason
+	}
+	return problem{Type: problemBase + "execution-failed", Title: "Execution failed", Status: http.StatusUnprocessableEntity,
+		Detail: msg + "; nothing was written", Errors: []fieldError{{Field: "data", Message: msg}}}
+}
+
 func notFound(detail string) problem {
 	return problem{Type: problemBase + "not-found", Title: "Not found", Status: http.StatusNotFound, Detail: detail}
 }
@@ -71,7 +84,10 @@ func unavailable(detail string) problem {
 // never SQL, a driver's words or another caller's data.
 func problemFor(err error) problem {
 	var v *txm.ValidationError
+	var failed *txm.ExecutionError
 	switch {
+	case errors.As(err, &failed):
+		return executionFailed(failed)
 	case errors.As(err, &v):
 		fields := make([]fieldError, len(v.Fields))
 		for i, f := range v.Fields {

@@ -77,7 +77,8 @@ func NewCreateTx(store CreateStore, chains map[uint64]ChainReader, relay *Relay,
 // Execute validates r, asks who's policy, answers a replay of a known
 // request id at once, and otherwise allocates a nonce through the signer's
 // dispatcher. Invalid input returns a *txm.ValidationError, a refusal a
-// *txm.Refusal (ErrForbidden); nothing is written for either. A request
+// *txm.Refusal (ErrForbidden), a call whose gas estimate fails in the EVM a
+// *txm.ExecutionError (ErrInvalid); nothing is written for any. A request
 // without a request id gets one (r.RequestID), so that every create can be
 // retried safely: after ErrOutcomeUnknown (the database connection was lost
 // during COMMIT and the outcome could not be read back) the caller retries
@@ -159,6 +160,7 @@ func (c *CreateTx) execute(ctx context.Context, who txm.Principal, r *txm.Reques
 		span.End()
 		var revert *txm.RevertError
 		var funds *txm.InsufficientFundsError
+		var failed *txm.ExecutionError
 		switch {
 		case errors.As(err, &revert):
 			v := &txm.ValidationError{}
@@ -174,6 +176,10 @@ func (c *CreateTx) execute(ctx context.Context, who txm.Principal, r *txm.Reques
 				v.Add("value", "the signer's balance cannot pay for the value and gas")
 			}
 			return txm.Created{}, v
+		case errors.As(err, &failed):
+			// The node ran the call and it fails (out of gas at any limit,
+			// an invalid opcode, ...): no retry changes that.
+			return txm.Created{}, failed
 		case err != nil:
 			return txm.Created{}, fmt.Errorf("%w: estimate gas: %w", ErrChainUnavailable, err)
 		}

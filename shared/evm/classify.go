@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"syscall"
+	"unicode/utf8"
 
 	"github.com/ethereum/go-ethereum/rpc"
 
@@ -47,7 +48,10 @@ type rule struct {
 // rules is evaluated in order; the first pattern found wins. More specific
 // texts come first: "replacement transaction underpriced" before
 // "underpriced", the anvil "intrinsic gas too high -- CallGasCostMoreThanGasLimit"
-// detail before the generic "intrinsic gas too high".
+// detail before the generic "intrinsic gas too high", a wrong chain id before
+// the invalid sender it is reported as. The refusals added after the revert
+// rule come after it so that a contract's revert reason ("execution reverted:
+// invalid signature") stays a revert.
 var rules = []rule{
 	{
 		// The node already has this exact transaction.
@@ -157,6 +161,57 @@ var rules = []rule{
 		},
 	},
 	{
+		// fee cap × gas limit is above the node's cap on one transaction's
+		// fee: the node refuses before its pool sees the transaction.
+		reason: txm.ReasonTxFeeCap,
+		patterns: []string{
+			"exceeds the configured cap",   // geth internal/ethapi/api.go checkTxFee "tx fee (%.2f ether) exceeds the configured cap (%.2f ether)"; erigon rpc/jsonrpc/send_transaction.go checkTxFee (same text); reth RpcPoolError::ExceedsFeeCap "tx fee ({} wei) exceeds the configured cap ({} wei)"; Infura/Alchemy/QuickNode pass geth's through
+			"transaction fee cap exceeded", // Besu RpcErrorType.TX_FEECAP_EXCEEDED "Transaction fee cap exceeded"
+		},
+	},
+	{
+		// The transaction, or its init code, is larger than the pool or the
+		// protocol accepts.
+		reason: txm.ReasonOversized,
+		patterns: []string{
+			"oversized data",             // geth txpool.ErrOversizedData "oversized data: transaction size %v, limit %v" (core/txpool/validation.go); reth RpcPoolError::OversizedData (same text); erigon DiscardReason OversizedData
+			"transaction too large",      // Nethermind TxPoolErrorMessages.TransactionTooLarge (AcceptTxResult.MaxTxSizeExceeded)
+			"maxtxsizeexceeded",          // Nethermind AcceptTxResult.MaxTxSizeExceeded (code name, older releases)
+			"rlptoolong",                 // erigon DiscardReason RLPTooLong
+			"max initcode size exceeded", // geth vm.ErrMaxInitCodeSizeExceeded "max initcode size exceeded: code size %v limit %v" (core/vm/common.go, from txpool validation); reth MaxInitCodeSizeExceeded; Nethermind TxErrorMessages.ContractSizeTooBig
+			"initcode too large",         // erigon DiscardReason InitCodeTooLarge
+		},
+	},
+	{
+		// Signed for another chain, or without the EIP-155 chain id the node
+		// requires. Before the signature rule: geth reports a wrong chain id
+		// as "invalid sender: invalid chain id for signer: have 1 want 1337".
+		reason: txm.ReasonWrongChainID,
+		patterns: []string{
+			"invalid chain id",                 // geth types.ErrInvalidChainId "invalid chain id for signer" (core/types/transaction_signing.go); erigon SendRawTransaction "invalid chain id, expected: %d got: %d"; reth RpcInvalidTransactionError::InvalidChainId "invalid chain ID"; anvil InvalidTransactionError::InvalidChainId
+			"only replay-protected",            // geth SubmitTransaction and erigon SendRawTransaction "only replay-protected (EIP-155) transactions allowed over RPC"
+			"wrong chainid",                    // Besu RpcErrorType.WRONG_CHAIN_ID "Wrong chainId"
+			"chainid is required",              // Besu RpcErrorType.REPLAY_PROTECTED_SIGNATURE_REQUIRED "ChainId is required"
+			"chainid not supported",            // Besu RpcErrorType.REPLAY_PROTECTED_SIGNATURES_NOT_SUPPORTED "ChainId not supported"
+			"invalidtxchainid",                 // Nethermind TxErrorMessages.InvalidTxChainId "InvalidTxChainId: Expected {expected}, got {actual}."
+			"incompatible eip-155 transaction", // anvil IncompatibleEIP155 "Incompatible EIP-155 transaction, signed for another chain"; Hardhat "Trying to send an incompatible EIP-155 transaction, signed for another chain."
+			"incorrect chain id",               // seen in SDK/provider wrappers; no EVM node source confirmed
+		},
+	},
+	{
+		// No sender can be recovered from the signature.
+		reason: txm.ReasonInvalidSignature,
+		patterns: []string{
+			"invalid sender",                     // geth txpool.ErrInvalidSender "invalid sender: %v" (core/txpool/validation.go); reth RpcPoolError::InvalidSender; erigon DiscardReason InvalidSender
+			"invalid transaction v, r, s values", // geth types.ErrInvalidSig (core/types/transaction.go)
+			"invalid transaction signature",      // reth EthApiError::InvalidTransactionSignature
+			"invalid signature",                  // Besu RpcErrorType.INVALID_TRANSACTION_SIGNATURE "Invalid signature"; OpenEthereum "Invalid signature"
+			"failed to recover sender",           // Nethermind TxPoolErrorMessages.FailedToRecoverSender (AcceptTxResult.FailedToResolveSender)
+			"failedtoresolvesender",              // Nethermind AcceptTxResult.FailedToResolveSender (code name, older releases)
+			"invalidtxsignature",                 // Nethermind TxErrorMessages.InvalidTxSignature "InvalidTxSignature: Signature is invalid."
+		},
+	},
+	{
 		// Unavailable, timed out, rate-limited: retry later. Listed for the
 		// record; anything unmatched is transient anyway.
 		reason: txm.ReasonTransient,
@@ -250,6 +305,162 @@ func insufficientFunds(err error) *txm.InsufficientFundsError {
 // errMethodNotFound is JSON-RPC 2.0's code for "the method does not exist /
 // is not available".
 const errMethodNotFound = -32601
+
+// executionFailurePatterns are how nodes say that a call they ran failed in
+// the EVM for a reason other than a revert: the call's own fault, which no
+// retry changes. Listed so that their wording is on record and wins over a
+// code or word below that would otherwise read as node trouble; an answer
+// that matches neither list is an execution failure too (see
+// executionFailure).
+var executionFailurePatterns = []string{
+	// geth core/vm/errors.go (v1.17.8); erigon core/vm/errors.go carries the
+	// same texts. "out of gas" also covers vm.ErrCodeStoreOutOfGas
+	// "contract creation code storage out of gas".
+	"out of gas",                     // vm.ErrOutOfGas; Nethermind EvmExceptionType.OutOfGas; Besu ExceptionalHaltReason INSUFFICIENT_GAS "Out of gas"; reth BasicOutOfGas "out of gas: gas required exceeds: {limit}" (and Memory/Precompile/InvalidOperand variants)
+	"gas required exceeds allowance", // geth eth/gasestimator "gas required exceeds allowance (%d)"; erigon rpc/jsonrpc/eth_call.go; reth GasRequiredExceedsAllowance; Nethermind GasEstimator.GasExceedsAllowanceMsgPrefix
+	"max call depth exceeded",        // vm.ErrDepth; Nethermind EvmExceptionType.StackOverflow description
+	"contract address collision",     // vm.ErrContractAddressCollision; Nethermind TransactionCollision
+	"max code size exceeded",         // vm.ErrMaxCodeSizeExceeded
+	"max initcode size exceeded",     // vm.ErrMaxInitCodeSizeExceeded; reth MaxInitCodeSizeExceeded
+	"invalid jump destination",       // vm.ErrInvalidJump; Nethermind InvalidJumpDestination
+	"write protection",               // vm.ErrWriteProtection; Nethermind StaticCallViolation
+	"return data out of bounds",      // vm.ErrReturnDataOutOfBounds; Nethermind AccessViolation
+	"gas uint64 overflow",            // vm.ErrGasUintOverflow; Nethermind GasUInt64Overflow
+	"invalid code",                   // vm.ErrInvalidCode "invalid code: must not begin with 0xef"; erigon "invalid code"
+	"nonce uint64 overflow",          // vm.ErrNonceUintOverflow
+	"stack underflow",                // vm.ErrStackUnderflow "stack underflow (%d <=> %d)"; Nethermind StackUnderflow; Besu INSUFFICIENT_STACK_ITEMS "Stack underflow"
+	"stack limit reached",            // vm.ErrStackOverflow "stack limit reached %d (%d)"; Nethermind ExecutionFailureText
+	"invalid opcode",                 // vm.ErrInvalidOpCode "invalid opcode: %s" (INVALID for 0xfe, "opcode 0x.. not defined"); Nethermind ExecutionFailureText
+	"invalid subroutine entry",       // erigon vm.ErrInvalidSubroutineEntry
+	"invalid retsub",                 // erigon vm.ErrInvalidRetsub
+	// geth core/vm/contracts.go: a precompile called at the top level
+	// fails with its own error.
+	"invalid input length",            // blake2f, BLS12-381, point evaluation
+	"bad elliptic curve pairing size", // bn256 pairing
+	"invalid field element",           // BLS12-381 "invalid field element top bytes" / "... length"
+	"not on correct subgroup",         // BLS12-381 "g1/g2 point is not on correct subgroup"
+	"invalid point",                   // BLS12-381 "invalid point: not on curve"
+	"error verifying kzg proof",       // point evaluation
+	"mismatched versioned hash",       // point evaluation
+	"exceeded 1024 bytes",             // modexp "one or more of base/exponent/modulus length exceeded 1024 bytes"
+	"invalid final flag",              // blake2f
+	// Nethermind (Nethermind.Evm EvmExceptionExtensions, Nethermind.Blockchain GasEstimator)
+	"invalid instruction",         // EvmExceptionType.BadInstruction
+	"precompile error",            // EvmExceptionType.PrecompileFailure; Besu PRECOMPILE_ERROR "Precompile error"
+	"gas estimation failed",       // "Gas estimation failed due to out of gas"
+	"transaction execution fails", // "Transaction execution fails"
+	"cannot estimate gas",         // "Cannot estimate gas, gas spent exceeded transaction and block gas limit[ or transaction gas limit cap]"
+	// Besu: RpcErrorType.EXECUTION_HALTED "Transaction processing could not
+	// be completed due to an exception (<ExceptionalHaltReason>)".
+	"could not be completed due to an exception",
+	"bad instruction",      // ExceptionalHaltReason INVALID_OPERATION
+	"bad jump destination", // INVALID_JUMP_DESTINATION
+	"out of bounds",        // INVALID_RETURN_DATA_BUFFER_ACCESS, OUT_OF_BOUNDS
+	"out of stack",         // TOO_MANY_STACK_ITEMS
+	"illegal state change", // ILLEGAL_STATE_CHANGE
+	"code is too large",    // CODE_TOO_LARGE
+	"code is invalid",      // INVALID_CODE
+	"address out of range", // ADDRESS_OUT_OF_RANGE
+	// reth crates/rpc/rpc-eth-types/src/error/mod.rs
+	"evm error",     // RpcInvalidTransactionError::EvmHalt "EVM error: {HaltReason:?}" (OpcodeNotFound, InvalidFEOpcode, StackUnderflow, InvalidJump, ...)
+	"out of memory", // MemoryLimitOutOfGas "out of memory: memory limit exceeded during memory expansion"
+}
+
+// nodeTroubleCodes are JSON-RPC codes that say the node, not the call,
+// failed.
+var nodeTroubleCodes = map[int]bool{
+	-32700:            true, // parse error: the request did not arrive whole
+	-32600:            true, // invalid request: likewise
+	errMethodNotFound: true, // the node does not serve the method
+	-32603:            true, // internal error: geth "method handler crashed" (rpc/service.go), Besu/Nethermind "Internal error", reth internal errors
+	-32002:            true, // EIP-1474 "resource unavailable"; geth rpc errcodeTimeout "request timed out"
+	-32005:            true, // EIP-1474 "limit exceeded"; Infura rate limits
+	429:               true, // Alchemy and others put the HTTP status in the JSON-RPC code
+}
+
+// nodeTroublePatterns are how nodes and providers say they cannot answer
+// now: missing state or headers, syncing, timeouts, rate limits, internal
+// failures.
+var nodeTroublePatterns = []string{
+	"header not found",             // geth eth/api_backend.go StateAndHeaderByNumberOrHash; Infura/Alchemy behind a load balancer
+	"block not found",              // reth EthApiError::HeaderNotFound answered as "block not found: <id>" (-32001); Besu BLOCK_NOT_FOUND "Block not found"
+	"unknown block",                // Besu UNKNOWN_BLOCK "Unknown block"
+	"could not find the block",     // erigon rpc/jsonrpc/eth_call.go EstimateGas "could not find the block %s in cache or db"
+	"can't get the current state",  // erigon EstimateGas
+	"missing trie node",            // geth trie.MissingNodeError "missing trie node %x (path %x) %v"
+	"not available",                // geth "historical state %x is not available", "state %x is not available" (core/state/database_history.go), "pending state is not available" (eth/api_backend.go)
+	"unavailable",                  // Besu WORLD_STATE_UNAVAILABLE "World state unavailable", PRUNED_HISTORY_UNAVAILABLE; reth "pruned history unavailable"; "Service Unavailable"
+	"in progress",                  // Besu CHAIN_HEAD_WORLD_STATE_NOT_AVAILABLE "Initial sync is still in progress"; geth "transaction indexing is in progress"
+	"is syncing",                   // Nethermind TxPoolErrorMessages.NodeIsSyncing "node is syncing"
+	"timeout",                      // Besu TIMEOUT_ERROR "Timeout expired"; geth/reth "execution aborted (timeout = %v)"
+	"timed out",                    // geth rpc errMsgTimeout "request timed out"
+	"execution aborted",            // geth internal/ethapi/api.go "execution aborted (timeout = %v)"; reth ExecutionTimedOut
+	"internal error",               // JSON-RPC 2.0 -32603 "Internal error" (Besu, Nethermind); Besu UNKNOWN "Unknown internal error"
+	"internal eth error",           // reth EthApiError::InternalEthError
+	"internal blocking task error", // reth EthApiError::InternalBlockingTaskError
+	"method handler crashed",       // geth rpc/service.go, a panic in the handler
+	"too many requests",            // HTTP 429 in a JSON-RPC answer
+	"rate exceeded",                // Infura "project ID request rate exceeded"
+	"rate limit",                   // Infura "daily request count exceeded, request rate limited"
+	"request count exceeded",       // Infura daily cap
+	"exceeded its compute units",   // Alchemy "Your app has exceeded its compute units per second capacity"
+	"capacity limit exceeded",      // Alchemy "Monthly capacity limit exceeded"
+	"credits limited to",           // QuickNode "credits limited to X/sec"
+}
+
+// executionFailure turns the node's answer to eth_estimateGas, once a revert
+// and insufficient funds are ruled out, into a *txm.ExecutionError wrapping
+// err; nil when the node could not be asked. Not asked: no JSON-RPC answer
+// at all (transport errors, a non-2xx HTTP status, timeouts, an endpoint
+// whose chain could not be verified: what failover moves past), or an
+// answer that says the node is unwell (nodeTroubleCodes, nodeTroublePatterns).
+// Every other answer is the node's verdict on this call: the known wordings
+// of executionFailurePatterns and, by the same rule, a text nobody has
+// listed yet, since the node did run the call and an open set of EVM
+// failures (new opcodes, precompiles, L2 rules) keeps growing while the
+// ways a node says it is unwell are few and listed.
+func executionFailure(err error) *txm.ExecutionError {
+	var rpcErr rpc.Error
+	if failover(err) || !errors.As(err, &rpcErr) {
+		return nil
+	}
+	msg := strings.ToLower(rpcErr.Error())
+	known := false
+	for _, p := range executionFailurePatterns {
+		if containsAtWordStart(msg, p) {
+			known = true
+			break
+		}
+	}
+	if !known {
+		if nodeTroubleCodes[rpcErr.ErrorCode()] {
+			return nil
+		}
+		for _, p := range nodeTroublePatterns {
+			if containsAtWordStart(msg, p) {
+				return nil
+			}
+		}
+	}
+	return &txm.ExecutionError{Reason: nodeReason(rpcErr.Error()), Err: err}
+}
+
+// maxReasonLen bounds the node's words carried to the caller.
+const maxReasonLen = 512
+
+// nodeReason is a node's message as a caller may read it: trimmed, and cut
+// at maxReasonLen bytes on a character boundary.
+func nodeReason(msg string) string {
+	msg = strings.TrimSpace(msg)
+	if len(msg) <= maxReasonLen {
+		return msg
+	}
+	cut := maxReasonLen
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + "…"
+}
 
 // methodMissingPatterns are what nodes and providers that do not use
 // errMethodNotFound say instead; matched only in a message that speaks of a

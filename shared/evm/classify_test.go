@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/url"
 	"os"
@@ -12,9 +13,11 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/txfence/txfence/shared/evm/evmtest"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -81,8 +84,8 @@ var classificationCases = []struct {
 	{"geth", "nonce too high: address " + testAddr + ", tx: 9 state: 7", txm.ReasonTransient},
 	// core/txpool/legacypool/legacypool.go ErrTxPoolOverflow
 	{"geth", "txpool is full", txm.ReasonTransient},
-	// internal/ethapi/api.go checkTxFee: node-side fee cap; not in the closed set
-	{"geth", "tx fee (1.10 ether) exceeds the configured cap (1.00 ether)", txm.ReasonTransient},
+	// internal/ethapi/api.go checkTxFee: the node's cap on one transaction's fee
+	{"geth", "tx fee (1.10 ether) exceeds the configured cap (1.00 ether)", txm.ReasonTxFeeCap},
 	// pre-1.9 geth, quoted from a log in smartcontractkit/chainlink core/chains/evm/client/errors_test.go
 	{"geth", "known transaction: 0x7f657507aee0511e36d2d1972a6b22e917cc89f92b6c12c4dbd57eaabb236960", txm.ReasonKnown},
 
@@ -107,8 +110,8 @@ var classificationCases = []struct {
 	{"besu", "Execution reverted", txm.ReasonReverted},
 	// NONCE_TOO_HIGH: a gap
 	{"besu", "Nonce too high", txm.ReasonTransient},
-	// TX_FEECAP_EXCEEDED: node-side fee cap; not in the closed set
-	{"besu", "Transaction fee cap exceeded", txm.ReasonTransient},
+	// TX_FEECAP_EXCEEDED: the node's cap on one transaction's fee
+	{"besu", "Transaction fee cap exceeded", txm.ReasonTxFeeCap},
 	// TIMEOUT_ERROR
 	{"besu", "Timeout expired", txm.ReasonTransient},
 
@@ -343,6 +346,10 @@ func TestIssue4_Classification(t *testing.T) {
 			txm.ReasonInsufficientFunds:      true,
 			txm.ReasonIntrinsicGas:           true,
 			txm.ReasonExceedsBlockGasLimit:   true,
+			txm.ReasonTxFeeCap:               true,
+			txm.ReasonOversized:              true,
+			txm.ReasonInvalidSignature:       true,
+			txm.ReasonWrongChainID:           true,
 			txm.ReasonReverted:               false,
 			txm.ReasonTransient:              false,
 		}
@@ -362,6 +369,7 @@ func TestIssue4_Classification(t *testing.T) {
 			txm.ReasonKnown: true, txm.ReasonNonceTooLow: true, txm.ReasonReplacementUnderpriced: true,
 			txm.ReasonUnderpriced: true, txm.ReasonInsufficientFunds: true, txm.ReasonIntrinsicGas: true,
 			txm.ReasonExceedsBlockGasLimit: true, txm.ReasonReverted: true, txm.ReasonTransient: true,
+			txm.ReasonTxFeeCap: true, txm.ReasonOversized: true, txm.ReasonInvalidSignature: true, txm.ReasonWrongChainID: true,
 		}
 		seen := map[string]bool{}
 		for _, r := range rules {
@@ -383,5 +391,231 @@ func TestIssue4_Classification(t *testing.T) {
 		for _, c := range []string{"geth", "besu", "erigon", "nethermind", "reth", "anvil", "infura", "alchemy", "quicknode"} {
 			assert.Positive(t, clients[c], c)
 		}
+	})
+}
+
+// permanentCases are nodes' refusals of a transaction for a property of the
+// transaction itself, each with where it comes from: the sources named next
+// to the patterns in classify.go, read at go-ethereum v1.17.8 (module
+// cache), Besu, reth, Erigon and Nethermind main.
+var permanentCases = []struct {
+	client string
+	msg    string
+	want   txm.BroadcastReason
+}{
+	// --- fee × gas above the node's transaction fee cap ---
+	// geth internal/ethapi/api.go checkTxFee, --rpc.txfeecap 1 (the default)
+	{"geth", "tx fee (1.00 ether) exceeds the configured cap (1.00 ether)", txm.ReasonTxFeeCap},
+	{"geth", "tx fee (3.15 ether) exceeds the configured cap (1.00 ether)", txm.ReasonTxFeeCap},
+	// erigon rpc/jsonrpc/send_transaction.go checkTxFee
+	{"erigon", "tx fee (2.10 ether) exceeds the configured cap (1.00 ether)", txm.ReasonTxFeeCap},
+	// reth RpcPoolError::ExceedsFeeCap
+	{"reth", "tx fee (2100000000000000000 wei) exceeds the configured cap (1000000000000000000 wei)", txm.ReasonTxFeeCap},
+	// Besu RpcErrorType.TX_FEECAP_EXCEEDED
+	{"besu", "Transaction fee cap exceeded", txm.ReasonTxFeeCap},
+	// providers forward geth's text (code -32000)
+	{"infura", "tx fee (1.05 ether) exceeds the configured cap (1.00 ether)", txm.ReasonTxFeeCap},
+	{"alchemy", "tx fee (4.20 ether) exceeds the configured cap (1.00 ether)", txm.ReasonTxFeeCap},
+
+	// --- oversized transaction ---
+	// geth core/txpool/validation.go: "%w: transaction size %v, limit %v", ErrOversizedData
+	{"geth", "oversized data: transaction size 131329, limit 131072", txm.ReasonOversized},
+	// geth core/vm/common.go CheckMaxInitCodeSize via txpool validation
+	{"geth", "max initcode size exceeded: code size 49153 limit 49152", txm.ReasonOversized},
+	// reth RpcPoolError::OversizedData
+	{"reth", "oversized data: transaction size 131329, limit 131072", txm.ReasonOversized},
+	// erigon: ImportResult INVALID with DiscardReason OversizedData / InitCodeTooLarge / RLPTooLong
+	{"erigon", "INVALID: oversized data", txm.ReasonOversized},
+	{"erigon", "INVALID: initcode too large", txm.ReasonOversized},
+	{"erigon", "INVALID: RLPTooLong", txm.ReasonOversized},
+	// Nethermind AcceptTxResult.MaxTxSizeExceeded: TxPoolErrorMessages.TransactionTooLarge, older code name
+	{"nethermind", "transaction too large", txm.ReasonOversized},
+	{"nethermind", "MaxTxSizeExceeded", txm.ReasonOversized},
+
+	// --- invalid signature ---
+	// geth core/txpool/validation.go "%w: %v", ErrInvalidSender, with types.ErrInvalidSig
+	{"geth", "invalid sender: invalid transaction v, r, s values", txm.ReasonInvalidSignature},
+	// geth core/types/transaction.go ErrInvalidSig on its own (decoding)
+	{"geth", "invalid transaction v, r, s values", txm.ReasonInvalidSignature},
+	// reth RpcPoolError::InvalidSender, EthApiError::InvalidTransactionSignature
+	{"reth", "invalid sender", txm.ReasonInvalidSignature},
+	{"reth", "invalid transaction signature", txm.ReasonInvalidSignature},
+	// erigon DiscardReason InvalidSender
+	{"erigon", "INVALID: invalid sender", txm.ReasonInvalidSignature},
+	// Besu RpcErrorType.INVALID_TRANSACTION_SIGNATURE
+	{"besu", "Invalid signature", txm.ReasonInvalidSignature},
+	// Nethermind TxPoolErrorMessages.FailedToRecoverSender, the older code name, and
+	// AcceptTxResult.Invalid carrying TxErrorMessages.InvalidTxSignature
+	{"nethermind", "failed to recover sender", txm.ReasonInvalidSignature},
+	{"nethermind", "FailedToResolveSender", txm.ReasonInvalidSignature},
+	{"nethermind", "transaction invalid, InvalidTxSignature: Signature is invalid.", txm.ReasonInvalidSignature},
+
+	// --- wrong chain id / not replay-protected ---
+	// geth: types.ErrInvalidChainId "%w: have %d want %d" inside ErrInvalidSender
+	{"geth", "invalid sender: invalid chain id for signer: have 1 want 1337", txm.ReasonWrongChainID},
+	// geth internal/ethapi/api.go SubmitTransaction; erigon SendRawTransaction
+	{"geth", "only replay-protected (EIP-155) transactions allowed over RPC", txm.ReasonWrongChainID},
+	// erigon rpc/jsonrpc/send_transaction.go
+	{"erigon", "invalid chain id, expected: 1337 got: 1", txm.ReasonWrongChainID},
+	// reth RpcInvalidTransactionError::InvalidChainId
+	{"reth", "invalid chain ID", txm.ReasonWrongChainID},
+	// Besu WRONG_CHAIN_ID, REPLAY_PROTECTED_SIGNATURE_REQUIRED, REPLAY_PROTECTED_SIGNATURES_NOT_SUPPORTED
+	{"besu", "Wrong chainId", txm.ReasonWrongChainID},
+	{"besu", "ChainId is required", txm.ReasonWrongChainID},
+	{"besu", "ChainId not supported", txm.ReasonWrongChainID},
+	// Nethermind AcceptTxResult.Invalid with TxErrorMessages.InvalidTxChainId, current and older code
+	{"nethermind", "transaction invalid, InvalidTxChainId: Expected 1337, got 1.", txm.ReasonWrongChainID},
+	{"nethermind", "Invalid, InvalidTxChainId: Expected 1337, got 1.", txm.ReasonWrongChainID},
+	// anvil InvalidTransactionError::InvalidChainId / IncompatibleEIP155; Hardhat's wording
+	{"anvil", "invalid chain id for signer", txm.ReasonWrongChainID},
+	{"anvil", "Incompatible EIP-155 transaction, signed for another chain", txm.ReasonWrongChainID},
+	{"hardhat", "Trying to send an incompatible EIP-155 transaction, signed for another chain.", txm.ReasonWrongChainID},
+	// unconfirmed: seen in SDK/provider wrappers
+	{"proxy", "incorrect chain id", txm.ReasonWrongChainID},
+
+	// --- gas limit above the block's (existing reasons, now Permanent) ---
+	{"geth", "exceeds block gas limit", txm.ReasonExceedsBlockGasLimit},
+	{"geth", "transaction gas limit too high (cap: 16777216, tx: 30000000)", txm.ReasonExceedsBlockGasLimit},
+	{"besu", "Transaction gas limit exceeds block gas limit", txm.ReasonExceedsBlockGasLimit},
+	{"geth", "intrinsic gas too low: gas 20000, minimum needed 21000", txm.ReasonIntrinsicGas},
+
+	// --- what must not read as permanent ---
+	// a contract's revert reason that happens to say "invalid signature" (OpenZeppelin ECDSA)
+	{"geth", "execution reverted: ECDSA: invalid signature", txm.ReasonReverted},
+	{"geth", "execution reverted: invalid chain id", txm.ReasonReverted},
+	// the signer can be funded
+	{"geth", "insufficient funds for gas * price + value: balance 0, tx cost 21000000000000, overshot 21000000000000", txm.ReasonInsufficientFunds},
+	// the node or provider is unwell, or the text is unknown
+	{"geth", "txpool is full", txm.ReasonTransient},
+	{"geth", "nonce too high: address " + testAddr + ", tx: 9 state: 7", txm.ReasonTransient},
+	{"geth", "request timed out", txm.ReasonTransient},
+	{"infura", "header not found", txm.ReasonTransient},
+	{"infura", "project ID request rate exceeded", txm.ReasonTransient},
+	{"alchemy", `429 Too Many Requests: {"jsonrpc":"2.0","id":1,"error":{"code":429,"message":"Your app has exceeded its compute units per second capacity."}}`, txm.ReasonTransient},
+	{"quicknode", "credits limited to 25/sec", txm.ReasonTransient},
+	{"besu", "Internal error", txm.ReasonTransient},
+	{"nethermind", "node is syncing", txm.ReasonTransient},
+	{"unknown", "something no client has ever said", txm.ReasonTransient},
+}
+
+func TestIssue44_ClassifyPermanent(t *testing.T) {
+	t.Run("real error strings", func(t *testing.T) {
+		for _, c := range permanentCases {
+			name := c.client + ": " + c.msg
+			if len(name) > 80 {
+				name = name[:80]
+			}
+			t.Run(name, func(t *testing.T) {
+				for _, e := range []error{
+					&rpcError{code: -32000, message: c.msg},
+					fmt.Errorf("eth_sendRawTransaction: %w", &rpcError{code: -32003, message: c.msg}),
+					errors.New("Returned error: " + c.msg),
+				} {
+					got := txm.ReasonOf(ClassifyBroadcast(e))
+					assert.Equal(t, c.want, got, "%s (%s)", e, c.client)
+					assert.Equal(t, c.want.Permanent(), got.Permanent(), "%s", e)
+				}
+			})
+		}
+	})
+
+	t.Run("permanent and deterministic", func(t *testing.T) {
+		permanent := []txm.BroadcastReason{
+			txm.ReasonTxFeeCap, txm.ReasonOversized, txm.ReasonInvalidSignature, txm.ReasonWrongChainID,
+			txm.ReasonExceedsBlockGasLimit, txm.ReasonIntrinsicGas,
+		}
+		for _, r := range permanent {
+			assert.True(t, r.Permanent(), "%s is permanent", r)
+			assert.True(t, r.Deterministic(), "%s is deterministic", r)
+		}
+		// Funding the signer heals it: deterministic for the same bytes now,
+		// but not permanent.
+		assert.False(t, txm.ReasonInsufficientFunds.Permanent())
+		assert.True(t, txm.ReasonInsufficientFunds.Deterministic())
+		for _, r := range []txm.BroadcastReason{txm.ReasonKnown, txm.ReasonNonceTooLow, txm.ReasonReplacementUnderpriced,
+			txm.ReasonUnderpriced, txm.ReasonReverted, txm.ReasonTransient} {
+			assert.False(t, r.Permanent(), "%s is not permanent", r)
+		}
+		// Every case of the other tables keeps its permanence in step with
+		// its reason.
+		for _, c := range classificationCases {
+			assert.Equal(t, c.want.Permanent(), Classify(errors.New(c.msg)).Permanent(), c.msg)
+		}
+	})
+
+	t.Run("every client is covered", func(t *testing.T) {
+		byReason := map[txm.BroadcastReason]map[string]bool{}
+		for _, c := range permanentCases {
+			if byReason[c.want] == nil {
+				byReason[c.want] = map[string]bool{}
+			}
+			byReason[c.want][c.client] = true
+		}
+		for _, r := range []txm.BroadcastReason{txm.ReasonTxFeeCap, txm.ReasonOversized, txm.ReasonInvalidSignature, txm.ReasonWrongChainID} {
+			for _, client := range []string{"geth", "reth"} {
+				assert.True(t, byReason[r][client], "%s has a %s case", r, client)
+			}
+		}
+		for _, client := range []string{"erigon", "besu", "nethermind"} {
+			for _, r := range []txm.BroadcastReason{txm.ReasonOversized, txm.ReasonInvalidSignature, txm.ReasonWrongChainID} {
+				if client == "besu" && r == txm.ReasonOversized {
+					continue // Besu's pool has no size refusal of its own
+				}
+				assert.True(t, byReason[r][client], "%s has a %s case", r, client)
+			}
+		}
+	})
+
+	t.Run("a real geth node", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t)
+		ctx := context.Background()
+		key := e.keys[0]
+		to := e.keys[1].Address
+		chainID := big.NewInt(evmtest.ChainID)
+		dynamic := func(id *big.Int, gas uint64, feeCap int64, data []byte) *types.Transaction {
+			tx, err := types.SignTx(types.NewTx(&types.DynamicFeeTx{ChainID: id, Nonce: 0, GasTipCap: big.NewInt(params1Gwei),
+				GasFeeCap: big.NewInt(feeCap), Gas: gas, To: &to, Data: data}), types.LatestSignerForChainID(id), key.Key)
+			require.NoError(t, err)
+			return tx
+		}
+		unprotected, err := types.SignTx(types.NewTx(&types.LegacyTx{Nonce: 0, GasPrice: big.NewInt(100 * params1Gwei), Gas: 21000, To: &to}),
+			types.HomesteadSigner{}, key.Key)
+		require.NoError(t, err)
+		// A signature whose r is zero: no sender can be recovered.
+		good := dynamic(chainID, 21000, 100*params1Gwei, nil)
+		_, _, s := good.RawSignatureValues()
+		badSig := make([]byte, 65)
+		s.FillBytes(badSig[32:64])
+		forged, err := good.WithSignature(types.LatestSignerForChainID(chainID), badSig)
+		require.NoError(t, err)
+
+		for _, c := range []struct {
+			name string
+			tx   *types.Transaction
+			want txm.BroadcastReason
+		}{
+			// 21000 gas × 100,000 gwei = 2.1 ether, above the node's 1 ether cap
+			{"fee above the node's cap", dynamic(chainID, 21000, 100_000*params1Gwei, nil), txm.ReasonTxFeeCap},
+			// 140 kB of data, above the pool's 128 kB
+			{"oversized", dynamic(chainID, 3_000_000, 2*params1Gwei, make([]byte, 140_000)), txm.ReasonOversized},
+			{"signed for chain 1", dynamic(big.NewInt(1), 21000, 100*params1Gwei, nil), txm.ReasonWrongChainID},
+			{"not replay-protected", unprotected, txm.ReasonWrongChainID},
+			{"no recoverable sender", forged, txm.ReasonInvalidSignature},
+			{"gas above the block's", dynamic(chainID, 100_000_000, 2*params1Gwei, nil), txm.ReasonExceedsBlockGasLimit},
+			{"gas below the intrinsic cost", dynamic(chainID, 20_000, 100*params1Gwei, nil), txm.ReasonIntrinsicGas},
+		} {
+			raw, err := c.tx.MarshalBinary()
+			require.NoError(t, err)
+			err = e.client.SendRawTransaction(ctx, raw)
+			require.Error(t, err, c.name)
+			t.Logf("%s: geth said %q", c.name, errors.Unwrap(err))
+			assert.Equal(t, c.want, txm.ReasonOf(err), "%s: %v", c.name, err)
+			assert.True(t, txm.ReasonOf(err).Permanent(), "%s: %v", c.name, err)
+		}
+		// Nothing reached the pool.
+		n, err := e.client.PendingNonce(ctx, key.Address)
+		require.NoError(t, err)
+		assert.Zero(t, n)
 	})
 }

@@ -26,7 +26,11 @@ type callArgs struct {
 // revert returns a *txm.RevertError with the reason and the revert data, when
 // the node sends them. A call the signer cannot pay for (value + gas × fee
 // above its balance) returns a *txm.InsufficientFundsError with the balance
-// and the amount needed, when the node says them.
+// and the amount needed, when the node says them. A call that fails in the
+// EVM in any other way (out of gas at every limit, an invalid opcode, a stack
+// underflow, ...) returns a *txm.ExecutionError with the node's words; so does
+// any other answer of the node that does not say the node is unwell (see
+// executionFailure). Every other error means the node could not be asked.
 func (c *Client) EstimateGas(ctx context.Context, msg txm.CallMsg) (uint64, error) {
 	args := callArgs{From: msg.From, To: msg.To, Data: msg.Data}
 	if msg.Value != nil {
@@ -42,6 +46,9 @@ func (c *Client) EstimateGas(ctx context.Context, msg txm.CallMsg) (uint64, erro
 		}
 		if fe := insufficientFunds(err); fe != nil {
 			return 0, fmt.Errorf("estimate gas: %w", fe)
+		}
+		if xe := executionFailure(err); xe != nil {
+			return 0, fmt.Errorf("estimate gas: %w", xe)
 		}
 		return 0, fmt.Errorf("estimate gas: %w", err)
 	}

@@ -65,7 +65,10 @@ type CallMsg struct {
 }
 
 // GasEstimator estimates the gas a call needs, including the configured
-// margin. A call that would revert returns a *RevertError.
+// margin. A call that would revert returns a *RevertError, one the signer
+// cannot pay for an *InsufficientFundsError, and one that fails in any other
+// way on the node (out of gas, an invalid opcode, a stack underflow, ...) an
+// *ExecutionError. Any other error means the node could not be asked.
 type GasEstimator interface {
 	EstimateGas(ctx context.Context, msg CallMsg) (uint64, error)
 }
@@ -191,6 +194,19 @@ const (
 	ReasonIntrinsicGas BroadcastReason = "intrinsic_gas_too_low"
 	// ReasonExceedsBlockGasLimit: the gas limit is above the block gas limit.
 	ReasonExceedsBlockGasLimit BroadcastReason = "exceeds_block_gas_limit"
+	// ReasonTxFeeCap: fee cap × gas limit is above the node's cap on one
+	// transaction's fee (geth's --rpc.txfeecap, 1 ether by default; Erigon,
+	// Besu and reth have the same).
+	ReasonTxFeeCap BroadcastReason = "tx_fee_cap_exceeded"
+	// ReasonOversized: the transaction, or its init code, is larger than the
+	// node's pool or the protocol accepts.
+	ReasonOversized BroadcastReason = "oversized"
+	// ReasonInvalidSignature: the node cannot recover a sender from the
+	// signature.
+	ReasonInvalidSignature BroadcastReason = "invalid_signature"
+	// ReasonWrongChainID: the transaction is signed for another chain, or
+	// without the EIP-155 chain id the node requires.
+	ReasonWrongChainID BroadcastReason = "wrong_chain_id"
 	// ReasonReverted: execution reverted (from estimation or a node that
 	// simulates on submission).
 	ReasonReverted BroadcastReason = "reverted"
@@ -200,10 +216,20 @@ const (
 )
 
 // Deterministic reports whether retrying the same bytes cannot succeed, so the
-// transaction should go to STUCK with the reason recorded.
+// transaction should go to STUCK with the reason recorded: every Permanent
+// reason, and insufficient funds, which funding the signer heals.
 func (r BroadcastReason) Deterministic() bool {
+	return r.Permanent() || r == ReasonInsufficientFunds
+}
+
+// Permanent reports whether the node refused the bytes for a property of
+// the transaction itself that waiting cannot change: no later attempt of
+// the same bytes, on this node, can be accepted, whatever happens to the
+// signer's balance or the fee market.
+func (r BroadcastReason) Permanent() bool {
 	switch r {
-	case ReasonInsufficientFunds, ReasonIntrinsicGas, ReasonExceedsBlockGasLimit:
+	case ReasonIntrinsicGas, ReasonExceedsBlockGasLimit, ReasonTxFeeCap, ReasonOversized,
+		ReasonInvalidSignature, ReasonWrongChainID:
 		return true
 	}
 	return false
@@ -256,3 +282,25 @@ func (e *RevertError) Error() string {
 	}
 	return "execution reverted: " + e.Reason
 }
+
+// ExecutionError says the node ran the call and it failed for a reason other
+// than a revert or the signer's balance: out of gas at any gas limit, an
+// invalid opcode, a stack underflow, a precompile's refusal, ... Reason is
+// the node's own words. Like a revert, it is the call's fault, not an
+// outage: it matches ErrInvalid under errors.Is.
+type ExecutionError struct {
+	Reason string
+	Err    error // the node's answer, when there is one
+}
+
+func (e *ExecutionError) Error() string {
+	if e.Reason == "" {
+		return "execution failed"
+	}
+	return "execution failed: " + e.Reason
+}
+
+func (e *ExecutionError) Unwrap() error { return e.Err }
+
+// Is makes an ExecutionError match ErrInvalid.
+func (e *ExecutionError) Is(target error) bool { return target == ErrInvalid }
