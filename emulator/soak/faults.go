@@ -19,7 +19,7 @@ const (
 	faultRPCErrors   = "rpc-errors"         // -32603 answers to eth_maxPriorityFeePerGas, eth_getTransactionReceipt, eth_sendRawTransaction
 	faultRPCTimeouts = "rpc-timeouts"       // answers slower than the servers' call timeout, and dropped connections
 	faultDropped     = "dropped-broadcasts" // eth_sendRawTransaction answered as accepted, never forwarded
-	faultLagging     = "lagging-endpoint"   // a second endpoint six blocks behind, with 502s that make calls fail over between the two
+	faultLagging     = "lagging-endpoint"   // a second endpoint 16 blocks behind, with 502s that make calls fail over between the two
 	faultKill        = "kill"               // SIGKILL of a server, restarted after the window
 	faultPause       = "pause"              // SIGSTOP of a server past its lease, then SIGCONT
 	faultDBRestart   = "db-restart"         // PostgreSQL restarted under the running servers
@@ -252,11 +252,14 @@ func (r *run) droppedBroadcasts(ctx context.Context) string {
 }
 
 // laggingBlocks is how far behind the chain the second endpoint is during
-// lagging-endpoint.
-const laggingBlocks = 6
+// lagging-endpoint: 8s of the soak's 500ms blocks, longer than the
+// servers' stale-receipt timeout (5s), so that transactions whose receipt
+// checks failed over to it are left to the finality sweep's look while it
+// still has not seen their blocks.
+const laggingBlocks = 16
 
 // Methods whose calls get 502s during lagging-endpoint: the first endpoint
-// fails half of the receipt look-ups, the lagging one half of the nonce and
+// fails nine in ten receipt look-ups, the lagging one half of the nonce and
 // head reads, so that one pass reads some from each.
 var (
 	laggingFirstMethods = []string{"eth_getTransactionReceipt", "eth_getBlockReceipts"}
@@ -274,7 +277,7 @@ func (r *run) laggingEndpoint(ctx context.Context) string {
 	var first, own int64
 	bad := rpcproxy.Fault{HTTPStatus: 502}
 	for _, m := range laggingFirstMethods {
-		r.s.Proxy.Before(m, r.hook(0.5, bad, &first))
+		r.s.Proxy.Before(m, r.hook(0.9, bad, &first))
 	}
 	for _, m := range laggingOwnMethods {
 		l.Before(m, r.hook(0.5, bad, &own))

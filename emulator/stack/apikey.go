@@ -29,7 +29,7 @@ func (s *Stack) DevAPIKey(ctx context.Context, principal string, roles ...txm.Ro
 	if err != nil {
 		return "", err
 	}
-	if _, err := policies.PutPolicy(ctx, txm.Policy{Principal: principal, Roles: roles, AllSigners: true}, "emulator"); err != nil {
+	if _, err := policies.PutPolicy(ctx, txm.Policy{Principal: principal, Roles: roles, AllSigners: true, SkipEstimation: true}, "emulator"); err != nil {
 		return "", fmt.Errorf("dev api key: %w", err)
 	}
 	key, id, hash := auth.NewAPIKey()

@@ -19,7 +19,10 @@
 //	{"principal": "payments@project.iam.gserviceaccount.com",
 //	 "roles": ["sender"],
 //	 "signers": ["0x..."],                    (or ["*"] for every signer)
-//	 "maxValue": "1000000000000000000",        (wei, per transaction)
+//	 "maxValue": "1000000000000000000",        (wei, per transaction: value + gas limit × fee ceiling)
+//	 "maxGasLimit": 500000,                    (per transaction, given or estimated)
+//	 "maxFeePerGas": "100000000000",           (wei; every attempt's fee ceiling, bumps included)
+//	 "skipEstimation": false,                  (true: a given gas limit is not estimated)
 //	 "hourly": {"value": "5000000000000000000", "count": 100},
 //	 "daily": {"count": 1000},
 //	 "allowlist": ["0x..."],
@@ -289,8 +292,8 @@ func (a *admin) listAudit(ctx context.Context, principal string, limit int) erro
 // policyFields are the fields of txm.Policy's wire form; limitFields those
 // of its hourly and daily limits.
 var (
-	policyFields = []string{"principal", "version", "roles", "signers", "maxValue", "hourly", "daily", "allowlist",
-		"ratePerSecond", "burst", "maxWaits", "createdAt", "createdBy"}
+	policyFields = []string{"principal", "version", "roles", "signers", "maxValue", "maxGasLimit", "maxFeePerGas",
+		"skipEstimation", "hourly", "daily", "allowlist", "ratePerSecond", "burst", "maxWaits", "createdAt", "createdBy"}
 	limitFields = []string{"value", "count"}
 )
 

@@ -200,7 +200,8 @@ func TestPolicyFieldsCoverTheWireForm(t *testing.T) {
 	t.Parallel()
 	var full txm.Policy
 	require.NoError(t, json.Unmarshal([]byte(`{"principal": "p", "version": 3, "roles": ["admin"], "signers": ["*", "0x0000000000000000000000000000000000000001"],
-  "maxValue": "1", "hourly": {"value": "1", "count": 1}, "daily": {"value": "1", "count": 1},
+  "maxValue": "1", "maxGasLimit": 21000, "maxFeePerGas": "1", "skipEstimation": true,
+  "hourly": {"value": "1", "count": 1}, "daily": {"value": "1", "count": 1},
   "allowlist": ["0x0000000000000000000000000000000000000002"], "ratePerSecond": 1, "burst": 1, "maxWaits": 1,
   "createdAt": "2024-01-01T00:00:00Z", "createdBy": "x"}`), &full))
 	raw, err := json.Marshal(full)

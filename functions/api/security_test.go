@@ -151,17 +151,19 @@ func TestIssue11_Authentication(t *testing.T) {
 }
 
 // TestIssue11_Authorization: a sender is refused, naming the rule, for a
-// signer it was not granted, a value over its per-transaction cap, a
+// signer it was not granted, a cost over its per-transaction cap, a
 // destination off its allowlist and its hourly caps — across instances —
 // and none of it writes a row or consumes a nonce: the next allowed create
-// gets the next nonce.
+// gets the next nonce. The caps count the worst-case cost: with a fee
+// ceiling of 1 wei, a 21,000-gas transfer of v wei costs v + 21,000.
 func TestIssue11_Authorization(t *testing.T) {
 	t.Parallel()
 	s := setupSecure(t, 2)
 	granted, other := signers(2)[0], signers(2)[1]
 	dead := common.HexToAddress("0x000000000000000000000000000000000000dEaD")
 	s.put(t, txm.Policy{Principal: senderEmail, Roles: []txm.Role{txm.RoleSender}, Signers: []common.Address{granted},
-		MaxValue: big.NewInt(1000), Allowlist: []common.Address{dead}, Hourly: txm.Limit{Count: 6, Value: big.NewInt(2500)}})
+		MaxValue: big.NewInt(1000 + 21000), MaxFeePerGas: big.NewInt(1), Allowlist: []common.Address{dead},
+		Hourly: txm.Limit{Count: 6, Value: big.NewInt(128500)}})
 	as := s.bearer(senderEmail)
 
 	ok := s.create(t, s.insts[0], transfer(granted, 100, ""), as...)
@@ -186,9 +188,9 @@ func TestIssue11_Authorization(t *testing.T) {
 	}
 	assert.Equal(t, before, s.rowCounts(t), "refusals write nothing")
 
-	// The hourly caps hold across instances and concurrent creates: value
-	// 2,500 per hour, 100 already sent; twenty more creates of 500 race
-	// through two instances and exactly four fit.
+	// The hourly caps hold across instances and concurrent creates: 128,500
+	// per hour, 21,100 already sent; twenty more creates of 500 (21,500
+	// each) race through two instances and exactly four fit.
 	var accepted, refused atomic.Int64
 	parallel(20, 20, func(i int) {
 		r := s.create(t, s.insts[i%2], transfer(granted, 500, ""), as...)
@@ -201,7 +203,7 @@ func TestIssue11_Authorization(t *testing.T) {
 			t.Errorf("create: %d %s", r.status, r.raw)
 		}
 	})
-	assert.EqualValues(t, 4, accepted.Load(), "2,400 of the 2,500 an hour")
+	assert.EqualValues(t, 4, accepted.Load(), "107,100 of the 128,500 an hour")
 	assert.EqualValues(t, 16, refused.Load())
 	r := s.create(t, s.insts[0], transfer(granted, 1, ""), as...)
 	require.Equal(t, http.StatusAccepted, r.status, "the sixth of six an hour, within the value cap: %s", r.raw)

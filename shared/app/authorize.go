@@ -16,8 +16,10 @@ import (
 // no caps.
 var DevPrincipal = txm.Principal{ID: "dev", Via: "dev"}
 
-// devPolicy is what DevPrincipal may do.
-var devPolicy = txm.Policy{Principal: "dev", Roles: txm.Roles, AllSigners: true}
+// devPolicy is what DevPrincipal may do. A gas limit it gives is not
+// estimated (as a policy may allow), so that development and tests can
+// send what a node would refuse or fail (a transfer the signer cannot pay).
+var devPolicy = txm.Policy{Principal: "dev", Roles: txm.Roles, AllSigners: true, SkipEstimation: true}
 
 // Policies answers what a principal may do: its current policy from the
 // store, kept per instance for ttl (a change reaches every instance within

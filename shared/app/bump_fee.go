@@ -78,8 +78,13 @@ type round struct {
 	failing txm.Failing
 }
 
-// errFeesTooLow refuses an admin's fees that do not beat the last attempt.
-var errFeesTooLow = errors.New("fees too low to replace the last attempt")
+// errFeesTooLow refuses an admin's fees that do not beat the last attempt,
+// errFeesTooHigh fees above what the transaction may pay (its fee ceiling,
+// the chain's cap, the nodes' cap on a whole transaction's fee).
+var (
+	errFeesTooLow  = errors.New("fees too low to replace the last attempt")
+	errFeesTooHigh = errors.New("fees above what the transaction may pay")
+)
 
 // subStateSigningFailed is recorded as a reason when signing fails.
 const reasonSigningFailed txm.BroadcastReason = txm.SubStateSigningFailed
@@ -97,8 +102,12 @@ func (w *attempter) replace(ctx context.Context, l txm.Lease, chain txm.Chain, s
 			kind = txm.AttemptOriginal
 		}
 	}
-	fees, err := w.nextFees(ctx, chain, t, kind, r)
-	if errors.Is(err, txm.ErrFeeCapReached) || errors.Is(err, errFeesTooLow) {
+	gas, err := attemptGas(ctx, chain, t, prev, kind)
+	if err != nil {
+		return w.failed(ctx, l, t.Tx, txm.ReasonOf(err), err)
+	}
+	fees, err := w.nextFees(ctx, chain, t, kind, gas, r)
+	if errors.Is(err, txm.ErrFeeCapReached) || errors.Is(err, errFeesTooLow) || errors.Is(err, errFeesTooHigh) {
 		return round{refused: err}, nil
 	}
 	if err != nil {
@@ -109,15 +118,6 @@ func (w *attempter) replace(ctx context.Context, l txm.Lease, chain txm.Chain, s
 			// Fresh fees equal to an earlier attempt's: that attempt (the
 			// same transaction) is the one to send.
 			return w.rebroadcast(ctx, l, chain, t, a)
-		}
-	}
-	gas := t.Tx.Gas()
-	if prev != nil {
-		gas = prev.GasLimit
-	}
-	if gas == 0 && kind != txm.AttemptCancel && kind != txm.AttemptPlaceholder {
-		if gas, err = chain.EstimateGas(ctx, txm.CallMsg{From: t.Tx.From, To: t.Tx.To, Value: t.Tx.Value, Data: t.Tx.Data}); err != nil {
-			return w.failed(ctx, l, t.Tx, txm.ReasonOf(err), fmt.Errorf("estimate gas: %w", err))
 		}
 	}
 	no := 1
@@ -151,6 +151,27 @@ func (w *attempter) replace(ctx context.Context, l txm.Lease, chain txm.Chain, s
 	sent, err := w.send(ctx, l, chain, t, &t.Attempts[len(t.Attempts)-1], true)
 	sent.saved = true
 	return sent, err
+}
+
+// attemptGas is the gas limit of t's next attempt of kind: a 0-value
+// self-transfer's for a cancel or placeholder, whatever the payload's; the
+// last attempt's, or the payload's (estimated if it has none), otherwise.
+func attemptGas(ctx context.Context, chain txm.Chain, t txm.Tracked, prev *txm.Attempt, kind txm.AttemptKind) (uint64, error) {
+	if kind == txm.AttemptCancel || kind == txm.AttemptPlaceholder {
+		return cancelGas, nil
+	}
+	gas := t.Tx.Gas()
+	if prev != nil && prev.Kind != txm.AttemptCancel && prev.Kind != txm.AttemptPlaceholder {
+		gas = prev.GasLimit
+	}
+	if gas > 0 {
+		return gas, nil
+	}
+	gas, err := chain.EstimateGas(ctx, txm.CallMsg{From: t.Tx.From, To: t.Tx.To, Value: t.Tx.Value, Data: t.Tx.Data})
+	if err != nil {
+		return 0, fmt.Errorf("estimate gas: %w", err)
+	}
+	return gas, nil
 }
 
 // rebroadcast sends a persisted attempt again.
@@ -271,14 +292,22 @@ func (w *attempter) failed(ctx context.Context, l txm.Lease, t *txm.Tx, reason t
 	return round{reason: reason, err: cause, failing: failing}, nil
 }
 
-// nextFees chooses the next attempt's fees: the admin's (which must beat
-// the last attempt by the bump percentage), the first attempt's (the
-// caller's own or fresh), fresh ones for a refresh when no node ever
-// accepted an attempt, or else a bump of the last attempt within the
-// chain's caps.
-func (w *attempter) nextFees(ctx context.Context, chain txm.Chain, t txm.Tracked, kind txm.AttemptKind, r replacement) (txm.Fees, error) {
+// nextFees chooses the fees of the next attempt (of gas units): the
+// admin's (which must beat the last attempt by the bump percentage), the
+// first attempt's (the caller's own or fresh), fresh ones for a refresh,
+// or for a cancel or placeholder, when no node ever accepted an attempt
+// (there is nothing to outbid), or else a bump of the last attempt. Every
+// one stays within the caps of the attempt: the chain's, the transaction's
+// fee ceiling over its gas and the nodes' cap on a transaction's fee.
+func (w *attempter) nextFees(ctx context.Context, chain txm.Chain, t txm.Tracked, kind txm.AttemptKind, gas uint64,
+	r replacement) (txm.Fees, error) {
 	prev := txm.Latest(t.Attempts)
+	caps := w.fees.caps(chain.ChainID()).For(t.Tx.FeeCeiling, t.Tx.Gas(), gas)
 	if r.fees != nil {
+		if !caps.Within(*r.fees) {
+			return txm.Fees{}, fmt.Errorf("%w: at %d gas, at most %s wei per gas (tip %s)", errFeesTooHigh, gas, orNone(caps.MaxFee),
+				orNone(caps.MaxTip))
+		}
 		if prev == nil {
 			return *r.fees, nil
 		}
@@ -295,13 +324,14 @@ func (w *attempter) nextFees(ctx context.Context, chain txm.Chain, t txm.Tracked
 	if err != nil {
 		return txm.Fees{}, fmt.Errorf("suggest fees: %w", err)
 	}
+	selfTransfer := kind == txm.AttemptCancel || kind == txm.AttemptPlaceholder
 	switch {
 	case prev == nil && kind == txm.AttemptOriginal:
-		return firstFees(t.Tx, fresh), nil
-	case prev == nil, r.refresh && !anyAccepted(t.Attempts):
-		return txm.Fees{MaxFeePerGas: fresh.MaxFeePerGas, MaxPriorityFeePerGas: fresh.MaxPriorityFeePerGas, GasPrice: fresh.GasPrice}, nil
+		return caps.Clamp(firstFees(t.Tx, fresh)), nil
+	case prev == nil, (r.refresh || selfTransfer) && !anyAccepted(t.Attempts):
+		return caps.Clamp(txm.Fees{MaxFeePerGas: fresh.MaxFeePerGas, MaxPriorityFeePerGas: fresh.MaxPriorityFeePerGas,
+			GasPrice: fresh.GasPrice}), nil
 	}
-	caps := w.fees.caps(chain.ChainID())
 	// The replacement budget stops automation from bumping for ever; an
 	// admin's action is the way out once it is spent, bounded by the fee
 	// caps alone.
@@ -334,6 +364,13 @@ func covers(f, min txm.Fees) bool {
 func sameFees(a, b txm.Fees) bool {
 	eq := func(x, y *big.Int) bool { return (x == nil) == (y == nil) && (x == nil || x.Cmp(y) == 0) }
 	return eq(a.MaxFeePerGas, b.MaxFeePerGas) && eq(a.MaxPriorityFeePerGas, b.MaxPriorityFeePerGas) && eq(a.GasPrice, b.GasPrice)
+}
+
+func orNone(v *big.Int) string {
+	if v == nil {
+		return "no cap"
+	}
+	return v.String()
 }
 
 func feesText(f txm.Fees) string {

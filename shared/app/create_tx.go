@@ -136,6 +136,7 @@ func (c *CreateTx) execute(ctx context.Context, who txm.Principal, r *txm.Reques
 		return txm.Created{}, err
 	}
 	r.Principal = who.ID
+	r.FeeCeiling = pol.MaxFeePerGas
 	txID, err := uuid.NewV7()
 	if err != nil {
 		return txm.Created{}, fmt.Errorf("new tx id: %w", err)
@@ -154,9 +155,12 @@ func (c *CreateTx) execute(ctx context.Context, who txm.Principal, r *txm.Reques
 			return txm.Created{}, err
 		}
 	}
-	if r.GasLimit == 0 {
+	if r.GasLimit == 0 || !pol.SkipEstimation {
+		// A given gas limit is the call's: the node says whether it is
+		// enough, and whether the call fails at all.
 		gctx, span := c.metrics.StartClient(ctx, "chain.estimate_gas")
-		gas, err := c.chains[r.ChainID].EstimateGas(gctx, txm.CallMsg{From: r.From, To: r.To, Value: r.Value, Data: r.Data})
+		gas, err := c.chains[r.ChainID].EstimateGas(gctx, txm.CallMsg{From: r.From, To: r.To, Value: r.Value, Data: r.Data,
+			Gas: r.GasLimit})
 		span.End()
 		var revert *txm.RevertError
 		var funds *txm.InsufficientFundsError
@@ -183,12 +187,21 @@ func (c *CreateTx) execute(ctx context.Context, who txm.Principal, r *txm.Reques
 		case err != nil:
 			return txm.Created{}, fmt.Errorf("%w: estimate gas: %w", ErrChainUnavailable, err)
 		}
-		if gas > c.cfg.MaxGasLimit {
-			v := &txm.ValidationError{}
-			v.Add("gasLimit", "the estimate %d exceeds the cap %d", gas, c.cfg.MaxGasLimit)
-			return txm.Created{}, v
+		if r.GasLimit == 0 {
+			if gas > c.cfg.MaxGasLimit {
+				v := &txm.ValidationError{}
+				v.Add("gasLimit", "the estimate %d exceeds the cap %d", gas, c.cfg.MaxGasLimit)
+				return txm.Created{}, v
+			}
+			r.GasEstimate = gas
 		}
-		r.GasEstimate = gas
+	}
+	r.Cost = r.WorstCaseCost(c.cfg.FeesFor(r.ChainID).MaxFee)
+	if err := pol.CheckCost(r); err != nil {
+		return txm.Created{}, err
+	}
+	if err := checkTxFee(r, c.cfg.FeesFor(r.ChainID).TxFeeCap); err != nil {
+		return txm.Created{}, err
 	}
 	var caps map[string]txm.Policy
 	if pol.HasRollingCaps() {
@@ -204,6 +217,29 @@ func (c *CreateTx) execute(ctx context.Context, who txm.Principal, r *txm.Reques
 		return resolveFor(who, created.Tx, r.Fingerprint()), nil // a replay found inside the batch
 	}
 	return created, nil
+}
+
+// checkTxFee refuses a request whose own fee, at its gas limit, is above
+// the nodes' cap on a transaction's fee (nil: none): no node would take it,
+// and waiting changes nothing. Fees chosen at signing are held under it.
+func checkTxFee(r *txm.Request, txFeeCap *big.Int) error {
+	if txFeeCap == nil {
+		return nil
+	}
+	field, fee := "maxFeePerGas", r.MaxFeePerGas
+	if fee == nil {
+		field, fee = "gasPrice", r.GasPrice
+	}
+	if fee == nil {
+		return nil
+	}
+	if total := new(big.Int).Mul(fee, new(big.Int).SetUint64(r.Gas())); total.Cmp(txFeeCap) > 0 {
+		v := &txm.ValidationError{}
+		v.Add(field, "at a gas limit of %d the fee can reach %s wei, above the nodes' cap of %s wei on a transaction's fee; no node would take it",
+			r.Gas(), total, txFeeCap)
+		return v
+	}
+	return nil
 }
 
 // resolveFor is txm.Resolve for the caller who: another principal's

@@ -381,6 +381,12 @@ func (d *DrainSigner) submitBatch(ctx context.Context, log *slog.Logger, lease t
 	switch {
 	case refused != nil:
 		reason := txm.ReasonOf(refusal)
+		if reason.Permanent() && refused.Attempt.Kind != txm.AttemptCancel && refused.Attempt.Kind != txm.AttemptPlaceholder {
+			// The node will never take this transaction: fill its nonce so
+			// that the signer's later ones go on, and let it end with the
+			// node's reason once the placeholder is mined.
+			return d.fill(ctx, log, lease, chain, sig, refused, reason, refusal, res)
+		}
 		if reason.Deterministic() || reason == txm.ReasonReverted {
 			// The same bytes can never succeed: STUCK with the reason, and
 			// stop here; later nonces wait until it is resolved.
@@ -393,6 +399,29 @@ func (d *DrainSigner) submitBatch(ctx context.Context, log *slog.Logger, lease t
 		return d.settleErr(ctx, lease, signFailed, r, err, res)
 	}
 	return !last || len(items) < given, nil // the signing budget left some
+}
+
+// fill puts a placeholder (a 21,000-gas 0-value self-transfer) at the
+// nonce of a transaction whose payload the node refused for good, with the
+// refusal recorded: the transaction ends FAILED_FINAL with that reason once
+// the placeholder is mined, and the later nonces are not held up. A
+// placeholder the node refuses for good too (the signer's key or chain id
+// is wrong for every transaction) leaves the transaction STUCK for an
+// operator.
+func (d *DrainSigner) fill(ctx context.Context, log *slog.Logger, lease txm.Lease, chain txm.Chain, sig txm.Signer,
+	refused *txm.SubmitItem, reason txm.BroadcastReason, refusal error, res *DrainResult) (bool, error) {
+	log.WarnContext(ctx, "the node refused a transaction for good; filling its nonce", slog.String(logging.KeyTxID, refused.Tx.ID),
+		slog.Uint64(logging.KeyNonce, refused.Tx.Nonce), slog.String("reason", string(reason)))
+	r, err := d.work.replace(ctx, lease, chain, sig, txm.Tracked{Tx: refused.Tx, Attempts: []txm.Attempt{*refused.Attempt}},
+		replacement{kind: txm.AttemptPlaceholder, audit: txm.Audit{Action: string(txm.AttemptPlaceholder), Actor: "txfence",
+			Reason: "the node refused the transaction for good: " + refusal.Error(), Refused: reason}})
+	if err != nil {
+		return false, err
+	}
+	if r.reason.Permanent() {
+		return false, d.markStuck(ctx, lease, refused.Tx, string(r.reason), r.err.Error(), res)
+	}
+	return d.settle(ctx, lease, refused.Tx, r, res)
 }
 
 // errSuggestFees means the chain could not suggest fees for the first
@@ -496,7 +525,12 @@ func (d *DrainSigner) sign(ctx context.Context, chain txm.Chain, sig txm.Signer,
 		}
 		gas = g
 	}
-	return signAttempt(ctx, sig, t, txm.AttemptOriginal, 1, gas, firstFees(t, fees))
+	payload := t.Gas()
+	if payload == 0 {
+		payload = gas
+	}
+	caps := d.cfg.FeeCaps(t.ChainID).For(t.FeeCeiling, payload, gas)
+	return signAttempt(ctx, sig, t, txm.AttemptOriginal, 1, gas, caps.Clamp(firstFees(t, fees)))
 }
 
 // behind relays a drain's receipt prompts while the drain goes on with its

@@ -108,13 +108,17 @@ type ChainFees struct {
 	MaxTip   *big.Int // max priority fee per gas, in wei
 	MinTip   *big.Int // no suggested tip is below this, in wei
 	MaxBumps int      // replacements per transaction before fee_cap_reached
+	// TxFeeCap is the most a whole transaction's fee (gas limit × max fee
+	// per gas) may be, as the chain's nodes refuse above it (geth's
+	// --rpc.txfeecap, 1 ether by default); nil: no cap.
+	TxFeeCap *big.Int
 }
 
 // FeeOverride is TXFENCE_CHAIN_FEES's entry for one chain; nil fields (and
 // a negative MaxBumps) keep the global setting.
 type FeeOverride struct {
-	MaxFee, MaxTip, MinTip *big.Int
-	MaxBumps               int
+	MaxFee, MaxTip, MinTip, TxFeeCap *big.Int
+	MaxBumps                         int
 }
 
 // StuckRule picks the stuck-resolution action for the STUCK transactions of
@@ -218,6 +222,7 @@ type Config struct {
 	MaxTipCap      *big.Int // largest priority fee an automatic attempt pays (nil: MaxFeeCap)
 	MinPriorityFee *big.Int // no suggested tip is below this floor, in wei
 	MaxBumps       int      // fee replacements per transaction
+	TxFeeCap       *big.Int // the nodes' cap on gas limit × max fee per gas, in wei (0: none)
 	BumpAfter      time.Duration
 	BumpPercent    int // each replacement pays at least this much more (>= 10)
 	// ChainFees overrides the fee settings above per chain.
@@ -291,6 +296,7 @@ func Defaults() Config {
 		MaxFeeCap:           new(big.Int).Mul(big.NewInt(10_000), big.NewInt(1_000_000_000)), // 10,000 gwei
 		MinPriorityFee:      big.NewInt(1_000_000),                                           // 0.001 gwei: geth's default miner minimum tip
 		MaxBumps:            15,
+		TxFeeCap:            big.NewInt(1_000_000_000_000_000_000), // 1 ether: geth's default --rpc.txfeecap
 		BumpAfter:           30 * time.Second,
 		BumpPercent:         20,
 		MaxInFlight:         64,
@@ -358,6 +364,7 @@ const (
 	EnvMaxTipCap           = "TXFENCE_MAX_TIP_CAP_WEI"
 	EnvMinPriorityFee      = "TXFENCE_MIN_PRIORITY_FEE_WEI"
 	EnvMaxBumps            = "TXFENCE_MAX_BUMPS"
+	EnvTxFeeCap            = "TXFENCE_TX_FEE_CAP_WEI"
 	EnvBumpAfter           = "TXFENCE_BUMP_AFTER"
 	EnvBumpPercent         = "TXFENCE_BUMP_PERCENT"
 	EnvChainFees           = "TXFENCE_CHAIN_FEES"
@@ -441,6 +448,7 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 	p.bigInt(EnvMaxFeeCap, &c.MaxFeeCap)
 	p.bigInt(EnvMaxTipCap, &c.MaxTipCap)
 	p.bigInt(EnvMinPriorityFee, &c.MinPriorityFee)
+	p.bigInt(EnvTxFeeCap, &c.TxFeeCap)
 	p.integer(EnvMaxBumps, &c.MaxBumps)
 	p.duration(EnvBumpAfter, &c.BumpAfter)
 	p.integer(EnvBumpPercent, &c.BumpPercent)
@@ -587,6 +595,9 @@ func (c Config) validate() []Problem {
 	}
 	if c.MinPriorityFee == nil || c.MinPriorityFee.Sign() < 0 {
 		bad(EnvMinPriorityFee, "must be a non-negative number of wei")
+	}
+	if c.TxFeeCap != nil && c.TxFeeCap.Sign() < 0 {
+		bad(EnvTxFeeCap, "must be a non-negative number of wei (0: none)")
 	}
 	if c.MaxBumps < 0 || c.MaxBumps > 1000 {
 		bad(EnvMaxBumps, "must be between 0 and 1000, got %d", c.MaxBumps)
@@ -783,8 +794,11 @@ func (c Config) validateAuth(bad func(env, format string, args ...any)) {
 // FeesFor is the fee policy of chain id: the global settings with the
 // chain's TXFENCE_CHAIN_FEES entry over them.
 func (c Config) FeesFor(id uint64) ChainFees {
-	f := ChainFees{MaxFee: c.MaxFeeCap, MaxTip: c.MaxTipCap, MinTip: c.MinPriorityFee, MaxBumps: c.MaxBumps}
+	f := ChainFees{MaxFee: c.MaxFeeCap, MaxTip: c.MaxTipCap, MinTip: c.MinPriorityFee, MaxBumps: c.MaxBumps, TxFeeCap: c.TxFeeCap}
 	if o, ok := c.ChainFees[id]; ok {
+		if o.TxFeeCap != nil {
+			f.TxFeeCap = o.TxFeeCap
+		}
 		if o.MaxFee != nil {
 			f.MaxFee = o.MaxFee
 		}
@@ -801,13 +815,16 @@ func (c Config) FeesFor(id uint64) ChainFees {
 	if f.MaxTip == nil {
 		f.MaxTip = f.MaxFee
 	}
+	if f.TxFeeCap != nil && f.TxFeeCap.Sign() == 0 {
+		f.TxFeeCap = nil
+	}
 	return f
 }
 
 // FeeCaps is chain id's bound on automatic replacements.
 func (c Config) FeeCaps(id uint64) txm.FeeCaps {
 	f := c.FeesFor(id)
-	return txm.FeeCaps{MaxFee: f.MaxFee, MaxTip: f.MaxTip, MaxBumps: f.MaxBumps}
+	return txm.FeeCaps{MaxFee: f.MaxFee, MaxTip: f.MaxTip, MaxBumps: f.MaxBumps, TxFeeCap: f.TxFeeCap}
 }
 
 // StuckWebhookAction is the StuckRule action that asks the webhook.
@@ -1128,7 +1145,7 @@ func (p *parser) chainFees(env string, dst *map[uint64]FeeOverride) {
 		id, kvs, found := strings.Cut(strings.TrimSpace(entry), ":")
 		n, err := strconv.ParseUint(strings.TrimSpace(id), 10, 64)
 		if !found || err != nil || n == 0 {
-			p.bad(env, "entry %q must be CHAIN_ID:key=value[,key=value...] with keys maxFee, maxTip, minTip, maxBumps", entry)
+			p.bad(env, "entry %q must be CHAIN_ID:key=value[,key=value...] with keys maxFee, maxTip, minTip, txFeeCap, maxBumps", entry)
 			return
 		}
 		if _, dup := out[n]; dup {
@@ -1160,8 +1177,10 @@ func (p *parser) chainFees(env string, dst *map[uint64]FeeOverride) {
 				o.MaxTip = w
 			case "minTip":
 				o.MinTip = w
+			case "txFeeCap":
+				o.TxFeeCap = w
 			default:
-				p.bad(env, "chain %d: unknown key %q (maxFee, maxTip, minTip, maxBumps)", n, k)
+				p.bad(env, "chain %d: unknown key %q (maxFee, maxTip, minTip, txFeeCap, maxBumps)", n, k)
 				return
 			}
 		}

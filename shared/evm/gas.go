@@ -18,6 +18,7 @@ import (
 type callArgs struct {
 	From  common.Address  `json:"from"`
 	To    *common.Address `json:"to,omitempty"`
+	Gas   *hexutil.Uint64 `json:"gas,omitempty"`
 	Value *hexutil.Big    `json:"value,omitempty"`
 	Data  hexutil.Bytes   `json:"data,omitempty"`
 }
@@ -33,6 +34,9 @@ type callArgs struct {
 // executionFailure). Every other error means the node could not be asked.
 func (c *Client) EstimateGas(ctx context.Context, msg txm.CallMsg) (uint64, error) {
 	args := callArgs{From: msg.From, To: msg.To, Data: msg.Data}
+	if msg.Gas > 0 {
+		args.Gas = (*hexutil.Uint64)(&msg.Gas)
+	}
 	if msg.Value != nil {
 		args.Value = (*hexutil.Big)(msg.Value)
 	}

@@ -41,9 +41,9 @@ FROM signer_nonce_cursor WHERE chain_id = $1 AND signer = $2`,
 	return c, nil
 }
 
-// allocateSQL calls txfence_allocate (migrations/00009, last changed in
-// 00015): the whole allocation of a batch, every signer's, in one
-// statement. allocatePlainSQL calls txfence_allocate_plain (00019), the
+// allocateSQL calls txfence_allocate (migrations/00022, of 27 arguments):
+// the whole allocation of a batch, every signer's, in one statement.
+// allocatePlainSQL calls txfence_allocate_plain (00022 too), the
 // same for a plain batch (nothing to look up, no cap: every batch whose
 // request ids were all made up), for about four fifths of the server's
 // CPU.
@@ -51,11 +51,11 @@ const (
 	allocateSQL = `SELECT o_idx, o_outcome, o_tx_id::text, o_nonce, o_rule, o_group, o_token, o_acquired, o_outbox_id, o_created_at,
     o_contended
 FROM txfence_allocate($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
-    $21, $22, $23, $24, $25)`
+    $21, $22, $23, $24, $25, $26, $27)`
 	allocatePlainSQL = `SELECT o_idx, o_outcome, o_tx_id::text, o_nonce, o_rule, o_group, o_token, o_acquired, o_outbox_id,
     o_created_at, o_contended
 FROM txfence_allocate_plain($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
-    $21, $22, $23, $24, $25)`
+    $21, $22, $23, $24, $25, $26, $27)`
 )
 
 // Allocate implements txm.Allocator with one call of txfence_allocate (or
@@ -368,6 +368,7 @@ type allocationArgs struct {
 	maxFee, maxPrio, gasPrice, meta, principal []*string
 	hourCount, dayCount                        []*int32
 	hourValue, dayValue                        []*string
+	feeCeiling, cost                           []*string
 
 	batch, index  []int // per request: its batch and its index there
 	signerRequest []int // per signer: the index of its first request
@@ -421,6 +422,7 @@ func newAllocationArgs(batches []txm.AllocationBatch) *allocationArgs {
 			a.gasPrice = append(a.gasPrice, bigText(r.GasPrice))
 			a.meta = append(a.meta, optional(string(r.Metadata)))
 			a.principal = append(a.principal, optional(r.Principal))
+			a.feeCeiling, a.cost = append(a.feeCeiling, bigText(r.FeeCeiling)), append(a.cost, bigText(r.Cost))
 			var hc, dc *int32
 			var hv, dv *string
 			if pol, capped := b.Caps[r.Principal]; capped {
@@ -466,7 +468,7 @@ func (a *allocationArgs) sql() string {
 func (a *allocationArgs) args(owner string, lease config.Lease, topic string) []any {
 	return []any{owner, lease.Duration, lease.ClockSkew, topic, a.sChain, a.sSigner, a.sPending,
 		a.group, a.id, a.requestID, a.lookup, a.fp, a.to, a.value, a.data, a.gas, a.maxFee, a.maxPrio, a.gasPrice,
-		a.meta, a.principal, a.hourCount, a.hourValue, a.dayCount, a.dayValue}
+		a.meta, a.principal, a.hourCount, a.hourValue, a.dayCount, a.dayValue, a.feeCeiling, a.cost}
 }
 
 // optional is s, nil when empty (a NULL).

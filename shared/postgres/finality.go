@@ -274,11 +274,12 @@ const finalHist = `hist AS (
 
 // finalSet is what Finalize and FinalizeBlocks set on a transaction whose
 // receipt block is final (a mined cancel or placeholder took the nonce
-// instead of the payload).
+// instead of the payload; a placeholder that filled the nonce of a payload
+// the node refused for good ends with that refusal).
 const finalSet = `
     UPDATE managed_tx t SET
         state = CASE WHEN t.receipt_status = 1 AND a.kind IN ('original', 'replace') THEN 'CONFIRMED' ELSE 'FAILED_FINAL' END,
-        sub_state = CASE a.kind WHEN 'cancel' THEN 'cancelled' WHEN 'placeholder' THEN 'placeholder'
+        sub_state = CASE a.kind WHEN 'cancel' THEN 'cancelled' WHEN 'placeholder' THEN coalesce(t.refusal, 'placeholder')
             ELSE CASE WHEN t.receipt_status = 1 THEN NULL ELSE 'reverted' END END,
         finalized_at = clock_timestamp(), fork_pending = false,
         fencing_token = $5::bigint, updated_at = clock_timestamp()`

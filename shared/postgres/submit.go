@@ -152,19 +152,19 @@ func (s *Store) MarkTracking(ctx context.Context, l txm.Lease, done []txm.Broadc
 WITH u AS (
     SELECT * FROM unnest($6::uuid[], $7::int[], $8::text[]) AS u(id, no, outcome)
 ), moved AS (
-    UPDATE managed_tx t SET state = 'TRACKING', sub_state = u.outcome, last_error = NULL,
+    UPDATE managed_tx t SET state = 'TRACKING', sub_state = coalesce(t.refusal, u.outcome), last_error = NULL,
         broadcast_count = t.broadcast_count + 1, last_broadcast_at = clock_timestamp(),
         failures = 0, failing_since = NULL, next_attempt_at = NULL, stuck_since = NULL,
         fencing_token = $5::bigint, updated_at = clock_timestamp()
     FROM u WHERE t.id = u.id AND `+moveBroadcast.guard()+` AND `+fenceHeld+`
-    RETURNING t.id, u.no, u.outcome, (SELECT o.state FROM managed_tx o WHERE o.id = t.id) AS from_state
+    RETURNING t.id, u.no, u.outcome, t.sub_state, (SELECT o.state FROM managed_tx o WHERE o.id = t.id) AS from_state
 ), stamped AS (
     UPDATE tx_attempt at SET broadcast_at = coalesce(at.broadcast_at, clock_timestamp()),
         broadcast_count = at.broadcast_count + 1
     FROM moved WHERE at.tx_id = moved.id AND at.attempt_no = moved.no
 ), hist AS (
     INSERT INTO tx_history (tx_id, from_state, to_state, sub_state, reason, owner, fencing_token)
-    SELECT id, from_state, 'TRACKING', outcome, 'broadcast', $4::text, $5::bigint FROM moved
+    SELECT id, from_state, 'TRACKING', sub_state, 'broadcast', $4::text, $5::bigint FROM moved
     WHERE from_state <> 'TRACKING'
 ), receipt AS (
     INSERT INTO outbox (topic, ordering_key, payload)
@@ -328,7 +328,8 @@ WITH ins AS (
     FROM managed_tx t WHERE t.id = $6::uuid AND t.nonce = $11 AND `+moveOpen.guard()+` AND `+fenceHeld+`
     RETURNING tx_id
 ), touched AS (
-    UPDATE managed_tx t SET fencing_token = $5::bigint, updated_at = clock_timestamp()
+    UPDATE managed_tx t SET fencing_token = $5::bigint, updated_at = clock_timestamp(),
+        refusal = coalesce($19, t.refusal), sub_state = coalesce($19, t.sub_state)
     FROM ins WHERE t.id = ins.tx_id
     RETURNING t.id, t.state, t.sub_state
 )
@@ -336,7 +337,7 @@ INSERT INTO tx_history (tx_id, from_state, to_state, sub_state, reason, owner, f
 SELECT id, state, state, sub_state, $16, $4::text, $5::bigint, $17, $18 FROM touched`,
 			a.TxID, int32(a.No), string(a.Kind), a.Hash.Hex(), a.Raw, int64(a.Nonce), int64(a.GasLimit),
 			bigText(a.MaxFeePerGas), bigText(a.MaxPriorityFeePerGas), bigText(a.GasPrice),
-			audit.Reason, audit.Action, audit.Actor)
+			audit.Reason, audit.Action, audit.Actor, optional(string(audit.Refused)))
 		if err != nil {
 			return err
 		}

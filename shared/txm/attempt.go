@@ -164,6 +164,10 @@ type Audit struct {
 	// ActionID, when set, is the admin action this carries out; it is
 	// marked done in the same transaction.
 	ActionID string
+	// Refused, when set, is the node's refusal for good of the payload
+	// this attempt (a placeholder) fills the nonce of: the transaction's
+	// sub-state now, and its final one once the placeholder is mined.
+	Refused BroadcastReason
 }
 
 // OutboxStore hands out unsent outbox rows for publishing.

@@ -87,8 +87,20 @@ type Policy struct {
 	// or empty is none, AllSigners is every configured signer.
 	Signers    []common.Address
 	AllSigners bool
-	// MaxValue caps one transaction's value (nil: no cap).
+	// MaxValue caps what one transaction may take from its signer: its
+	// worst-case cost, value + gas limit × fee ceiling (nil: no cap).
 	MaxValue *big.Int
+	// MaxGasLimit caps one transaction's gas limit, given or estimated (0:
+	// the configured TXFENCE_MAX_GAS_LIMIT only).
+	MaxGasLimit uint64
+	// MaxFeePerGas caps what any attempt of the principal's transactions
+	// pays per gas, bumps and replacements included: it becomes their fee
+	// ceiling where it is below the chain's cap (nil: the chain's cap).
+	MaxFeePerGas *big.Int
+	// SkipEstimation lets a create that gives its gas limit skip the gas
+	// estimate (and its revert check); otherwise a given gas limit is
+	// checked by estimation too.
+	SkipEstimation bool
 	// Hourly and Daily cap, per signer, what the principal sends in the last
 	// hour and the last 24 hours.
 	Hourly, Daily Limit
@@ -168,7 +180,8 @@ func (p Policy) Validate() error {
 			v.Add("roles", "%q is not one of sender, reader, admin", r)
 		}
 	}
-	for name, w := range map[string]*big.Int{"maxValue": p.MaxValue, "hourly.value": p.Hourly.Value, "daily.value": p.Daily.Value} {
+	for name, w := range map[string]*big.Int{"maxValue": p.MaxValue, "hourly.value": p.Hourly.Value, "daily.value": p.Daily.Value,
+		"maxFeePerGas": p.MaxFeePerGas} {
 		if w != nil && w.Sign() < 0 {
 			v.Add(name, "must not be negative")
 		}
@@ -185,7 +198,7 @@ func (p Policy) Validate() error {
 // Refusal names the policy rule that refused a call. It matches
 // ErrForbidden under errors.Is.
 type Refusal struct {
-	Rule   string // role, signer, max_value, hourly_value, hourly_count, daily_value, daily_count, allowlist
+	Rule   string // role, signer, max_value, max_gas_limit, max_fee_per_gas, hourly_value, hourly_count, daily_value, daily_count, allowlist
 	Detail string
 }
 
@@ -199,6 +212,8 @@ const (
 	RuleRole        = "role"
 	RuleSigner      = "signer"
 	RuleMaxValue    = "max_value"
+	RuleMaxGasLimit = "max_gas_limit"
+	RuleMaxFee      = "max_fee_per_gas"
 	RuleAllowlist   = "allowlist"
 	RuleHourlyValue = "hourly_value"
 	RuleHourlyCount = "hourly_count"
@@ -224,8 +239,10 @@ func (p Policy) Require(roles ...Role) error {
 }
 
 // CheckSend is every rule a create request must pass that does not depend
-// on what the principal sent before: the sender role, the signer, the value
-// cap, the allowlist. The rolling caps are checked where the usage is known
+// on what the principal sent before or on the chain: the sender role, the
+// signer, the value cap (the value alone; CheckCost counts the fees once
+// the gas limit is known), the gas limit and fees the caller gave, the
+// allowlist. The rolling caps are checked where the usage is known
 // (UsageRefusal).
 func (p Policy) CheckSend(r *Request) error {
 	if err := p.Require(RoleSender); err != nil {
@@ -237,6 +254,16 @@ func (p Policy) CheckSend(r *Request) error {
 	if p.MaxValue != nil && r.Value != nil && r.Value.Cmp(p.MaxValue) > 0 {
 		return &Refusal{Rule: RuleMaxValue, Detail: fmt.Sprintf("the value %s wei is above the per-transaction cap of %s wei", r.Value, p.MaxValue)}
 	}
+	if p.MaxGasLimit > 0 && r.GasLimit > p.MaxGasLimit {
+		return &Refusal{Rule: RuleMaxGasLimit, Detail: fmt.Sprintf("the gas limit %d is above the cap of %d", r.GasLimit, p.MaxGasLimit)}
+	}
+	if p.MaxFeePerGas != nil {
+		for _, f := range []*big.Int{r.MaxFeePerGas, r.MaxPriorityFeePerGas, r.GasPrice} {
+			if f != nil && f.Cmp(p.MaxFeePerGas) > 0 {
+				return &Refusal{Rule: RuleMaxFee, Detail: fmt.Sprintf("a fee of %s wei per gas is above the cap of %s wei", f, p.MaxFeePerGas)}
+			}
+		}
+	}
 	if p.Allowlist != nil {
 		if r.To == nil {
 			return &Refusal{Rule: RuleAllowlist, Detail: "contract creations are not on the destination allowlist"}
@@ -244,6 +271,21 @@ func (p Policy) CheckSend(r *Request) error {
 		if !slices.Contains(p.Allowlist, *r.To) {
 			return &Refusal{Rule: RuleAllowlist, Detail: CanonicalAddress(*r.To) + " is not on the destination allowlist"}
 		}
+	}
+	return nil
+}
+
+// CheckCost is what a create must pass once its gas limit is known (given,
+// or estimated) and its cost counted (r.Cost): the gas limit cap, and the
+// value cap counted on the worst-case cost.
+func (p Policy) CheckCost(r *Request) error {
+	if p.MaxGasLimit > 0 && r.Gas() > p.MaxGasLimit {
+		return &Refusal{Rule: RuleMaxGasLimit, Detail: fmt.Sprintf("the gas limit %d is above the cap of %d", r.Gas(), p.MaxGasLimit)}
+	}
+	if p.MaxValue != nil && r.Cost != nil && r.Cost.Cmp(p.MaxValue) > 0 {
+		return &Refusal{Rule: RuleMaxValue, Detail: fmt.Sprintf(
+			"the worst-case cost %s wei (the value and %d gas at the fee ceiling) is above the per-transaction cap of %s wei",
+			r.Cost, r.Gas(), p.MaxValue)}
 	}
 	return nil
 }
@@ -261,11 +303,11 @@ func (p Policy) UsageRefusal(rule string) *Refusal {
 	case RuleHourlyCount:
 		return &Refusal{Rule: rule, Detail: fmt.Sprintf("%d transactions from this signer in the last hour is the cap", p.Hourly.Count)}
 	case RuleHourlyValue:
-		return &Refusal{Rule: rule, Detail: fmt.Sprintf("the hourly cap of %s wei from this signer would be passed", p.Hourly.Value)}
+		return &Refusal{Rule: rule, Detail: fmt.Sprintf("the hourly cap of %s wei (worst-case cost: value and fees) from this signer would be passed", p.Hourly.Value)}
 	case RuleDailyCount:
 		return &Refusal{Rule: rule, Detail: fmt.Sprintf("%d transactions from this signer in the last 24 hours is the cap", p.Daily.Count)}
 	case RuleDailyValue:
-		return &Refusal{Rule: rule, Detail: fmt.Sprintf("the daily cap of %s wei from this signer would be passed", p.Daily.Value)}
+		return &Refusal{Rule: rule, Detail: fmt.Sprintf("the daily cap of %s wei (worst-case cost: value and fees) from this signer would be passed", p.Daily.Value)}
 	}
 	return &Refusal{Rule: rule, Detail: "a rolling cap would be passed"}
 }

@@ -62,6 +62,9 @@ type CallMsg struct {
 	To    *common.Address // nil: contract creation
 	Value *big.Int
 	Data  []byte
+	// Gas is the most the call may use (0: as much as the node allows): a
+	// caller's gas limit, which the estimate then checks is enough.
+	Gas uint64
 }
 
 // GasEstimator estimates the gas a call needs, including the configured

@@ -20,6 +20,68 @@ type FeeCaps struct {
 	MaxFee   *big.Int // max fee per gas (EIP-1559) or gas price (legacy); nil: no cap
 	MaxTip   *big.Int // max priority fee per gas; nil: no cap
 	MaxBumps int      // replacements per transaction; 0: none
+	// TxFeeCap caps a whole attempt's fee, gas limit × max fee per gas, as
+	// the nodes do (geth's --rpc.txfeecap); nil: no cap.
+	TxFeeCap *big.Int
+}
+
+// For is the caps of one attempt of gas units of a transaction whose fee
+// ceiling is ceiling (nil: none) and whose payload has payloadGas: the
+// chain's cap on the fee per gas, held to the transaction's fee budget (its
+// payload's gas at its ceiling, what the caps on the principal counted)
+// spread over the attempt's gas, and to the nodes' cap on a whole
+// attempt's fee. A cancel or placeholder (21,000 gas) of a large payload
+// may so pay more per gas than the payload, but never more in all.
+func (c FeeCaps) For(ceiling *big.Int, payloadGas, gas uint64) FeeCaps {
+	if gas == 0 {
+		return c
+	}
+	out := c
+	perGas := func(total *big.Int) *big.Int { return new(big.Int).Quo(total, new(big.Int).SetUint64(gas)) }
+	if ceiling != nil && payloadGas > 0 {
+		out.MaxFee = minCap(out.MaxFee, perGas(new(big.Int).Mul(ceiling, new(big.Int).SetUint64(payloadGas))))
+	}
+	if c.TxFeeCap != nil {
+		out.MaxFee = minCap(out.MaxFee, perGas(c.TxFeeCap))
+	}
+	out.MaxTip = minCap(out.MaxTip, out.MaxFee)
+	return out
+}
+
+// Clamp holds f to the caps' fee per gas and tip (the tip never above the
+// fee).
+func (c FeeCaps) Clamp(f Fees) Fees {
+	if f.IsLegacy() {
+		return Fees{GasPrice: clampMax(f.GasPrice, c.MaxFee)}
+	}
+	out := Fees{MaxFeePerGas: f.MaxFeePerGas, MaxPriorityFeePerGas: f.MaxPriorityFeePerGas}
+	if out.MaxFeePerGas != nil {
+		out.MaxFeePerGas = clampMax(out.MaxFeePerGas, c.MaxFee)
+	}
+	if out.MaxPriorityFeePerGas != nil {
+		out.MaxPriorityFeePerGas = clampMax(out.MaxPriorityFeePerGas, c.MaxTip)
+		if out.MaxFeePerGas != nil {
+			out.MaxPriorityFeePerGas = clampMax(out.MaxPriorityFeePerGas, out.MaxFeePerGas)
+		}
+	}
+	return out
+}
+
+// Within reports whether every fee of f is at or below the caps.
+func (c FeeCaps) Within(f Fees) bool {
+	le := func(v, max *big.Int) bool { return v == nil || max == nil || v.Cmp(max) <= 0 }
+	return le(f.GasPrice, c.MaxFee) && le(f.MaxFeePerGas, c.MaxFee) && le(f.MaxPriorityFeePerGas, c.MaxTip)
+}
+
+// minCap is the lower of two caps, nil being none.
+func minCap(a, b *big.Int) *big.Int {
+	switch {
+	case a == nil:
+		return b
+	case b == nil || a.Cmp(b) <= 0:
+		return a
+	}
+	return b
 }
 
 // AllowBump returns ErrFeeCapReached when done replacements already reach

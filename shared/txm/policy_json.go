@@ -18,6 +18,9 @@ type policyJSON struct {
 	Roles         []Role     `json:"roles"`
 	Signers       []string   `json:"signers,omitempty"`
 	MaxValue      string     `json:"maxValue,omitempty"`
+	MaxGasLimit   uint64     `json:"maxGasLimit,omitempty"`
+	MaxFeePerGas  string     `json:"maxFeePerGas,omitempty"`
+	SkipEstimate  bool       `json:"skipEstimation,omitempty"`
 	Hourly        *limitJSON `json:"hourly,omitempty"`
 	Daily         *limitJSON `json:"daily,omitempty"`
 	Allowlist     *[]string  `json:"allowlist,omitempty"`
@@ -36,6 +39,7 @@ type limitJSON struct {
 // MarshalJSON writes the policy's wire form.
 func (p Policy) MarshalJSON() ([]byte, error) {
 	j := policyJSON{Principal: p.Principal, Version: p.Version, Roles: p.Roles, MaxValue: weiText(p.MaxValue),
+		MaxGasLimit: p.MaxGasLimit, MaxFeePerGas: weiText(p.MaxFeePerGas), SkipEstimate: p.SkipEstimation,
 		RatePerSecond: p.RatePerSecond, Burst: p.Burst, MaxWaits: p.MaxWaits, CreatedBy: p.CreatedBy}
 	if j.Roles == nil {
 		j.Roles = []Role{}
@@ -75,7 +79,7 @@ func (p *Policy) UnmarshalJSON(b []byte) error {
 	}
 	v := &ValidationError{}
 	out := Policy{Principal: j.Principal, Version: j.Version, Roles: j.Roles, RatePerSecond: j.RatePerSecond, Burst: j.Burst,
-		MaxWaits: j.MaxWaits, CreatedBy: j.CreatedBy}
+		MaxWaits: j.MaxWaits, CreatedBy: j.CreatedBy, MaxGasLimit: j.MaxGasLimit, SkipEstimation: j.SkipEstimate}
 	if j.CreatedAt != nil {
 		out.CreatedAt = *j.CreatedAt
 	}
@@ -92,6 +96,7 @@ func (p *Policy) UnmarshalJSON(b []byte) error {
 		out.Signers = append(out.Signers, a)
 	}
 	out.MaxValue = parseWei(v, "maxValue", j.MaxValue)
+	out.MaxFeePerGas = parseWei(v, "maxFeePerGas", j.MaxFeePerGas)
 	if j.Hourly != nil {
 		out.Hourly = Limit{Value: parseWei(v, "hourly.value", j.Hourly.Value), Count: j.Hourly.Count}
 	}

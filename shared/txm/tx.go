@@ -27,6 +27,33 @@ type Request struct {
 	Metadata             json.RawMessage
 	// Principal is who asked for it (not part of the fingerprint).
 	Principal string
+	// FeeCeiling is the creator's cap on what any attempt of the
+	// transaction pays per gas (the first, a bump, a replacement, a
+	// cancel): its policy's maxFeePerGas; nil: none, the chain's fee cap
+	// alone bounds the attempts. Not part of the fingerprint.
+	FeeCeiling *big.Int
+	// Cost is the worst-case cost counted at creation (WorstCaseCost), what
+	// the caps on the principal count; nil: the value. Not part of the
+	// fingerprint.
+	Cost *big.Int
+}
+
+// WorstCaseCost is the most the transaction can take from its signer on a
+// chain whose fee cap is chainCap: its value and its gas limit at the lower
+// of its fee ceiling and chainCap (both nil: the value alone).
+func (r *Request) WorstCaseCost(chainCap *big.Int) *big.Int {
+	cost := new(big.Int)
+	if r.Value != nil {
+		cost.Set(r.Value)
+	}
+	perGas := chainCap
+	if r.FeeCeiling != nil && (perGas == nil || r.FeeCeiling.Cmp(perGas) < 0) {
+		perGas = r.FeeCeiling
+	}
+	if perGas != nil {
+		cost.Add(cost, new(big.Int).Mul(new(big.Int).SetUint64(r.Gas()), perGas))
+	}
+	return cost
 }
 
 // Gas is the gas limit to sign with: the caller's, or the estimate.
