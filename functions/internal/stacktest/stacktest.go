@@ -231,6 +231,23 @@ func (w *World) Node(t *testing.T, name string) *Node {
 	return n
 }
 
+// APIKey stores p (in its principal's name) and an API key for its
+// principal, and returns the key to send as a bearer token. The world's
+// configuration must accept API keys (Cfg.Auth.Methods).
+func (w *World) APIKey(t *testing.T, p txm.Policy) string {
+	t.Helper()
+	ctx := context.Background()
+	policies, err := postgres.NewPolicies(w.DB.Pool)
+	require.NoError(t, err)
+	_, err = policies.PutPolicy(ctx, p, "stacktest")
+	require.NoError(t, err)
+	keys, err := postgres.NewAPIKeys(w.DB.Pool)
+	require.NoError(t, err)
+	key, id, hash := auth.NewAPIKey()
+	require.NoError(t, keys.CreateAPIKey(ctx, txm.APIKey{ID: id, Principal: p.Principal, Hash: hash, CreatedBy: "stacktest"}))
+	return key
+}
+
 var eventSeq atomic.Int64
 
 // Prompt builds the CloudEvent Pub/Sub push delivers for a submit or
