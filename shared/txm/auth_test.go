@@ -2,6 +2,7 @@ package txm
 
 import (
 	"errors"
+	"math/big"
 	"testing"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -77,4 +78,55 @@ func TestCompletionFilter_Selects(t *testing.T) {
 	assert.False(t, CompletionFilter{Signers: []common.Address{}}.Selects(c), "an empty list is no signer")
 	assert.False(t, CompletionFilter{Signers: []common.Address{b}}.Selects(c))
 	assert.False(t, CompletionFilter{Principal: "them"}.Selects(c))
+}
+
+// TestIssue44_CostRules: the worst-case cost is the value and the gas
+// limit at the lower of the fee ceiling and the chain's cap; CheckSend
+// refuses a caller's gas limit or fees above the policy's, CheckCost a gas
+// limit (estimated too) above maxGasLimit and a cost above maxValue.
+func TestIssue44_CostRules(t *testing.T) {
+	t.Parallel()
+	to := common.HexToAddress("0xdead")
+	signer := common.HexToAddress("0xa1")
+	req := func(value, gas int64) *Request {
+		return &Request{From: signer, To: &to, Value: big.NewInt(value), GasEstimate: uint64(gas)}
+	}
+	chainCap := big.NewInt(100)
+	r := req(5, 21000)
+	assert.Equal(t, big.NewInt(5+21000*100), r.WorstCaseCost(chainCap), "the chain's cap")
+	r.FeeCeiling = big.NewInt(2)
+	assert.Equal(t, big.NewInt(5+21000*2), r.WorstCaseCost(chainCap), "the lower ceiling")
+	r.FeeCeiling = big.NewInt(1000)
+	assert.Equal(t, big.NewInt(5+21000*100), r.WorstCaseCost(chainCap), "a ceiling above the chain's cap counts the cap")
+	assert.Equal(t, big.NewInt(5+21000*1000), r.WorstCaseCost(nil))
+
+	p := Policy{Roles: []Role{RoleSender}, AllSigners: true, MaxValue: big.NewInt(50_000), MaxGasLimit: 30_000, MaxFeePerGas: big.NewInt(2)}
+	rule := func(err error) string {
+		var ref *Refusal
+		if errors.As(err, &ref) {
+			return ref.Rule
+		}
+		return ""
+	}
+	given := req(1, 0)
+	given.GasLimit = 40_000
+	assert.Equal(t, RuleMaxGasLimit, rule(p.CheckSend(given)))
+	fees := req(1, 0)
+	fees.MaxFeePerGas, fees.MaxPriorityFeePerGas = big.NewInt(3), big.NewInt(1)
+	assert.Equal(t, RuleMaxFee, rule(p.CheckSend(fees)))
+	fees.MaxFeePerGas, fees.MaxPriorityFeePerGas, fees.GasPrice = nil, nil, big.NewInt(3)
+	assert.Equal(t, RuleMaxFee, rule(p.CheckSend(fees)))
+	assert.NoError(t, p.CheckSend(req(1, 0)))
+
+	estimated := req(1, 35_000)
+	estimated.Cost = big.NewInt(1)
+	assert.Equal(t, RuleMaxGasLimit, rule(p.CheckCost(estimated)), "an estimate above maxGasLimit")
+	within := req(1, 21000)
+	within.FeeCeiling = p.MaxFeePerGas
+	within.Cost = within.WorstCaseCost(chainCap)
+	assert.NoError(t, p.CheckCost(within), "42,001 wei")
+	over := req(8_001, 21000)
+	over.FeeCeiling = p.MaxFeePerGas
+	over.Cost = over.WorstCaseCost(chainCap)
+	assert.Equal(t, RuleMaxValue, rule(p.CheckCost(over)), "50,001 wei of value and fees, above 50,000")
 }

@@ -111,3 +111,66 @@ func TestActionAllowedIn(t *testing.T) {
 		assert.Equal(t, s == StateTracking || s == StateStuck, ActionReplace.AllowedIn(s), "replace in %s", s)
 	}
 }
+
+// TestFeeCaps_For: an attempt's cap per gas is the chain's, held to the
+// transaction's fee budget (its payload's gas at its ceiling) over the
+// attempt's gas and to the nodes' cap on a whole transaction's fee; a
+// 21,000-gas placeholder of a large payload may pay more per gas, never
+// more in all.
+func TestFeeCaps_For(t *testing.T) {
+	t.Parallel()
+	gwei := func(n int64) *big.Int { return new(big.Int).Mul(big.NewInt(n), big.NewInt(1_000_000_000)) }
+	chain := FeeCaps{MaxFee: gwei(10_000), MaxTip: gwei(10_000), MaxBumps: 3, TxFeeCap: gwei(1_000_000_000)} // 1 ether
+	cases := []struct {
+		name        string
+		ceiling     *big.Int
+		payload     uint64
+		gas         uint64
+		maxFee, tip *big.Int
+	}{
+		{"no ceiling, small payload: the chain's cap", nil, 21000, 21000, gwei(10_000), gwei(10_000)},
+		{"the ceiling, on the payload", gwei(50), 100_000, 100_000, gwei(50), gwei(50)},
+		{"the ceiling's budget over a placeholder's gas", gwei(50), 100_000, 21000, new(big.Int).Quo(gwei(5_000_000), big.NewInt(21000)),
+			new(big.Int).Quo(gwei(5_000_000), big.NewInt(21000))},
+		{"the nodes' cap on a large payload", nil, 30_000_000, 30_000_000, new(big.Int).Quo(gwei(1_000_000_000), big.NewInt(30_000_000)),
+			new(big.Int).Quo(gwei(1_000_000_000), big.NewInt(30_000_000))},
+		{"a placeholder of a large payload: the chain's cap", gwei(100), 30_000_000, 21000, gwei(10_000), gwei(10_000)},
+	}
+	for _, c := range cases {
+		got := chain.For(c.ceiling, c.payload, c.gas)
+		assert.Equal(t, c.maxFee, got.MaxFee, c.name)
+		assert.Equal(t, c.tip, got.MaxTip, c.name)
+		assert.Equal(t, 3, got.MaxBumps, c.name)
+		total := new(big.Int).Mul(got.MaxFee, new(big.Int).SetUint64(c.gas))
+		assert.LessOrEqual(t, total.Cmp(chain.TxFeeCap), 0, "%s: within the nodes' cap", c.name)
+		if c.ceiling != nil {
+			budget := new(big.Int).Mul(c.ceiling, new(big.Int).SetUint64(c.payload))
+			assert.LessOrEqual(t, total.Cmp(budget), 0, "%s: within the budget counted", c.name)
+		}
+	}
+	assert.Equal(t, FeeCaps{}, FeeCaps{}.For(nil, 21000, 21000), "no caps: none")
+}
+
+// TestFeeCaps_ClampAndWithin: fees are held to the caps, the tip never
+// above the fee; Within says whether fees need holding.
+func TestFeeCaps_ClampAndWithin(t *testing.T) {
+	t.Parallel()
+	caps := FeeCaps{MaxFee: big.NewInt(100), MaxTip: big.NewInt(10)}
+	for _, c := range []struct {
+		in, want Fees
+		within   bool
+	}{
+		{Fees{MaxFeePerGas: big.NewInt(50), MaxPriorityFeePerGas: big.NewInt(5)}, Fees{MaxFeePerGas: big.NewInt(50), MaxPriorityFeePerGas: big.NewInt(5)}, true},
+		{Fees{MaxFeePerGas: big.NewInt(500), MaxPriorityFeePerGas: big.NewInt(50)}, Fees{MaxFeePerGas: big.NewInt(100), MaxPriorityFeePerGas: big.NewInt(10)}, false},
+		{Fees{MaxFeePerGas: big.NewInt(100), MaxPriorityFeePerGas: big.NewInt(11)}, Fees{MaxFeePerGas: big.NewInt(100), MaxPriorityFeePerGas: big.NewInt(10)}, false},
+		{Fees{GasPrice: big.NewInt(101)}, Fees{GasPrice: big.NewInt(100)}, false},
+		{Fees{GasPrice: big.NewInt(100)}, Fees{GasPrice: big.NewInt(100)}, true},
+	} {
+		assert.Equal(t, c.want, caps.Clamp(c.in))
+		assert.Equal(t, c.within, caps.Within(c.in), "%+v", c.in)
+		assert.True(t, caps.Within(caps.Clamp(c.in)))
+	}
+	low := FeeCaps{MaxFee: big.NewInt(5), MaxTip: big.NewInt(10)}
+	assert.Equal(t, Fees{MaxFeePerGas: big.NewInt(5), MaxPriorityFeePerGas: big.NewInt(5)},
+		low.Clamp(Fees{MaxFeePerGas: big.NewInt(50), MaxPriorityFeePerGas: big.NewInt(8)}), "the tip held to the fee")
+}
