@@ -254,59 +254,76 @@ func TestIssue44_PermanentRefusal(t *testing.T) {
 	}
 }
 
-// TestIssue44_CancelGas: a cancel of a transaction with a large gas limit
-// is a 21,000-gas self-transfer. The node keeps the payload (its fee is
-// below what the miner takes), an admin cancels it, and the cancel is
-// mined: FAILED_FINAL cancelled, and the later nonce goes on. A payload
-// above the block's gas cap, which the real node refuses for good, gets a
-// 21,000-gas placeholder in the same way.
+// TestIssue44_CancelGas: a cancel is a 21,000-gas self-transfer whatever
+// the payload's gas limit. An admin cancels a 30M-gas transaction before
+// it was ever sent, and a 10M-gas one the node keeps but never mines (its
+// fee is below what the miner takes); a 30M-gas payload, which the real
+// node refuses for good (above its per-transaction gas cap), gets a
+// 21,000-gas placeholder. Each ends FAILED_FINAL, and the later nonce is
+// CONFIRMED.
 func TestIssue44_CancelGas(t *testing.T) {
 	t.Parallel()
-	// No automatic bump of the payload: the admin's cancel is what fills
-	// its nonce.
+	// No automatic bump of the payloads: the admin's cancels are what fill
+	// their nonces.
 	w := stacktest.NewWorld(t, 1, lively, func(c *config.Config) { c.BumpAfter = time.Hour })
 	n := w.Node(t, "n")
 	signer := w.Keys[0].Address
-	large := apiPost(t, n, "/v1/transactions", "", map[string]any{"chainId": evmtest.ChainID, "from": signer.Hex(), "to": dead.Hex(),
-		"value": "1", "gasLimit": 10_000_000, "maxFeePerGas": "1", "maxPriorityFeePerGas": "1"})
-	require.Equal(t, http.StatusAccepted, large.status, "%s", large.raw)
-	huge := apiPost(t, n, "/v1/transactions", "", map[string]any{"chainId": evmtest.ChainID, "from": signer.Hex(), "to": dead.Hex(),
-		"value": "1", "gasLimit": 30_000_000})
-	require.Equal(t, http.StatusAccepted, huge.status, "%s", huge.raw)
-	next := apiPost(t, n, "/v1/transactions", "", map[string]any{"chainId": evmtest.ChainID, "from": signer.Hex(), "to": dead.Hex(),
-		"value": "2", "gasLimit": 21000})
-	require.Equal(t, http.StatusAccepted, next.status, "%s", next.raw)
-	_, err := n.Drain.Execute(ctx, evmtest.ChainID, signer)
-	require.NoError(t, err)
-	s, _ := txState(t, w, large.tx.ID)
-	require.Equal(t, string(txm.StateTracking), s, "the node keeps it, and never mines it")
+	create := func(body map[string]any) answer {
+		t.Helper()
+		b := transferBody(signer, "1")
+		for k, v := range body {
+			b[k] = v
+		}
+		a := apiPost(t, n, "/v1/transactions", "", b)
+		require.Equal(t, http.StatusAccepted, a.status, "%s", a.raw)
+		return a
+	}
+	cancel := func(a answer, id string) {
+		t.Helper()
+		got := apiPost(t, n, "/v1/transactions/"+a.tx.ID+"/cancel", "", map[string]any{"actionId": id, "reason": "test"})
+		require.Equal(t, http.StatusAccepted, got.status, "%s", got.raw)
+	}
 
-	a := apiPost(t, n, "/v1/transactions/"+large.tx.ID+"/cancel", "", map[string]any{"actionId": "cancel-1", "reason": "never mined"})
-	require.Equal(t, http.StatusAccepted, a.status, "%s", a.raw)
+	unsent := create(map[string]any{"gasLimit": 30_000_000})
+	cancel(unsent, "cancel-unsent")
+	_, err := n.Resubmit.Pass(ctx) // carries out the admin's action
+	require.NoError(t, err)
+	kept := create(map[string]any{"gasLimit": 10_000_000, "maxFeePerGas": "1", "maxPriorityFeePerGas": "1"})
+	refused := create(map[string]any{"gasLimit": 30_000_000})
+	next := create(map[string]any{"gasLimit": 21000})
+	_, err = n.Drain.Execute(ctx, evmtest.ChainID, signer)
+	require.NoError(t, err)
+	s, _ := txState(t, w, kept.tx.ID)
+	require.Equal(t, string(txm.StateTracking), s, "the node keeps it, and never mines it")
+	cancel(kept, "cancel-kept")
+
 	stop := w.Run(t, []*stacktest.Node{n}, stacktest.RunOptions{})
 	defer stop()
-	waitState(t, w, large.tx.ID, txm.StateFailedFinal, 30*time.Second)
-	waitState(t, w, huge.tx.ID, txm.StateFailedFinal, 30*time.Second)
+	for _, a := range []answer{unsent, kept, refused} {
+		waitState(t, w, a.tx.ID, txm.StateFailedFinal, 30*time.Second)
+	}
 	waitState(t, w, next.tx.ID, txm.StateConfirmed, 30*time.Second)
 	stop()
-	_, sub := txState(t, w, large.tx.ID)
-	assert.Equal(t, txm.SubStateCancelled, sub)
-	_, sub = txState(t, w, huge.tx.ID)
-	assert.Equal(t, string(txm.ReasonExceedsBlockGasLimit), sub, "the real node's refusal of a gas limit above its cap")
-	rows, err := w.DB.Pool.Query(ctx, `SELECT tx_id::text, kind, gas_limit, coalesce(outcome, '') FROM tx_attempt
-WHERE tx_id = ANY($1::uuid[]) AND kind IN ('cancel', 'placeholder')`, []string{large.tx.ID, huge.tx.ID})
+	for id, want := range map[string]string{unsent.tx.ID: txm.SubStateCancelled, kept.tx.ID: txm.SubStateCancelled,
+		refused.tx.ID: string(txm.ReasonExceedsBlockGasLimit)} {
+		_, sub := txState(t, w, id)
+		assert.Equal(t, want, sub, "tx %s", id)
+	}
+	ids := []string{unsent.tx.ID, kept.tx.ID, refused.tx.ID}
+	rows, err := w.DB.Pool.Query(ctx, `SELECT tx_id::text, kind, gas_limit FROM tx_attempt
+WHERE tx_id = ANY($1::uuid[]) AND kind IN ('cancel', 'placeholder') AND outcome = 'mined'`, ids)
 	require.NoError(t, err)
 	defer rows.Close()
 	seen := map[string]string{}
 	for rows.Next() {
-		var id, kind, outcome string
+		var id, kind string
 		var gas int64
-		require.NoError(t, rows.Scan(&id, &kind, &gas, &outcome))
+		require.NoError(t, rows.Scan(&id, &kind, &gas))
 		assert.EqualValues(t, 21000, gas, "%s of %s", kind, id)
-		seen[id] = kind + "/" + outcome
+		seen[id] = kind
 	}
 	require.NoError(t, rows.Err())
-	assert.Equal(t, map[string]string{large.tx.ID: "cancel/mined", huge.tx.ID: "placeholder/mined"}, seen)
+	assert.Equal(t, map[string]string{unsent.tx.ID: "cancel", kept.tx.ID: "cancel", refused.tx.ID: "placeholder"}, seen)
 }
 
 // gwei is n gwei in wei, as the API takes it.
