@@ -140,6 +140,9 @@ type RouteStats struct {
 	Delivered    uint64 // messages acknowledged after a 2xx response
 	Retried      uint64 // deliveries made after a failed one
 	DeadLettered uint64 // messages that exhausted MaxAttempts (published to the dead-letter topic, or dropped without one)
+	// Answers counts every delivery's answer by class: "2xx", "4xx",
+	// "5xx", "other", and "none" for no answer.
+	Answers map[string]uint64
 }
 
 // Bridge pushes the messages of its routes' subscriptions to their
@@ -166,6 +169,7 @@ type route struct {
 	inFlight    atomic.Int64  // messages pulled and not yet settled
 
 	delivered, retried, deadLettered atomic.Uint64
+	answers                          [classCount]atomic.Uint64 // by class of answer
 }
 
 // New returns a Bridge that receives through client from subscriptions of
@@ -450,7 +454,7 @@ func (b *Bridge) deliver(ctx context.Context, r *route, m *pubsub.Message, dlq *
 			r.retried.Add(1)
 		}
 		endpoint := r.endpoints[(first+uint64(attempt-1))%uint64(len(r.endpoints))]
-		err := b.post(ctx, endpoint, p)
+		err := b.post(ctx, r, endpoint, p)
 		if err == nil {
 			r.delivered.Add(1)
 			log.DebugContext(ctx, "delivered", slog.String("endpoint", endpoint), slog.Int("attempt", attempt))
@@ -570,6 +574,16 @@ func (b *Bridge) Stats() Stats {
 			Delivered:    r.delivered.Load(),
 			Retried:      r.retried.Load(),
 			DeadLettered: r.deadLettered.Load(),
+			Answers:      map[string]uint64{},
+		}
+		if s.Answers == nil {
+			s.Answers = map[string]uint64{}
+		}
+		for c := range r.answers {
+			if n := r.answers[c].Load(); n > 0 {
+				rs.Answers[classNames[c]] = n
+				s.Answers[classNames[c]] += n
+			}
 		}
 		s.Routes[r.sub] = rs
 		s.Delivered += rs.Delivered

@@ -283,7 +283,7 @@ func TestBridge_DeliversCloudEvent(t *testing.T) {
 	assert.True(t, data.Message.PublishTime.Equal(ev.Time()), "publishTime %s, ce-time %s", data.Message.PublishTime, ev.Time())
 	assert.Equal(t, "projects/"+project+"/subscriptions/"+sub, data.Subscription)
 
-	assert.Equal(t, RouteStats{Delivered: 1}, b.Stats().Routes[sub])
+	assert.Equal(t, RouteStats{Delivered: 1, Answers: map[string]uint64{"2xx": 1}}, b.Stats().Routes[sub])
 }
 
 func TestBridge_SendsBinaryModeHeaders(t *testing.T) {
@@ -351,7 +351,8 @@ func TestBridge_RetriesThenAcks(t *testing.T) {
 	got, total := rec.snapshot()
 	assert.Equal(t, map[string]int{id: 3}, got)
 	assert.Equal(t, 3, total)
-	assert.Equal(t, RouteStats{Delivered: 1, Retried: 2}, b.Stats().RouteStats)
+	assert.Equal(t, RouteStats{Delivered: 1, Retried: 2, Answers: map[string]uint64{"5xx": 2, "2xx": 1}}, b.Stats().RouteStats,
+		"the answers by class")
 
 	left, err := e.ps.Pull(context.Background(), sub, 10, 200*time.Millisecond)
 	require.NoError(t, err)
@@ -381,6 +382,7 @@ func TestBridge_FailsOverDeadEndpoint(t *testing.T) {
 	// those is retried once, on the live one.
 	assert.Equal(t, uint64(n/2), s.Retried)
 	assert.Zero(t, s.DeadLettered)
+	assert.Equal(t, map[string]uint64{"none": n / 2, "2xx": n}, s.Answers, "a dead endpoint gives no answer")
 }
 
 func TestBridge_SpreadsRoundRobin(t *testing.T) {
@@ -429,7 +431,7 @@ func TestBridge_DeadLetters(t *testing.T) {
 
 	got, _ := rec.snapshot()
 	assert.Equal(t, map[string]int{id: 3}, got)
-	assert.Equal(t, RouteStats{Retried: 2, DeadLettered: 1}, b.Stats().RouteStats)
+	assert.Equal(t, RouteStats{Retried: 2, DeadLettered: 1, Answers: map[string]uint64{"5xx": 3}}, b.Stats().RouteStats)
 
 	left, err := e.ps.Pull(ctx, sub, 10, 200*time.Millisecond)
 	require.NoError(t, err)

@@ -88,9 +88,9 @@ func newPush(project string, r *route, m *pubsub.Message) (*push, error) {
 	return &push{header: h, body: body}, nil
 }
 
-// post sends p to endpoint once, bounded by the delivery timeout. It returns
-// nil for a 2xx response.
-func (b *Bridge) post(ctx context.Context, endpoint string, p *push) error {
+// post sends p to endpoint once, bounded by the delivery timeout, and
+// counts the answer's class on r. It returns nil for a 2xx response.
+func (b *Bridge) post(ctx context.Context, r *route, endpoint string, p *push) error {
 	ctx, cancel := context.WithTimeout(ctx, b.opts.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(p.body))
@@ -100,12 +100,14 @@ func (b *Bridge) post(ctx context.Context, endpoint string, p *push) error {
 	req.Header = p.header.Clone()
 	resp, err := b.http.Do(req)
 	if err != nil {
+		r.answers[classNone].Add(1)
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
 		return fmt.Errorf("deliver to %s: %w", endpoint, err)
 	}
+	r.answers[classOf(resp.StatusCode)].Add(1)
 	defer resp.Body.Close()
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // let the connection be reused
@@ -113,4 +115,31 @@ func (b *Bridge) post(ctx context.Context, endpoint string, p *push) error {
 		return nil
 	}
 	return fmt.Errorf("deliver to %s: status %d: %s", endpoint, resp.StatusCode, bytes.TrimSpace(snippet))
+}
+
+// The classes of a push's answer, as Pub/Sub push tells them apart: 2xx
+// acks, anything else (or no answer) is retried, and answers of 4xx and
+// 5xx slow the subscription down.
+const (
+	class2xx = iota
+	class4xx
+	class5xx
+	classOther // 1xx, 3xx
+	classNone  // no answer: connection refused, reset, timed out
+	classCount
+)
+
+// classNames name the classes in Stats.
+var classNames = [classCount]string{"2xx", "4xx", "5xx", "other", "none"}
+
+func classOf(status int) int {
+	switch {
+	case status >= 200 && status < 300:
+		return class2xx
+	case status >= 400 && status < 500:
+		return class4xx
+	case status >= 500 && status < 600:
+		return class5xx
+	}
+	return classOther
 }

@@ -432,8 +432,18 @@ func (r *run) reportAttempts(ctx context.Context) {
 	routes := r.s.Bridge.Stats().Routes
 	for _, sub := range slices.Sorted(maps.Keys(routes)) {
 		st := routes[sub]
-		r.out.printf("soak: pushes on %s: %d delivered, %d retried, %d dead-lettered", sub, st.Delivered, st.Retried, st.DeadLettered)
+		r.out.printf("soak: pushes on %s: %d delivered, %d retried, %d dead-lettered; answers %s", sub, st.Delivered, st.Retried,
+			st.DeadLettered, formatCounts(answerCounts(st.Answers)))
 	}
+}
+
+// answerCounts is a route's answers by class, for formatCounts.
+func answerCounts(m map[string]uint64) map[string]int {
+	out := make(map[string]int, len(m))
+	for k, v := range m {
+		out[k] = int(v)
+	}
+	return out
 }
 
 // history is what happened to a transaction, oldest first, in seconds

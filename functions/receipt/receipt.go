@@ -1,11 +1,15 @@
 // Package receipt is the Receipt function: triggered by a Pub/Sub message on
 // the `receipt` topic, it checks the signer's broadcast transactions for
-// receipts and writes them fenced (MINED). While some have none it returns
-// an error, so the subscription's retry policy backs off and nothing spins,
-// until the prompt is as old as the stale-receipt timeout: from then on the
-// finality sweep checks those transactions itself and the prompt is acked,
-// so a transaction that takes long to be mined never sends its prompt to
-// the dead-letter topic (see fnevent.HandlePrompt).
+// receipts and writes them fenced (MINED), following the head for a while
+// (TXFENCE_RECEIPT_WAIT) for receipts still missing. A receipt not mined
+// by then, or a signer whose chain lease another invocation holds, is not a
+// failure: the prompt is acked (2xx) and the finality sweep checks the
+// transactions whose receipt check went stale (TXFENCE_STALE_RECEIPT_TIMEOUT)
+// itself. Answering errors for waiting made Pub/Sub push slow the whole
+// subscription down under load, holding back the receipts of every signer.
+// Only a failure (the database or the chain's endpoints unreachable) is
+// answered 500 and redelivered, and ends in the dead-letter topic if it
+// lasts (see fnevent.HandlePrompt).
 package receipt
 
 import (
@@ -13,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -34,25 +37,22 @@ type Checker interface {
 // Handler handles receipt prompts.
 type Handler struct {
 	check   Checker
-	handOff time.Duration
 	metrics *metrics.Metrics
 	log     *slog.Logger
 }
 
-// NewHandler returns the handler. handOff is the prompt age from which a
-// receipt not mined yet is left to the finality sweep (the configured
-// StaleReceiptTimeout: the sweep checks TRACKING transactions untouched
-// that long).
-func NewHandler(check Checker, handOff time.Duration, m *metrics.Metrics, log *slog.Logger) (*Handler, error) {
+// NewHandler returns the handler.
+func NewHandler(check Checker, m *metrics.Metrics, log *slog.Logger) (*Handler, error) {
 	if check == nil || check == Checker((*app.CheckReceipts)(nil)) || log == nil {
 		return nil, errors.New("new receipt handler: check and logger are required")
 	}
-	return &Handler{check: check, handOff: handOff, metrics: m, log: log}, nil
+	return &Handler{check: check, metrics: m, log: log}, nil
 }
 
-// Handle processes one CloudEvent.
+// Handle processes one prompt; waiting is left to the sweeps at once (a
+// hand-off age of 0).
 func (h *Handler) Handle(ctx context.Context, e event.Event) error {
-	return fnevent.HandlePrompt(ctx, e, h.metrics, h.log, "receipt", h.handOff, func(ctx context.Context, chainID uint64, signer common.Address) (string, error) {
+	return fnevent.HandlePrompt(ctx, e, h.metrics, h.log, "receipt", 0, func(ctx context.Context, chainID uint64, signer common.Address) (string, error) {
 		n, err := h.check.Execute(ctx, chainID, signer)
 		return fmt.Sprintf("mined %d", n), err
 	})
@@ -74,13 +74,13 @@ func Build(_ context.Context, p *deps.Process) (*Handler, error) {
 		return nil, err
 	}
 	if !p.Config.Sharded() {
-		return NewHandler(by[""], p.Config.StaleReceiptTimeout, p.Metrics, p.Log)
+		return NewHandler(by[""], p.Metrics, p.Log)
 	}
 	check, err := app.NewShardedReceipts(p.Router, by)
 	if err != nil {
 		return nil, err
 	}
-	return NewHandler(check, p.Config.StaleReceiptTimeout, p.Metrics, p.Log)
+	return NewHandler(check, p.Metrics, p.Log)
 }
 
 func handle(ctx context.Context, e event.Event) error {

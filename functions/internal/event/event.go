@@ -70,7 +70,7 @@ func (e *Malformed) Error() string { return "malformed message: " + e.Reason }
 // from which a sweep finds the same work by itself (stale TRACKING
 // transactions for the finality sweep, stranded ALLOCATED ones for the
 // resubmit sweep), and acked from then on, so waiting never exhausts the
-// subscription's deliveries. The age is the CloudEvent's time, which the
+// subscription's deliveries; a handOff of 0 acks it at once. The age is the CloudEvent's time, which the
 // Functions Framework and Eventarc set to the message's publish time and
 // which stays the same on every redelivery; a prompt without one is
 // retried as before.
@@ -110,7 +110,7 @@ func HandlePrompt(ctx context.Context, e event.Event, m *metrics.Metrics, log *s
 		metrics.SetResult(span, "dropped", false)
 		log.ErrorContext(ctx, "dropping "+name+" prompt", append(attrs, slog.Any("error", err))...)
 		return nil
-	case Waiting(err) && !e.Time().IsZero() && time.Since(e.Time()) >= handOff:
+	case Waiting(err) && (handOff <= 0 || !e.Time().IsZero() && time.Since(e.Time()) >= handOff):
 		metrics.SetResult(span, "left_to_sweeps", false)
 		log.InfoContext(ctx, name+" left to the sweeps", append(attrs, slog.Any("error", err),
 			slog.Duration("age", time.Since(e.Time())))...)

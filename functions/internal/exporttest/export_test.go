@@ -345,7 +345,7 @@ func submitHandler(t *testing.T, n *stacktest.Node) *submit.Handler {
 
 func receiptHandler(t *testing.T, n *stacktest.Node) *receipt.Handler {
 	t.Helper()
-	h, err := receipt.NewHandler(n.Receipts, time.Minute, n.Metrics, n.Log)
+	h, err := receipt.NewHandler(n.Receipts, n.Metrics, n.Log)
 	require.NoError(t, err)
 	return h
 }
