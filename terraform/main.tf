@@ -66,8 +66,10 @@ locals {
   #                reserved for the migrate job and operators, 330 of
   #                db_max_connections (400), checked in sql.tf.
   #   publishes    topics (keys of local.topics) it writes outbox rows for and
-  #                publishes to: api creates (submit prompt); submit marks
-  #                TRACKING (receipt) or STUCK (completion); receipt marks
+  #                publishes to, as functions/internal/deps.Publishes lists
+  #                them (a test compares the two): api creates (submit
+  #                prompt); submit marks TRACKING (receipt) or STUCK
+  #                (completion) and hands a drain on (submit); receipt marks
   #                MINED, which frees in-flight room (submit); the finality
   #                sweep marks MINED too (submit), handles reorgs (receipt)
   #                and writes outcomes (completion); the outbox sweep relays
@@ -104,7 +106,7 @@ locals {
       db_conns    = 5
       cpu         = "1"
       memory      = "512Mi"
-      publishes   = ["receipt", "completion"]
+      publishes   = ["submit", "receipt", "completion"]
       signs       = true
       env         = { TXFENCE_SUBMIT_BUDGET = "${local.submit_budget_seconds}s" }
     }

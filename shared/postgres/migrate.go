@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
 
 	"github.com/txfence/txfence/migrations"
 )
@@ -17,10 +18,18 @@ type Migrator struct {
 	close    func() error
 }
 
-// NewMigrator returns a Migrator over the database pool points at.
+// NewMigrator returns a Migrator over the database pool points at. It
+// holds goose's PostgreSQL session lock (an advisory lock) while it
+// migrates, so that two migrations started close together (two deploys,
+// two migrate jobs) run one after the other instead of racing.
 func NewMigrator(pool *pgxpool.Pool) (*Migrator, error) {
 	db := stdlib.OpenDBFromPool(pool)
-	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS)
+	locker, err := lock.NewPostgresSessionLocker()
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("goose session locker: %w", err)
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS, goose.WithSessionLocker(locker))
 	if err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("goose provider: %w", err)

@@ -64,6 +64,9 @@ type World struct {
 	// WrapSigner, when set, wraps every signer nodes are built with (a
 	// signer that fails, say).
 	WrapSigner func(txm.Signer) txm.Signer
+	// WrapPublisher, when set, wraps the Pub/Sub publisher nodes relay
+	// through (one that refuses topics as IAM would, say).
+	WrapPublisher func(txm.Publisher) txm.Publisher
 	// LogTo, when set, receives the nodes' JSON logs (debug level).
 	LogTo io.Writer
 	// Telemetry, when set, builds each node's instruments from its
@@ -181,7 +184,11 @@ func (w *World) Node(t *testing.T, name string) *Node {
 		require.NoError(t, err)
 		t.Cleanup(pub.Close)
 		pub.Unordered(cfg.TopicSubmit, cfg.TopicReceipt) // as deps.Build does
-		relay, err = app.NewRelay(store, pub, log)
+		var publisher txm.Publisher = pub
+		if w.WrapPublisher != nil {
+			publisher = w.WrapPublisher(pub)
+		}
+		relay, err = app.NewRelay(store, publisher, log)
 		require.NoError(t, err)
 	}
 	signers := map[common.Address]txm.Signer{}
