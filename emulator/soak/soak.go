@@ -128,6 +128,10 @@ var serverEnv = []string{
 	"TXFENCE_LEASE_DURATION=3s",
 	"TXFENCE_LEASE_RENEW=1s",
 	"TXFENCE_STALE_RECEIPT_TIMEOUT=5s",
+	// A receipt check follows the head for less than the stale timeout,
+	// as deployed (20s against 60s): checks end "not mined yet" while
+	// their prompts are young, and Receipt must answer them 2xx.
+	"TXFENCE_RECEIPT_WAIT=2s",
 	// The chain's miner takes tips from 1 wei, so a first attempt offers
 	// 2 x base fee + ~1 wei, which a fee spike can overtake in a few blocks.
 	"TXFENCE_MIN_PRIORITY_FEE_WEI=1",
