@@ -350,4 +350,4 @@ $$;
 
 -- +goose Down
 DROP FUNCTION txfence_allocate;
-DROP FUNCTION txfence_allocate_fenced;
+DROP FUNCTION IF EXISTS txfence_allocate_fenced; -- dropped by 00022

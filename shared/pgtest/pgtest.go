@@ -189,7 +189,7 @@ func migrateUp(ctx context.Context, url string) error {
 	if _, err := p.Up(ctx); err != nil {
 		return fmt.Errorf("migrate template: %w", err)
 	}
-	return nil
+	return migrations.ApplyFunctions(ctx, db)
 }
 
 // withDatabase renders cfg as a URL naming database db.

@@ -41,12 +41,11 @@ FROM signer_nonce_cursor WHERE chain_id = $1 AND signer = $2`,
 	return c, nil
 }
 
-// allocateSQL calls txfence_allocate (migrations/00022, of 27 arguments):
+// allocateSQL calls txfence_allocate (migrations/functions/txfence_allocate.sql):
 // the whole allocation of a batch, every signer's, in one statement.
-// allocatePlainSQL calls txfence_allocate_plain (00022 too), the
+// allocatePlainSQL calls txfence_allocate_plain (its file beside it), the
 // same for a plain batch (nothing to look up, no cap: every batch whose
-// request ids were all made up), for about four fifths of the server's
-// CPU.
+// request ids were all made up), which costs the server less.
 const (
 	allocateSQL = `SELECT o_idx, o_outcome, o_tx_id::text, o_nonce, o_rule, o_group, o_token, o_acquired, o_outbox_id, o_created_at,
     o_contended

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -15,6 +16,7 @@ import (
 // Migrator applies txfence's embedded migrations with goose.
 type Migrator struct {
 	provider *goose.Provider
+	db       *sql.DB
 	close    func() error
 }
 
@@ -34,15 +36,16 @@ func NewMigrator(pool *pgxpool.Pool) (*Migrator, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("goose provider: %w", err)
 	}
-	return &Migrator{provider: p, close: db.Close}, nil
+	return &Migrator{provider: p, db: db, close: db.Close}, nil
 }
 
-// Up applies every pending migration.
+// Up applies every pending migration, then every SQL function
+// (migrations.ApplyFunctions).
 func (m *Migrator) Up(ctx context.Context) error {
 	if _, err := m.provider.Up(ctx); err != nil {
 		return fmt.Errorf("migrate up: %w", err)
 	}
-	return nil
+	return migrations.ApplyFunctions(ctx, m.db)
 }
 
 // DownTo rolls back to version (0 = empty schema).

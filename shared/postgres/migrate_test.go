@@ -2,6 +2,9 @@ package postgres
 
 import (
 	"context"
+	"fmt"
+	"io/fs"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -218,4 +221,59 @@ func TestIssue45_MigrateConcurrently(t *testing.T) {
 		}
 	}
 	assert.Equal(t, sqlFiles, applied, "each migration applied once")
+}
+
+// lastMigrationWithFunctions is the last migration that holds a function
+// body; from the next one on, every function lives in migrations/functions
+// alone.
+const lastMigrationWithFunctions = 21
+
+// TestIssue46_FunctionSources: each SQL function in a migrated database is
+// exactly its source file's (migrations/functions), and no migration after
+// the functions moved there holds a function body, so that a reader who
+// looks for a function finds its one current source.
+func TestIssue46_FunctionSources(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	names, err := fs.Glob(migrations.Functions, "functions/*.sql")
+	require.NoError(t, err)
+	require.NotEmpty(t, names)
+	header := regexp.MustCompile(`(?m)^CREATE OR REPLACE FUNCTION (\w+)\(`)
+	for _, name := range names {
+		b, err := migrations.Functions.ReadFile(name)
+		require.NoError(t, err)
+		src := string(b)
+		m := header.FindStringSubmatch(src)
+		require.NotNil(t, m, "%s: one CREATE OR REPLACE FUNCTION", name)
+		require.Len(t, header.FindAllString(src, -1), 1, "%s: one function a file", name)
+		assert.Equal(t, "functions/"+m[1]+".sql", name, "the file is named after its function")
+		start := strings.Index(src, "AS $$\n")
+		end := strings.LastIndex(src, "\n$$;")
+		require.True(t, start > 0 && end > start, "%s: a $$-quoted body", name)
+		body := src[start+len("AS $$") : end+1]
+		rows, err := db.Pool.Query(ctx, `SELECT prosrc FROM pg_proc WHERE proname = $1 AND pronamespace = 'public'::regnamespace`, m[1])
+		require.NoError(t, err)
+		var found bool
+		for rows.Next() {
+			var got string
+			require.NoError(t, rows.Scan(&got))
+			found = found || got == body
+		}
+		require.NoError(t, rows.Err())
+		assert.True(t, found, "%s: the database's %s is the file's", name, m[1])
+	}
+
+	entries, err := migrations.FS.ReadDir(".")
+	require.NoError(t, err)
+	body := regexp.MustCompile(`(?i)CREATE\s+(OR\s+REPLACE\s+)?FUNCTION`)
+	for _, e := range entries {
+		var n int
+		if _, err := fmt.Sscanf(e.Name(), "%05d_", &n); err != nil || n <= lastMigrationWithFunctions {
+			continue
+		}
+		b, err := migrations.FS.ReadFile(e.Name())
+		require.NoError(t, err)
+		assert.False(t, body.Match(b), "%s holds a function body: it belongs in migrations/functions", e.Name())
+	}
 }
