@@ -36,9 +36,8 @@ LIMIT greatest(0, least($3::int, $4::int - (` + inFlightSQL + `)))`
 
 // NextToSubmit implements txm.SubmitStore: the count and the rows in one
 // round trip (a batch), the attempts in a second only when some have one.
-// A drain asks before each batch, under the signer's chain lease, and a
-// round trip under load was tens of milliseconds of that lease (the pool's
-// wait: docs/performance.md, session 35).
+// A drain asks before each batch, under the signer's chain lease, and each
+// round trip under load is tens of milliseconds of that lease.
 func (s *Store) NextToSubmit(ctx context.Context, chainID uint64, signer common.Address, maxInFlight, limit int) ([]txm.SubmitItem, int, error) {
 	args := []any{int64(chainID), txm.CanonicalAddress(signer), limit, maxInFlight}
 	b := &pgx.Batch{}
