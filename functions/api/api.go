@@ -221,10 +221,10 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case created.Outcome == txm.OutcomeCreated:
-		w.Header().Set("Location", "/v1/transactions/"+created.Tx.ID)
+		w.Header().Set("Location", txLocation(created.Tx.ID))
 		writeJSON(w, http.StatusAccepted, viewTx(created.Tx))
 	case created.Outcome == txm.OutcomeReplayed:
-		w.Header().Set("Location", "/v1/transactions/"+created.Tx.ID)
+		w.Header().Set("Location", txLocation(created.Tx.ID))
 		writeJSON(w, http.StatusOK, viewTx(created.Tx))
 	case created.Tx == nil: // another caller's request id: nothing of it is told
 		writeProblem(w, problem{Type: problemBase + "idempotency-conflict", Title: "Request id already used",
@@ -524,3 +524,8 @@ func isUnavailable(err error) bool {
 	return errors.Is(err, txm.ErrUnavailable) || errors.Is(err, txm.ErrFenced) || errors.Is(err, txm.ErrLeaseHeld) ||
 		errors.Is(err, app.ErrChainUnavailable) || errors.Is(err, context.DeadlineExceeded)
 }
+
+// txLocation is a created transaction's Location, relative to the create's
+// own URL (…/v1/transactions), so that it is right wherever the API is
+// mounted: at the load balancer's root, or at /Api on the local stack.
+func txLocation(id string) string { return "transactions/" + id }

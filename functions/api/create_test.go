@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -538,4 +540,31 @@ func TestIssue11_UnstorableText(t *testing.T) {
 func withMetadata(m map[string]any, raw string) map[string]any {
 	m["metadata"] = json.RawMessage(raw)
 	return m
+}
+
+// TestIssue46_LocationBehindMount: a create's Location leads to the
+// transaction wherever the API is mounted, at the root or under /Api as
+// the local stack serves it.
+func TestIssue46_LocationBehindMount(t *testing.T) {
+	t.Parallel()
+	for _, mount := range []string{"", "/Api"} {
+		b := setup(t, 0)
+		b.mount = mount
+		inst := b.newInstance(t, "mounted", b.db.URL)
+		r := b.create(t, inst, transfer(signers(1)[0], 1, "loc-1"))
+		require.Equal(t, http.StatusAccepted, r.status, "%s", r.raw)
+		loc := r.header.Get("Location")
+		require.NotEmpty(t, loc)
+		base, err := url.Parse(inst.url + "/v1/transactions")
+		require.NoError(t, err)
+		ref, err := url.Parse(loc)
+		require.NoError(t, err)
+		resp, err := b.client.Get(base.ResolveReference(ref).String())
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusOK, resp.StatusCode, "mount %q: %s leads to the transaction: %s", mount, loc, body)
+		assert.Contains(t, string(body), r.tx.ID)
+	}
 }

@@ -105,6 +105,9 @@ type bundle struct {
 	authOpts []auth.Option
 	// feedReads counts the completions feed's database reads.
 	feedReads atomic.Int64
+	// mount, when set, is the path instances built from now on serve the
+	// API under (as the local stack's function server serves it at /Api).
+	mount string
 }
 
 type option func(*config.Config)
@@ -177,9 +180,13 @@ func (b *bundle) newInstance(t *testing.T, name, url string) *instance {
 	h, err := NewHandler(Deps{Config: cfg, Auth: authn, Policies: policies, PolicyStore: policyStore, Create: create, Queries: store,
 		Completions: follow, Actions: actions, ActionLog: store, Operator: store, Nonces: map[uint64]txm.NonceSource{testChain: reader}, Metrics: m, Log: log})
 	require.NoError(t, err)
-	srv := httptest.NewServer(h)
+	var served http.Handler = h
+	if b.mount != "" {
+		served = http.StripPrefix(b.mount, h)
+	}
+	srv := httptest.NewServer(served)
 	t.Cleanup(srv.Close)
-	return &instance{url: srv.URL, store: store, metrics: m, pool: pool, keys: keys, policies: policyStore}
+	return &instance{url: srv.URL + b.mount, store: store, metrics: m, pool: pool, keys: keys, policies: policyStore}
 }
 
 // openPool opens a pool on url as the services do (with the
