@@ -85,12 +85,11 @@ func actionRoute(kind txm.ActionKind) func(h *Handler, w http.ResponseWriter, r 
 		a, created, err := h.deps.Actions.Execute(r.Context(), req)
 		switch {
 		case errors.Is(err, txm.ErrConflict):
-			writeProblem(w, problem{Type: problemBase + "idempotency-conflict", Title: "Action id already used",
-				Status: http.StatusConflict, Detail: "actionId " + req.ActionID + " already names a " + string(a.Kind) + " action with another payload",
-				Errors: []fieldError{{Field: "actionId", Message: "already used with another payload"}}})
+			p := probActionIDUsed.problem("actionId " + req.ActionID + " already names a " + string(a.Kind) + " action with another payload")
+			p.Errors = []fieldError{{Field: "actionId", Message: "already used with another payload"}}
+			writeProblem(w, p)
 		case errors.Is(err, txm.ErrActionNotAllowed):
-			writeProblem(w, problem{Type: problemBase + "action-not-allowed", Title: "Action not allowed in this state",
-				Status: http.StatusConflict, Detail: err.Error()})
+			writeProblem(w, probActionNotAllowed.problem(err.Error()))
 		case err != nil:
 			writeProblem(w, problemFor(err))
 		case created:

@@ -169,16 +169,14 @@ func (h *Handler) maxBody() int64 { return int64(h.deps.Config.MaxDataBytes)*2 +
 
 func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
-		writeProblem(w, problem{Type: problemBase + "unsupported-media-type", Title: "Unsupported media type",
-			Status: http.StatusUnsupportedMediaType, Detail: "send application/json"})
+		writeProblem(w, probUnsupportedMedia.problem("send application/json"))
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody()))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			writeProblem(w, problem{Type: problemBase + "too-large", Title: "Request too large",
-				Status: http.StatusRequestEntityTooLarge, Detail: "the body exceeds " + strconv.FormatInt(tooBig.Limit, 10) + " bytes"})
+			writeProblem(w, probTooLarge.problem("the body exceeds "+strconv.FormatInt(tooBig.Limit, 10)+" bytes"))
 			return
 		}
 		writeProblem(w, badRequest("could not read the body"))
@@ -227,14 +225,15 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Location", txLocation(created.Tx.ID))
 		writeJSON(w, http.StatusOK, viewTx(created.Tx))
 	case created.Tx == nil: // another caller's request id: nothing of it is told
-		writeProblem(w, problem{Type: problemBase + "idempotency-conflict", Title: "Request id already used",
-			Status: http.StatusConflict, Detail: "requestId " + strconv.Quote(req.RequestID) + " is already used; choose another",
-			Errors: []fieldError{{Field: "requestId", Message: "already used"}}})
+		p := probRequestIDUsed.problem("requestId " + strconv.Quote(req.RequestID) + " is already used; choose another")
+		p.Errors = []fieldError{{Field: "requestId", Message: "already used"}}
+		writeProblem(w, p)
 	default:
-		writeProblem(w, problem{Type: problemBase + "idempotency-conflict", Title: "Request id already used",
-			Status: http.StatusConflict, ExistingID: created.Tx.ID,
-			Detail: "requestId " + strconv.Quote(req.RequestID) + " already names transaction " + created.Tx.ID + " with a different payload",
-			Errors: []fieldError{{Field: "requestId", Message: "already used for transaction " + created.Tx.ID}}})
+		p := probRequestIDUsed.problem("requestId " + strconv.Quote(req.RequestID) + " already names transaction " + created.Tx.ID +
+			" with a different payload")
+		p.ExistingID = created.Tx.ID
+		p.Errors = []fieldError{{Field: "requestId", Message: "already used for transaction " + created.Tx.ID}}
+		writeProblem(w, p)
 	}
 }
 

@@ -1,9 +1,11 @@
 package api
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -50,4 +52,28 @@ func TestIssue11_FuzzAndLintInCI(t *testing.T) {
 	ci := read(".ci/run")
 	assert.Regexp(t, `(?m)^make lint$`, ci)
 	assert.Regexp(t, `(?m)^make test$`, ci)
+}
+
+// TestProblemTypesDocumented: every problem type the API answers with is
+// in the OpenAPI document's Problem schema, and the schema lists no other.
+func TestProblemTypesDocumented(t *testing.T) {
+	t.Parallel()
+	var doc struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]struct {
+					Enum []string `json:"enum"`
+				} `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	require.NoError(t, json.Unmarshal(openapiDoc, &doc))
+	documented := doc.Components.Schemas["Problem"].Properties["type"].Enum
+	var used []string
+	for _, k := range problemTypes {
+		if !slices.Contains(used, problemBase+k.slug) {
+			used = append(used, problemBase+k.slug)
+		}
+	}
+	assert.ElementsMatch(t, used, documented)
 }

@@ -101,14 +101,13 @@ func (h *Handler) unauthenticated(w http.ResponseWriter, r *http.Request, err er
 	h.deps.Metrics.Refused(r.Context(), "unauthenticated")
 	h.deps.Log.InfoContext(r.Context(), "unauthenticated", slog.String("route", r.Method+" "+r.URL.Path), slog.Any("error", err))
 	w.Header().Set("WWW-Authenticate", `Bearer realm="txfence"`)
-	writeProblem(w, problem{Type: problemBase + "unauthenticated", Title: "Unauthenticated", Status: http.StatusUnauthorized,
-		Detail: "send a Google-signed ID token for this API, or an API key, as a bearer token in the Authorization header"})
+	writeProblem(w, probUnauthenticated.problem(
+		"send a Google-signed ID token for this API, or an API key, as a bearer token in the Authorization header"))
 }
 
 // forbidden is the 403 for a refusal: it names the rule, nothing else.
 func forbidden(err error) problem {
-	p := problem{Type: problemBase + "forbidden", Title: "Forbidden", Status: http.StatusForbidden,
-		Detail: "the caller's policy does not allow this; nothing was written"}
+	p := probForbidden.problem("the caller's policy does not allow this; nothing was written")
 	var r *txm.Refusal
 	if errors.As(err, &r) {
 		p.Rule, p.Detail = r.Rule, r.Detail+"; nothing was written"
@@ -118,8 +117,8 @@ func forbidden(err error) problem {
 
 // tooManyRequests is the 429 for a rate limit, with its Retry-After.
 func tooManyRequests(err error) problem {
-	p := problem{Type: problemBase + "rate-limited", Title: "Too many requests", Status: http.StatusTooManyRequests,
-		Detail: "over the rate limit; nothing was written, retry after the Retry-After seconds", retryAfter: 1}
+	p := probRateLimited.problem("over the rate limit; nothing was written, retry after the Retry-After seconds")
+	p.retryAfter = 1
 	var rl *txm.RateLimitError
 	if errors.As(err, &rl) {
 		secs := int(rl.RetryAfter.Seconds() + 0.999)

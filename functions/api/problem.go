@@ -33,6 +33,43 @@ type fieldError struct {
 
 const problemBase = "https://txfence.dev/problems/"
 
+// problemType is one kind of problem the API answers with: its type URI's
+// last segment, its title and status. Every one is in problemTypes and in
+// the OpenAPI document's Problem schema (TestProblemTypesDocumented).
+type problemType struct {
+	slug, title string
+	status      int
+}
+
+// The problem types.
+var (
+	probMalformed        = problemType{"malformed-request", "Malformed request", http.StatusBadRequest}
+	probUnauthenticated  = problemType{"unauthenticated", "Unauthenticated", http.StatusUnauthorized}
+	probForbidden        = problemType{"forbidden", "Forbidden", http.StatusForbidden}
+	probNotFound         = problemType{"not-found", "Not found", http.StatusNotFound}
+	probRequestIDUsed    = problemType{"idempotency-conflict", "Request id already used", http.StatusConflict}
+	probActionIDUsed     = problemType{"idempotency-conflict", "Action id already used", http.StatusConflict}
+	probActionNotAllowed = problemType{"action-not-allowed", "Action not allowed in this state", http.StatusConflict}
+	probTooLarge         = problemType{"too-large", "Request too large", http.StatusRequestEntityTooLarge}
+	probUnsupportedMedia = problemType{"unsupported-media-type", "Unsupported media type", http.StatusUnsupportedMediaType}
+	probInvalid          = problemType{"invalid-request", "Invalid request", http.StatusUnprocessableEntity}
+	probExecutionFailed  = problemType{"execution-failed", "Execution failed", http.StatusUnprocessableEntity}
+	probRateLimited      = problemType{"rate-limited", "Too many requests", http.StatusTooManyRequests}
+	probInternal         = problemType{"internal", "Internal error", http.StatusInternalServerError}
+	probUnavailable      = problemType{"unavailable", "Service unavailable", http.StatusServiceUnavailable}
+	probOutcomeUnknown   = problemType{"outcome-unknown", "Outcome unknown", http.StatusServiceUnavailable}
+)
+
+// problemTypes lists every problem type.
+var problemTypes = []problemType{probMalformed, probUnauthenticated, probForbidden, probNotFound, probRequestIDUsed,
+	probActionIDUsed, probActionNotAllowed, probTooLarge, probUnsupportedMedia, probInvalid, probExecutionFailed,
+	probRateLimited, probInternal, probUnavailable, probOutcomeUnknown}
+
+// problem is a problem of type k, with detail.
+func (k problemType) problem(detail string) problem {
+	return problem{Type: problemBase + k.slug, Title: k.title, Status: k.status, Detail: detail}
+}
+
 func writeProblem(w http.ResponseWriter, p problem) {
 	if p.Errors == nil && p.Status == http.StatusUnprocessableEntity {
 		p.Errors = []fieldError{}
@@ -49,12 +86,15 @@ func writeProblem(w http.ResponseWriter, p problem) {
 const retryAfterSeconds = 1
 
 func badRequest(detail string, fields ...fieldError) problem {
-	return problem{Type: problemBase + "malformed-request", Title: "Malformed request", Status: http.StatusBadRequest, Detail: detail, Errors: fields}
+	p := probMalformed.problem(detail)
+	p.Errors = fields
+	return p
 }
 
 func invalid(fields []fieldError) problem {
-	return problem{Type: problemBase + "invalid-request", Title: "Invalid request", Status: http.StatusUnprocessableEntity,
-		Detail: "one or more fields are invalid; nothing was written", Errors: fields}
+	p := probInvalid.problem("one or more fields are invalid; nothing was written")
+	p.Errors = fields
+	return p
 }
 
 // executionFailed is a create whose call the node ran and found failing in
@@ -66,17 +106,17 @@ func executionFailed(e *txm.ExecutionError) problem {
 	if e.Reason != "" {
 		msg += ": " + e.Reason
 	}
-	return problem{Type: problemBase + "execution-failed", Title: "Execution failed", Status: http.StatusUnprocessableEntity,
-		Detail: msg + "; nothing was written", Errors: []fieldError{{Field: "data", Message: msg}}}
+	p := probExecutionFailed.problem(msg + "; nothing was written")
+	p.Errors = []fieldError{{Field: "data", Message: msg}}
+	return p
 }
 
 func notFound(detail string) problem {
-	return problem{Type: problemBase + "not-found", Title: "Not found", Status: http.StatusNotFound, Detail: detail}
+	return probNotFound.problem(detail)
 }
 
 func unavailable(detail string) problem {
-	return problem{Type: problemBase + "unavailable", Title: "Service unavailable", Status: http.StatusServiceUnavailable,
-		Detail: detail + "; nothing was written, retry later"}
+	return probUnavailable.problem(detail + "; nothing was written, retry later")
 }
 
 // problemFor maps an error from a use case to a problem. No answer carries
@@ -103,13 +143,11 @@ func problemFor(err error) problem {
 	case errors.Is(err, txm.ErrInvalid):
 		return invalid([]fieldError{{Field: "", Message: "the request's values were refused; nothing was written"}})
 	case errors.Is(err, txm.ErrOutcomeUnknown):
-		return problem{Type: problemBase + "outcome-unknown", Title: "Outcome unknown", Status: http.StatusServiceUnavailable,
-			Detail: "the database connection was lost while committing: the transaction may or may not exist; " +
-				"retry with the same requestId (it is safe) or look it up by requestId"}
+		return probOutcomeUnknown.problem("the database connection was lost while committing: the transaction may or may not exist; " +
+			"retry with the same requestId (it is safe) or look it up by requestId")
 	case isUnavailable(err):
 		return unavailable("the database or chain is unavailable")
 	default:
-		return problem{Type: problemBase + "internal", Title: "Internal error", Status: http.StatusInternalServerError,
-			Detail: "an unexpected error occurred; nothing was half-written"}
+		return probInternal.problem("an unexpected error occurred; nothing was half-written")
 	}
 }

@@ -78,14 +78,6 @@ type round struct {
 	failing txm.Failing
 }
 
-// errFeesTooLow refuses an admin's fees that do not beat the last attempt,
-// errFeesTooHigh fees above what the transaction may pay (its fee ceiling,
-// the chain's cap, the nodes' cap on a whole transaction's fee).
-var (
-	errFeesTooLow  = errors.New("fees too low to replace the last attempt")
-	errFeesTooHigh = errors.New("fees above what the transaction may pay")
-)
-
 // subStateSigningFailed is recorded as a reason when signing fails.
 const reasonSigningFailed txm.BroadcastReason = txm.SubStateSigningFailed
 

@@ -17,10 +17,6 @@ import (
 	"github.com/txfence/txfence/shared/txm"
 )
 
-// ErrNotMined means some of the signer's broadcast transactions have no
-// receipt yet; the prompt should be retried with backoff.
-var ErrNotMined = errors.New("not mined yet")
-
 // CheckReceipts is the Receipt function's use case. It asks the chain once
 // for the signer's latest nonce: every TRACKING transaction below it is
 // mined by one of its attempts, so only those are loaded and looked up, all

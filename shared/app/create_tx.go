@@ -120,10 +120,6 @@ func createResult(c txm.Created, err error) string {
 	}
 }
 
-// ErrChainUnavailable means the chain could not be asked for what allocation
-// needed (the pending nonce, a gas estimate); nothing was written.
-var ErrChainUnavailable = errors.New("chain unavailable")
-
 func (c *CreateTx) execute(ctx context.Context, who txm.Principal, r *txm.Request) (txm.Created, error) {
 	if err := ValidateRequest(r, c.cfg); err != nil {
 		return txm.Created{}, err

@@ -112,14 +112,6 @@ const signBudget = chainLeaseWait / 4
 // same broadcast ratio (0.76-0.92 against 0.78-0.97).
 const drainHold = chainLeaseWait / 4
 
-// ErrNotServed means this deployment has no chain or no key for the
-// prompt's signer: no retry can help, so the prompt is acknowledged.
-var ErrNotServed = errors.New("signer not served here")
-
-// ErrNoLease means another invocation holds the signer's chain lease; the
-// prompt should be retried later (nack).
-var ErrNoLease = errors.New("signer busy: chain lease held elsewhere")
-
 // Execute drains one signer. It returns an error when the prompt should be
 // retried: the lease is held elsewhere, the lease was lost, or the database
 // or chain failed before any transaction's failure could be recorded. A
@@ -423,10 +415,6 @@ func (d *DrainSigner) fill(ctx context.Context, log *slog.Logger, lease txm.Leas
 	}
 	return d.settle(ctx, lease, refused.Tx, r, res)
 }
-
-// errSuggestFees means the chain could not suggest fees for the first
-// signing of a batch: nothing was signed.
-var errSuggestFees = errors.New("suggest fees")
 
 // signFresh signs, with one fee suggestion, the items that have no attempt
 // yet, appending the attempts to fresh (whose capacity the caller fixed:

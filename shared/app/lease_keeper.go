@@ -151,9 +151,6 @@ func withChainLeaseIf(ctx context.Context, leases txm.LeaseStore, key txm.LeaseK
 	return fn(l, k)
 }
 
-// errNotNeeded: a waiter's work was done by another while it waited.
-var errNotNeeded = errors.New("no longer needed")
-
 // acquireWaiting acquires key's lease, asking again while another holds it
 // until wait has passed (the last answer is returned) or ctx ends. A
 // waiter with work of its own (wantIt, wantItFirst) marks the lease wanted

@@ -12,9 +12,6 @@ import (
 	"github.com/txfence/txfence/shared/txm"
 )
 
-// ErrNoFinalized means the node reports no block under the finalized tag.
-var ErrNoFinalized = errors.New("no finalized block")
-
 // rpcHeader is the part of an eth_getBlockByNumber result txfence reads.
 type rpcHeader struct {
 	Number     *hexutil.Uint64 `json:"number"`

@@ -12,9 +12,6 @@ import (
 	"github.com/txfence/txfence/shared/txm"
 )
 
-// ErrWrongChain means an endpoint serves a different chain than configured.
-var ErrWrongChain = errors.New("endpoint serves another chain")
-
 // Client implements txm.Chain over one or more JSON-RPC endpoints of the same
 // chain, failing over between them (see do). It is safe for concurrent use.
 type Client struct {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"errors"
 	"math/big"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -52,10 +51,6 @@ const (
 	// meanwhile, the fee cap...); Result says why. Nothing changed.
 	ActionFailed ActionStatus = "failed"
 )
-
-// ErrActionNotAllowed means the action makes no sense for the transaction's
-// state (HTTP 409).
-var ErrActionNotAllowed = errors.New("action not allowed in the transaction's state")
 
 // ActionRequest asks for an admin action.
 type ActionRequest struct {

@@ -2,7 +2,6 @@ package txm
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/big"
 	"slices"
@@ -14,19 +13,6 @@ import (
 
 // Authentication and authorization: who calls, and what each caller may do.
 // txfence is closed by default: a caller with no policy may do nothing.
-
-var (
-	// ErrUnauthenticated means the call carried no credential txfence
-	// accepts: none, a malformed one, a bad signature, an expired token, a
-	// token for another audience, an unknown or revoked API key (HTTP 401).
-	ErrUnauthenticated = errors.New("unauthenticated")
-	// ErrForbidden means the caller is known but its policy does not allow
-	// the call (HTTP 403). A *Refusal names the rule.
-	ErrForbidden = errors.New("forbidden")
-	// ErrRateLimited means the caller or the signer is over its rate (HTTP
-	// 429). A *RateLimitError says when to retry.
-	ErrRateLimited = errors.New("rate limited")
-)
 
 // Principal is an authenticated caller.
 type Principal struct {

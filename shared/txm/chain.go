@@ -41,11 +41,6 @@ type NonceProof struct {
 	Receipts []*Receipt
 }
 
-// ErrNodeBehind means no endpoint could answer for a block: each had not
-// reached it, or had another block at its height. Nothing is concluded;
-// the caller asks again later.
-var ErrNodeBehind = errors.New("no endpoint has the block")
-
 // NonceProver reads a NonceProof.
 type NonceProver interface {
 	// ProveNonce reads from one node, in one batched call, the block at
@@ -129,10 +124,6 @@ type ReceiptSource interface {
 	// ErrNoBlockReceipts.
 	BlockReceipts(ctx context.Context, numbers []uint64) ([][]*Receipt, error)
 }
-
-// ErrNoBlockReceipts means the node does not serve a block's receipts in
-// one call (eth_getBlockReceipts).
-var ErrNoBlockReceipts = errors.New("the node does not serve block receipts")
 
 // BlockSource reads the canonical chain.
 type BlockSource interface {

@@ -5,8 +5,9 @@ import (
 	"fmt"
 )
 
-// Sentinel errors. Adapters translate their own failures into these at the
-// point where the failure enters the program; callers check them with errors.Is.
+// Sentinel errors, every one of the domain's. Adapters translate their own
+// failures into these at the point where the failure enters the program;
+// callers check them with errors.Is.
 var (
 	// ErrFenced means a write carried a fencing token that is no longer the
 	// lease's current one, or the lease had expired by database time. The write
@@ -36,6 +37,37 @@ var (
 	// COMMIT: the transaction may or may not have committed. It also
 	// matches ErrUnavailable; callers that can look the outcome up do.
 	ErrOutcomeUnknown = errors.New("outcome unknown")
+
+	// ErrUnauthenticated means the call carried no credential txfence
+	// accepts: none, a malformed one, a bad signature, an expired token, a
+	// token for another audience, an unknown or revoked API key (HTTP 401).
+	ErrUnauthenticated = errors.New("unauthenticated")
+
+	// ErrForbidden means the caller is known but its policy does not allow
+	// the call (HTTP 403). A *Refusal names the rule.
+	ErrForbidden = errors.New("forbidden")
+
+	// ErrRateLimited means the caller or the signer is over its rate (HTTP
+	// 429). A *RateLimitError says when to retry.
+	ErrRateLimited = errors.New("rate limited")
+
+	// ErrActionNotAllowed means the action makes no sense for the
+	// transaction's state (HTTP 409).
+	ErrActionNotAllowed = errors.New("action not allowed in the transaction's state")
+
+	// ErrFeeCapReached means a replacement cannot pay enough more than the
+	// attempt it replaces without going past the chain's fee caps, or the
+	// transaction was already replaced as often as allowed.
+	ErrFeeCapReached = errors.New("fee cap reached")
+
+	// ErrNoBlockReceipts means the node does not serve a block's receipts
+	// in one call (eth_getBlockReceipts).
+	ErrNoBlockReceipts = errors.New("the node does not serve block receipts")
+
+	// ErrNodeBehind means no endpoint could answer for a block: each had
+	// not reached it, or had another block at its height. Nothing is
+	// concluded; the caller asks again later.
+	ErrNodeBehind = errors.New("no endpoint has the block")
 )
 
 // FieldError names one rejected input field.

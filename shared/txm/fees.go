@@ -6,11 +6,6 @@ import (
 	"math/big"
 )
 
-// ErrFeeCapReached means a replacement cannot pay enough more than the
-// attempt it replaces without going past the chain's fee caps, or the
-// transaction was already replaced as often as allowed.
-var ErrFeeCapReached = errors.New("fee cap reached")
-
 // MinBumpPercent is the smallest fee increase a node accepts for a
 // replacement at the same nonce (geth's and most clients' price bump).
 const MinBumpPercent = 10
