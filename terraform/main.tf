@@ -67,11 +67,15 @@ locals {
   #                db_max_connections (400), checked in sql.tf.
   #   publishes    topics (keys of local.topics) it writes outbox rows for and
   #                publishes to: api creates (submit prompt); submit marks
-  #                TRACKING (receipt) or STUCK (completion); receipt marks
-  #                MINED, which frees in-flight room (submit); the finality
-  #                sweep marks MINED too (submit), handles reorgs (receipt)
-  #                and writes outcomes (completion); the outbox sweep relays
-  #                anyone's rows (all three).
+  #                TRACKING (receipt) or STUCK (completion) and re-prompts
+  #                itself at the end of its budget and after a lease
+  #                hand-over (submit); receipt marks MINED, which frees
+  #                in-flight room (submit); the finality sweep marks MINED
+  #                too (submit), handles reorgs (receipt) and writes outcomes
+  #                (completion); the resubmit sweep re-prompts (submit),
+  #                tracks replacements (receipt) and reports STUCK
+  #                (completion); the outbox sweep relays anyone's rows (all
+  #                three).
   #   signs        needs the KMS keys (Submit and ResubmitSweep sign; rebroadcasts reuse
   #                the persisted raw bytes)
   #   env          function-specific environment
@@ -104,7 +108,7 @@ locals {
       db_conns    = 5
       cpu         = "1"
       memory      = "512Mi"
-      publishes   = ["receipt", "completion"]
+      publishes   = ["submit", "receipt", "completion"]
       signs       = true
       env         = { TXFENCE_SUBMIT_BUDGET = "${local.submit_budget_seconds}s" }
     }
