@@ -101,15 +101,6 @@ output "dashboard" {
 }
 
 output "alert_policies" {
-  description = "Alert policy names by alert, each linking to its docs/runbook.md section."
-  value = {
-    fenced_writes   = google_monitoring_alert_policy.fenced_writes.name
-    pending_age     = google_monitoring_alert_policy.pending_age.name
-    stuck           = google_monitoring_alert_policy.stuck.name
-    dead_letters    = google_monitoring_alert_policy.dead_letters.name
-    api_5xx         = google_monitoring_alert_policy.api_5xx.name
-    sql_cpu         = google_monitoring_alert_policy.sql_cpu.name
-    sql_connections = google_monitoring_alert_policy.sql_connections.name
-    lease_takeovers = google_monitoring_alert_policy.lease_takeovers.name
-  }
+  description = "Alert policy names by alert (every policy of monitoring.tf; sweep_* per sweep, metrics_absent with workload_metric_alerts), each linking to its docs/runbook.md section."
+  value       = { for k, p in local.alert_policies : k => p.name }
 }

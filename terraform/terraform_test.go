@@ -350,3 +350,131 @@ func TestIssue13_CloudBuild(t *testing.T) {
 		assert.Contains(t, strings.Join(cb.Steps[ids[id]].Args, " "), image, "step %s uses the built image", id)
 	}
 }
+
+// copyTree copies what tf-validate.sh needs to validate and plan-test a copy
+// of the module: its .tf and template files, tests/ and environments/ (the
+// plan tests plan the environments too), not tools/ or .terraform.
+func copyTree(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch d.Name() {
+			case "tools", ".terraform":
+				return filepath.SkipDir
+			}
+			return os.MkdirAll(filepath.Join(dir, path), 0o755)
+		}
+		switch {
+		case strings.HasSuffix(path, ".go"), strings.HasSuffix(path, ".md"), strings.HasSuffix(path, ".hcl.lock"):
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dir, path), b, 0o644)
+	})
+	require.NoError(t, err)
+	return dir
+}
+
+// edit replaces old by new, once, in file of the copy dir.
+func edit(t *testing.T, dir, file, old, new string) {
+	t.Helper()
+	path := filepath.Join(dir, file)
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Contains(t, string(b), old, "the text to break is in %s", file)
+	require.NoError(t, os.WriteFile(path, []byte(strings.Replace(string(b), old, new, 1)), 0o644))
+}
+
+// requireTfValidateFails runs tf-validate.sh on the broken copy dir and
+// checks that it fails in the plan tests, naming the failing run and, in its
+// output, each of want.
+func requireTfValidateFails(t *testing.T, dir, run string, want ...string) {
+	t.Helper()
+	out, err := validate(t, dir)
+	require.Error(t, err, "the broken copy must fail tf-validate:\n%s", out)
+	assert.Contains(t, out, "PLAN TESTS FAIL", "it fails in the plan tests, not before:\n%s", out)
+	assert.Regexp(t, `run "`+regexp.QuoteMeta(run)+`"\.\.\. fail`, out, "run %s fails", run)
+	flat := strings.Join(strings.Fields(out), " ") // messages are wrapped to the terminal's width
+	for _, w := range want {
+		assert.Contains(t, flat, w)
+	}
+}
+
+// TestIssue45_PlanTestsPass: tf-validate.sh runs the plan tests
+// (tests/*.tftest.hcl) on a copy of the module as it is, and they pass; the
+// break tests below each change one thing in such a copy.
+func TestIssue45_PlanTestsPass(t *testing.T) {
+	toolsReady(t)
+	out, err := validate(t, copyTree(t))
+	require.NoError(t, err, "the module and its plan tests pass:\n%s", out)
+	assert.Contains(t, out, "plan tests pass")
+	for _, file := range []string{"environments", "alerts", "iam"} {
+		assert.Contains(t, out, "tests/"+file+".tftest.hcl")
+	}
+}
+
+// TestIssue45_MissingGrantFails: Submit without its grant on the submit
+// topic (it re-prompts itself there) fails the plan tests.
+func TestIssue45_MissingGrantFails(t *testing.T) {
+	toolsReady(t)
+	dir := copyTree(t)
+	edit(t, dir, "main.tf", `publishes   = ["submit", "receipt", "completion"]
+      signs       = true
+      env         = { TXFENCE_SUBMIT_BUDGET`, `publishes   = ["receipt", "completion"]
+      signs       = true
+      env         = { TXFENCE_SUBMIT_BUDGET`)
+	requireTfValidateFails(t, dir, "publisher_grants_cover_what_each_function_publishes", "submit/submit missing")
+}
+
+// TestIssue45_LateMetricAlertFails: an alert condition that filters on a
+// txfence metric outside workload_metric_alerts (the outbox alert's
+// absence condition of old, which Cloud Monitoring refused on the first
+// apply) fails the plan tests.
+func TestIssue45_LateMetricAlertFails(t *testing.T) {
+	toolsReady(t)
+	dir := copyTree(t)
+	edit(t, dir, "monitoring.tf", `      disable_metric_validation = true
+    }
+  }
+
+  alert_strategy {
+    auto_close = "1800s"
+  }
+
+  depends_on = [google_project_service.apis]
+}
+
+resource "google_monitoring_alert_policy" "stuck" {`, `      disable_metric_validation = true
+    }
+  }
+
+  conditions {
+    display_name = "no outbox figures for 20 minutes"
+    condition_absent {
+      filter   = "resource.type = \"generic_task\" AND metric.type = \"workload.googleapis.com/outbox_oldest_age_seconds\""
+      duration = "1200s"
+      aggregations {
+        alignment_period     = "300s"
+        per_series_aligner   = "ALIGN_MAX"
+        cross_series_reducer = "REDUCE_MAX"
+      }
+    }
+  }
+
+  alert_strategy {
+    auto_close = "1800s"
+  }
+
+  depends_on = [google_project_service.apis]
+}
+
+resource "google_monitoring_alert_policy" "stuck" {`)
+	requireTfValidateFails(t, dir, "first_apply_names_no_late_metric", "names a txfence (workload.googleapis.com) metric")
+}

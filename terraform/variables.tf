@@ -441,6 +441,23 @@ variable "notification_channels" {
   }
 }
 
+variable "workload_metric_alerts" {
+  description = <<-EOT
+    Create the alert conditions that need txfence's own metrics
+    (workload.googleapis.com/...) to exist in Cloud Monitoring already: the
+    metric-filter conditions on them (today the "metrics not arriving"
+    absence alert), which Cloud Monitoring refuses with 404 "Cannot find
+    metric(s)" until the metric was written once. Leave it false for the
+    first apply of a project; docs/deploy.md turns it on once the first
+    OutboxSweep has run, after checking that the metric exists. The
+    PromQL alerts on txfence's metrics do not wait for it: their conditions
+    set disable_metric_validation, which Cloud Monitoring accepts for a
+    metric not written yet.
+  EOT
+  type        = bool
+  default     = false
+}
+
 variable "runbook_url" {
   description = "URL of docs/runbook.md as operators read it (the repository's web view); every alert links to its section (#anchor)."
   type        = string

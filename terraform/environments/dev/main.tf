@@ -67,8 +67,9 @@ module "txfence" {
   network_name    = "txfence-dev"
   run_subnet_cidr = "10.8.0.0/26"
 
-  notification_channels = var.notification_channels
-  runbook_url           = var.runbook_url
+  notification_channels  = var.notification_channels
+  runbook_url            = var.runbook_url
+  workload_metric_alerts = var.workload_metric_alerts
 
   deployer_service_account = var.deployer_service_account
 }

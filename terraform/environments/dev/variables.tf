@@ -76,6 +76,12 @@ variable "notification_channels" {
   default     = []
 }
 
+variable "workload_metric_alerts" {
+  description = "Create the alerts that need txfence's own metrics to exist already (false for the first apply; docs/deploy.md turns it on after the first OutboxSweep ran)."
+  type        = bool
+  default     = false
+}
+
 variable "runbook_url" {
   description = "URL of docs/runbook.md that the alerts link to."
   type        = string

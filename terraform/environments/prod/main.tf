@@ -72,9 +72,10 @@ module "txfence" {
   api_rate_limit      = var.api_rate_limit
   api_ssl_profile     = var.api_ssl_profile
 
-  notification_channels = var.notification_channels
-  runbook_url           = var.runbook_url
-  alert_thresholds      = var.alert_thresholds
+  notification_channels  = var.notification_channels
+  runbook_url            = var.runbook_url
+  workload_metric_alerts = var.workload_metric_alerts
+  alert_thresholds       = var.alert_thresholds
 
   deployer_service_account = var.deployer_service_account
 }

@@ -1,0 +1,82 @@
+# The google provider, mocked: no credentials, no project. Computed
+# attributes that the provider checks or the module parses get realistic
+# values (OpenTofu fills computed attributes at plan time and runs the
+# provider's validation on them). OpenTofu has no shared mock files, so every
+# file of tests/ repeats this block.
+mock_provider "google" {
+  mock_resource "google_service_account" {
+    defaults = {
+      name   = "projects/p/serviceAccounts/txfence-mock@p.iam.gserviceaccount.com"
+      email  = "txfence-mock@p.iam.gserviceaccount.com"
+      member = "serviceAccount:txfence-mock@p.iam.gserviceaccount.com"
+    }
+  }
+  mock_resource "google_compute_network" {
+    defaults = {
+      id        = "projects/p/global/networks/txfence"
+      self_link = "https://www.googleapis.com/compute/v1/projects/p/global/networks/txfence"
+    }
+  }
+  mock_resource "google_compute_subnetwork" {
+    defaults = {
+      id = "projects/p/regions/us-central1/subnetworks/txfence-run"
+    }
+  }
+  mock_resource "google_secret_manager_secret" {
+    defaults = {
+      id   = "projects/p/secrets/txfence-chains"
+      name = "projects/123/secrets/txfence-chains"
+    }
+  }
+  mock_resource "google_pubsub_topic" {
+    defaults = {
+      id = "projects/p/topics/txfence-submit"
+    }
+  }
+  mock_resource "google_cloud_run_v2_service" {
+    defaults = {
+      uri = "https://txfence-x-123.us-central1.run.app"
+    }
+  }
+  mock_data "google_project" {
+    defaults = {
+      number = "123456789012"
+    }
+  }
+}
+
+variables {
+  project             = "p"
+  image               = "us-central1-docker.pkg.dev/p/txfence/txfence:abc1234"
+  api_invoker_members = ["serviceAccount:caller@p.iam.gserviceaccount.com"]
+}
+
+# Each function may publish to every topic it writes outbox rows for and
+# publishes to itself (functions/*, shared/app; the Go test of the
+# functions' topic list compares the code with local.functions): Api
+# prompts Submit; Submit prompts Receipt, reports outcomes and re-prompts
+# itself at the end of its budget and after a lease hand-over; Receipt
+# prompts Submit; the three sweeps publish everything.
+run "publisher_grants_cover_what_each_function_publishes" {
+  command = plan
+
+  assert {
+    condition = length(setsubtract([
+      "api/submit",
+      "submit/submit", "submit/receipt", "submit/completion",
+      "receipt/submit",
+      "finality/submit", "finality/receipt", "finality/completion",
+      "outbox/submit", "outbox/receipt", "outbox/completion",
+      "resubmit/submit", "resubmit/receipt", "resubmit/completion",
+    ], keys(google_pubsub_topic_iam_member.publisher))) == 0
+    error_message = "A function lacks roles/pubsub.publisher on a topic it publishes to (its publish gets PermissionDenied and is only logged): ${join(", ", setsubtract(["api/submit", "submit/submit", "submit/receipt", "submit/completion", "receipt/submit", "finality/submit", "finality/receipt", "finality/completion", "outbox/submit", "outbox/receipt", "outbox/completion", "resubmit/submit", "resubmit/receipt", "resubmit/completion"], keys(google_pubsub_topic_iam_member.publisher)))} missing."
+  }
+
+  assert {
+    condition = alltrue([
+      for k, b in google_pubsub_topic_iam_member.publisher :
+      b.role == "roles/pubsub.publisher" && b.topic == local.topics[split("/", k)[1]]
+    ])
+    error_message = "Each publisher grant is roles/pubsub.publisher on the topic its key names."
+  }
+}
