@@ -55,11 +55,24 @@ resource "google_service_account" "pusher" {
 # Cloud SQL: connect through the connector (cloudsql.client) and log in as the
 # IAM database user (cloudsql.instanceUser). Both roles exist only at the
 # project level, so each grant carries an IAM condition that limits it to
-# txfence's instance: another instance in the project stays out of reach.
+# txfence's instances (every shard's): another instance in the project
+# stays out of reach. With one instance the condition is the one it always
+# was, so that the bindings are not replaced.
 locals {
   sql_role_bindings = {
     for pair in setproduct(keys(local.runtime_identities), ["roles/cloudsql.client", "roles/cloudsql.instanceUser"]) :
     "${pair[0]}/${pair[1]}" => { identity = pair[0], role = pair[1] }
+  }
+
+  sql_instance_names = [for k in local.shard_keys : local.db_instances[k].name]
+  sql_condition = length(local.sql_instance_names) == 1 ? {
+    title       = "txfence instance only"
+    description = "Only the Cloud SQL instance ${local.sql_instance_names[0]}."
+    expression  = "resource.type == 'sqladmin.googleapis.com/Instance' && resource.name == 'projects/${var.project}/instances/${local.sql_instance_names[0]}'"
+    } : {
+    title       = "txfence instances only"
+    description = "Only the Cloud SQL instances of txfence's shards: ${join(", ", local.sql_instance_names)}."
+    expression  = "resource.type == 'sqladmin.googleapis.com/Instance' && (${join(" || ", [for n in local.sql_instance_names : "resource.name == 'projects/${var.project}/instances/${n}'"])})"
   }
 }
 
@@ -71,9 +84,9 @@ resource "google_project_iam_member" "sql" {
   member  = "serviceAccount:${google_service_account.runtime[each.value.identity].email}"
 
   condition {
-    title       = "txfence instance only"
-    description = "Only the Cloud SQL instance ${var.db_instance_name}."
-    expression  = "resource.type == 'sqladmin.googleapis.com/Instance' && resource.name == 'projects/${var.project}/instances/${var.db_instance_name}'"
+    title       = local.sql_condition.title
+    description = local.sql_condition.description
+    expression  = local.sql_condition.expression
   }
 }
 

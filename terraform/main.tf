@@ -60,11 +60,13 @@ locals {
   #   concurrency  requests per instance
   #   min, max     default instance bounds (var.min_instances / max_instances override)
   #   db_conns     TXFENCE_DB_MAX_CONNS: default pool size per instance
-  #                (var.db_pool_sizes overrides). Sum over functions of
-  #                max x db_conns = api 10x10 + submit 20x5 + receipt 20x5
-  #                + finality 2x4 + outbox 2x2 + resubmit 2x4 = 320; with 10
-  #                reserved for the migrate job and operators, 330 of
-  #                db_max_connections (400), checked in sql.tf.
+  #                and shard (var.db_pool_sizes overrides). Sum over
+  #                functions of max x db_conns = api 10x10 + submit 20x5 +
+  #                receipt 20x5 + finality 2x4 + outbox 2x2 + resubmit 2x4
+  #                = 320 on every shard; with a rollout's second revision
+  #                of the largest (100) and 10 reserved for the jobs and
+  #                operators, 430 of db_max_connections (500), checked in
+  #                sql.tf with the alert threshold.
   #   publishes    topics (keys of local.topics) it writes outbox rows for and
   #                publishes to: api creates (submit prompt); submit marks
   #                TRACKING (receipt) or STUCK (completion) and re-prompts
@@ -192,22 +194,42 @@ locals {
   signers_addresses_env = join(",", [for s in var.signers : s.address])
   signers_keys_env      = join(",", [for s in var.signers : "${s.address}=kms:${s.kms_key_version}"])
 
-  # Database connection. The functions and the migrate job dial Cloud SQL with
-  # the Go connector (cloud.google.com/go/cloudsqlconn) when
-  # TXFENCE_CLOUDSQL_INSTANCE is set, at the instance's private IP
-  # (TXFENCE_CLOUDSQL_PRIVATE_IP, through Direct VPC egress: network.tf), with
-  # automatic IAM database authentication: the login is the runtime service
-  # account's IAM database user, no password exists anywhere. The connector
-  # encrypts the connection itself, hence sslmode=disable; the DSN host is
-  # ignored.
+  # Database connection. The functions and the jobs dial Cloud SQL with the
+  # Go connector (cloud.google.com/go/cloudsqlconn) at the instance's private
+  # IP (TXFENCE_CLOUDSQL_PRIVATE_IP, through Direct VPC egress: network.tf),
+  # with automatic IAM database authentication: the login is the runtime
+  # service account's IAM database user, no password exists anywhere. The
+  # connector encrypts the connection itself, hence sslmode=disable; the
+  # DSN host is ignored.
   db_name = "txfence"
 
-  # Environment shared by every function and the migrate job.
+  # Environment shared by every function and the jobs.
   common_env = {
-    TXFENCE_CLOUDSQL_INSTANCE   = google_sql_database_instance.main.connection_name
     TXFENCE_CLOUDSQL_IAM_AUTH   = "true"
     TXFENCE_CLOUDSQL_PRIVATE_IP = "true"
     TXFENCE_LOG_LEVEL           = var.log_level
+  }
+
+  # The databases of each identity (sql.tf): with shards, TXFENCE_DATABASES
+  # (NAME@PROJECT:REGION:INSTANCE=URL|..., the home shard first;
+  # shared/config/shards.go) and the signer map; with one database,
+  # TXFENCE_CLOUDSQL_INSTANCE and TXFENCE_DATABASE_URL, exactly as before
+  # sharding (shared/config refuses the two forms together).
+  db_env = {
+    for k in keys(local.runtime_identities) : k => (
+      local.sharded ? merge(
+        {
+          TXFENCE_DATABASES = join("|", [
+            for key in local.shard_keys :
+            "${local.db_instances[key].shard}@${google_sql_database_instance.db[key].connection_name}=user=${local.db_users[k]} dbname=${local.db_name} sslmode=disable"
+          ])
+        },
+        var.shard_map != "" ? { TXFENCE_SHARD_MAP = var.shard_map } : {},
+        ) : {
+        TXFENCE_CLOUDSQL_INSTANCE = google_sql_database_instance.db["main"].connection_name
+        TXFENCE_DATABASE_URL      = "user=${local.db_users[k]} dbname=${local.db_name} sslmode=disable"
+      }
+    )
   }
 
   # The API's URL as its callers name it: the audience of the Google ID
@@ -262,9 +284,9 @@ locals {
     for k, f in local.functions : k => {
       for name, value in merge(
         local.common_env,
+        local.db_env[k],
         {
           FUNCTION_TARGET          = f.target
-          TXFENCE_DATABASE_URL     = "user=${local.db_users[k]} dbname=${local.db_name} sslmode=disable"
           TXFENCE_DB_MAX_CONNS     = tostring(local.db_pool_sizes[k])
           TXFENCE_PROJECT          = var.project
           TXFENCE_TOPIC_SUBMIT     = local.topics.submit
@@ -289,10 +311,12 @@ locals {
     }
   }
 
-  # The migrate command reads only the database variables.
+  # The migrate command reads only the database variables; its pool is
+  # small (goose works on one connection, plus the session lock's).
   migrate_env = merge(
     local.common_env,
-    { TXFENCE_DATABASE_URL = "user=${local.db_users["migrate"]} dbname=${local.db_name} sslmode=disable" },
+    local.db_env["migrate"],
+    { TXFENCE_DB_MAX_CONNS = "2" },
     var.extra_env,
   )
 

@@ -62,7 +62,11 @@ locals {
     metrics_absent  = "${var.runbook_url}#txfence-metrics-not-arriving"
   }
 
-  sql_database_id = "${var.project}:${var.db_instance_name}"
+  # Cloud SQL's database_id of each instance (project:instance), by key.
+  sql_database_ids   = { for k, d in local.db_instances : k => "${var.project}:${d.name}" }
+  sql_instances_text = join(", ", [for k in local.shard_keys : local.db_instances[k].name])
+  # The dashboard's PromQL matcher for all of them.
+  sql_database_ids_re = join("|", [for k in local.shard_keys : local.sql_database_ids[k]])
 }
 
 resource "google_monitoring_alert_policy" "fenced_writes" {
@@ -417,10 +421,11 @@ resource "google_monitoring_alert_policy" "sql_cpu" {
     subject   = "txfence: Cloud SQL CPU above ${var.alert_thresholds.sql_cpu * 100}% for 10 minutes"
     mime_type = "text/markdown"
     content   = <<-EOT
-      The CPU of Cloud SQL instance ${var.db_instance_name}, txfence's only
-      authority, has been above ${var.alert_thresholds.sql_cpu} for 10
-      minutes. Every lease, allocation and receipt write goes through it:
-      latencies and lease losses (fenced writes) follow.
+      The CPU of a Cloud SQL instance of txfence (${local.sql_instances_text}),
+      the only authority of its signers, has been above
+      ${var.alert_thresholds.sql_cpu} for 10 minutes. Every lease,
+      allocation and receipt write goes through it: latencies and lease
+      losses (fenced writes) follow.
 
       Runbook: ${local.runbook.sql_cpu}
     EOT
@@ -430,17 +435,21 @@ resource "google_monitoring_alert_policy" "sql_cpu" {
     }
   }
 
-  conditions {
-    display_name = "cpu/utilization > ${var.alert_thresholds.sql_cpu}"
-    condition_threshold {
-      filter          = "resource.type = \"cloudsql_database\" AND resource.label.database_id = \"${local.sql_database_id}\" AND metric.type = \"cloudsql.googleapis.com/database/cpu/utilization\""
-      comparison      = "COMPARISON_GT"
-      threshold_value = var.alert_thresholds.sql_cpu
-      duration        = "600s"
+  # One condition per instance (shard).
+  dynamic "conditions" {
+    for_each = local.shard_keys
+    content {
+      display_name = local.sharded ? "${local.db_instances[conditions.value].name}: cpu/utilization > ${var.alert_thresholds.sql_cpu}" : "cpu/utilization > ${var.alert_thresholds.sql_cpu}"
+      condition_threshold {
+        filter          = "resource.type = \"cloudsql_database\" AND resource.label.database_id = \"${local.sql_database_ids[conditions.value]}\" AND metric.type = \"cloudsql.googleapis.com/database/cpu/utilization\""
+        comparison      = "COMPARISON_GT"
+        threshold_value = var.alert_thresholds.sql_cpu
+        duration        = "600s"
 
-      aggregations {
-        alignment_period   = "60s"
-        per_series_aligner = "ALIGN_MEAN"
+        aggregations {
+          alignment_period   = "60s"
+          per_series_aligner = "ALIGN_MEAN"
+        }
       }
     }
   }
@@ -463,13 +472,15 @@ resource "google_monitoring_alert_policy" "sql_connections" {
     subject   = "txfence: Cloud SQL connections above ${var.alert_thresholds.sql_connections_ratio * 100}% of max_connections"
     mime_type = "text/markdown"
     content   = <<-EOT
-      Connections to ${var.db_instance_name} (all databases) are above
-      ${var.alert_thresholds.sql_connections_ratio} of max_connections
-      (${var.db_max_connections}). At the limit new connections are refused
-      and the functions answer 503 / retry. The pools are sized so that every
-      function at its maximum instance count fits (${local.db_connection_budget}
-      of ${var.db_max_connections}); more means a pool or instance limit was
-      raised, or something else connects.
+      Connections to a Cloud SQL instance of txfence (${local.sql_instances_text};
+      all databases) are above ${var.alert_thresholds.sql_connections_ratio}
+      of its max_connections. At the limit new connections are refused and
+      the functions answer 503 / retry. The pools are sized so that every
+      function at its maximum instance count fits under this threshold
+      (${local.db_pool_peak + local.db_connections_reserved} connections at
+      most, ${local.db_connection_budget} during a rollout); more means a
+      rollout of several services at once, a pool or instance limit raised,
+      or something else connecting.
 
       Runbook: ${local.runbook.sql_connections}
     EOT
@@ -479,18 +490,22 @@ resource "google_monitoring_alert_policy" "sql_connections" {
     }
   }
 
-  conditions {
-    display_name = "postgresql/num_backends > ${var.alert_thresholds.sql_connections_ratio} x ${var.db_max_connections}"
-    condition_threshold {
-      filter          = "resource.type = \"cloudsql_database\" AND resource.label.database_id = \"${local.sql_database_id}\" AND metric.type = \"cloudsql.googleapis.com/database/postgresql/num_backends\""
-      comparison      = "COMPARISON_GT"
-      threshold_value = floor(var.alert_thresholds.sql_connections_ratio * var.db_max_connections)
-      duration        = "300s"
+  # One condition per instance (shard), each against its own max_connections.
+  dynamic "conditions" {
+    for_each = local.shard_keys
+    content {
+      display_name = "${local.sharded ? "${local.db_instances[conditions.value].name}: " : ""}postgresql/num_backends > ${var.alert_thresholds.sql_connections_ratio} x ${local.db_instances[conditions.value].max_connections}"
+      condition_threshold {
+        filter          = "resource.type = \"cloudsql_database\" AND resource.label.database_id = \"${local.sql_database_ids[conditions.value]}\" AND metric.type = \"cloudsql.googleapis.com/database/postgresql/num_backends\""
+        comparison      = "COMPARISON_GT"
+        threshold_value = floor(var.alert_thresholds.sql_connections_ratio * local.db_instances[conditions.value].max_connections)
+        duration        = "300s"
 
-      aggregations {
-        alignment_period     = "60s"
-        per_series_aligner   = "ALIGN_MEAN"
-        cross_series_reducer = "REDUCE_SUM"
+        aggregations {
+          alignment_period     = "60s"
+          per_series_aligner   = "ALIGN_MEAN"
+          cross_series_reducer = "REDUCE_SUM"
+        }
       }
     }
   }
@@ -803,14 +818,14 @@ locals {
     {
       title = "Cloud SQL: CPU and memory utilization"
       queries = {
-        cpu    = "max(cloudsql_googleapis_com:database_cpu_utilization{database_id=\"${local.sql_database_id}\"})"
-        memory = "max(cloudsql_googleapis_com:database_memory_utilization{database_id=\"${local.sql_database_id}\"})"
+        cpu    = "max by (database_id) (cloudsql_googleapis_com:database_cpu_utilization{database_id=~\"${local.sql_database_ids_re}\"})"
+        memory = "max by (database_id) (cloudsql_googleapis_com:database_memory_utilization{database_id=~\"${local.sql_database_ids_re}\"})"
       }
     },
     {
-      title = "Cloud SQL: connections (max_connections ${var.db_max_connections})"
+      title = "Cloud SQL: connections by instance (max_connections ${join(", ", distinct([for k in local.shard_keys : tostring(local.db_instances[k].max_connections)]))})"
       queries = {
-        connections = "sum(cloudsql_googleapis_com:database_postgresql_num_backends{database_id=\"${local.sql_database_id}\"})"
+        connections = "sum by (database_id) (cloudsql_googleapis_com:database_postgresql_num_backends{database_id=~\"${local.sql_database_ids_re}\"})"
       }
     },
     {

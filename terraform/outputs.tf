@@ -39,8 +39,19 @@ output "deadletter_subscription" {
 }
 
 output "sql_connection_name" {
-  description = "Cloud SQL instance connection name (project:region:instance), as in TXFENCE_CLOUDSQL_INSTANCE."
-  value       = google_sql_database_instance.main.connection_name
+  description = "Connection name (project:region:instance) of the Cloud SQL instance of the one database, or of the home shard: TXFENCE_CLOUDSQL_INSTANCE, or the first of TXFENCE_DATABASES."
+  value       = google_sql_database_instance.db["main"].connection_name
+}
+
+output "sql_instances" {
+  description = "Every Cloud SQL instance by shard name (\"\" for the one database without shards): its name, connection name and private IP."
+  value = {
+    for k, d in local.db_instances : d.shard => {
+      name            = google_sql_database_instance.db[k].name
+      connection_name = google_sql_database_instance.db[k].connection_name
+      private_ip      = google_sql_database_instance.db[k].private_ip_address
+    }
+  }
 }
 
 output "db_users" {
@@ -86,12 +97,12 @@ output "network" {
   value = {
     network        = google_compute_network.txfence.name
     subnetwork     = google_compute_subnetwork.run.name
-    sql_private_ip = google_sql_database_instance.main.private_ip_address
+    sql_private_ip = google_sql_database_instance.db["main"].private_ip_address
   }
 }
 
 output "db_connection_budget" {
-  description = "Connections the functions may open at their maximum instance counts, plus 10 for the migrate job and operators; at most db_max_connections."
+  description = "Connections each instance (every shard) may get: the functions' pools at their maximum instance counts, a rollout's second revision of the largest, and 10 for the jobs and operators; at most its max_connections (checked at plan)."
   value       = local.db_connection_budget
 }
 

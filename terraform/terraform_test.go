@@ -478,3 +478,14 @@ resource "google_monitoring_alert_policy" "stuck" {`, `      disable_metric_vali
 resource "google_monitoring_alert_policy" "stuck" {`)
 	requireTfValidateFails(t, dir, "first_apply_names_no_late_metric", "names a txfence (workload.googleapis.com) metric")
 }
+
+// TestIssue45_ShardWithoutEnvFails: a shard whose instance is created but
+// not wired into the services' TXFENCE_DATABASES fails the plan tests.
+func TestIssue45_ShardWithoutEnvFails(t *testing.T) {
+	toolsReady(t)
+	dir := copyTree(t)
+	edit(t, dir, "main.tf", `            for key in local.shard_keys :
+            "${local.db_instances[key].shard}@`, `            for key in [local.shard_keys[0]] :
+            "${local.db_instances[key].shard}@`)
+	requireTfValidateFails(t, dir, "two_shards", "Every service gets TXFENCE_DATABASES naming both shards")
+}

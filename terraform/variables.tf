@@ -230,9 +230,65 @@ variable "max_delivery_attempts" {
 # --- Database ------------------------------------------------------------------
 
 variable "db_instance_name" {
-  description = "Cloud SQL instance name. Instance names cannot be reused for about a week after deletion."
+  description = "Cloud SQL instance name of the one database (without shards; with shards each names its own). Instance names cannot be reused for about a week after deletion."
   type        = string
   default     = "txfence"
+}
+
+variable "shards" {
+  description = <<-EOT
+    Signers sharded over several Cloud SQL instances (README, "Scale:
+    signers sharded over several databases"). null (the default): one
+    database, the instance db_instance_name, reached with
+    TXFENCE_DATABASE_URL exactly as before sharding. A list: one instance
+    per shard, in TXFENCE_DATABASES order. The first is the home shard
+    (policies, API keys, the audit log) and must stay first: it is the
+    instance the deployment started with (db_instance_name's, which keeps
+    its terraform address), and a later shard may not be named "main".
+    Fields: name (the shard's name, [a-z][a-z0-9_-]*, at most 32
+    characters), instance (its Cloud SQL instance name) and, optionally,
+    tier, max_connections, disk_size_gb and availability_type (the db_*
+    variables otherwise). Every function holds a pool on every shard, so
+    the connection budget applies to each instance. Two shards or more
+    need shard_map.
+  EOT
+  type = list(object({
+    name              = string
+    instance          = string
+    tier              = optional(string)
+    max_connections   = optional(number)
+    disk_size_gb      = optional(number)
+    availability_type = optional(string)
+  }))
+  default = null
+
+  validation {
+    condition     = var.shards == null || try(length(var.shards) >= 1, false)
+    error_message = "shards must list at least one shard, or be null for one database."
+  }
+  validation {
+    condition     = var.shards == null || alltrue([for s in coalesce(var.shards, []) : can(regex("^[a-z][a-z0-9_-]{0,31}$", s.name))])
+    error_message = "Each shard name is a lowercase letter then up to 31 of a-z, 0-9, _ and - (shared/config)."
+  }
+  validation {
+    condition     = var.shards == null || length(distinct([for s in coalesce(var.shards, []) : s.name])) == length(coalesce(var.shards, [])) && length(distinct([for s in coalesce(var.shards, []) : s.instance])) == length(coalesce(var.shards, []))
+    error_message = "Shard names and instances must each be unique."
+  }
+  validation {
+    condition     = var.shards == null || alltrue([for i, s in coalesce(var.shards, []) : i == 0 || s.name != "main"])
+    error_message = "Only the first (home) shard may be named main: terraform keeps the home shard's instance under that key."
+  }
+}
+
+variable "shard_map" {
+  description = "TXFENCE_SHARD_MAP with shards: vN:ADDRESS=SHARD,...[,*=SHARD], which shard holds each signer (README, \"Scale\"). Required with two shards or more; the version only ever grows and a signer never moves by changing it. Empty without shards."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = var.shard_map == "" || can(regex("^v[1-9][0-9]*:[^,]+(,[^,]+)*$", var.shard_map))
+    error_message = "shard_map must be vN: then ADDRESS=SHARD or *=SHARD rules separated by commas."
+  }
 }
 
 variable "db_tier" {
@@ -242,9 +298,9 @@ variable "db_tier" {
 }
 
 variable "db_max_connections" {
-  description = "PostgreSQL max_connections, set as a database flag (changing it restarts the instance). Must cover the functions' pools at their maximum instance counts plus 10 (checked at plan) and suit the tier's memory: 400 for db-custom-2-7680, 50 for db-f1-micro."
+  description = "PostgreSQL max_connections of each instance (a shard may set its own), set as a database flag (changing it restarts the instance). Must cover the functions' pools at their maximum instance counts, a rollout's second revision of the largest and 10 in reserve, with the ordinary peak under the connections alert's threshold (both checked at plan), and suit the tier's memory: 500 for db-custom-2-7680, 50 for db-f1-micro."
   type        = number
-  default     = 400
+  default     = 500
 
   validation {
     condition     = var.db_max_connections >= 20 && var.db_max_connections <= 10000

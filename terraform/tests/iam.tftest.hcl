@@ -38,6 +38,12 @@ mock_provider "google" {
       uri = "https://txfence-x-123.us-central1.run.app"
     }
   }
+  mock_resource "google_sql_database_instance" {
+    defaults = {
+      connection_name    = "p:us-central1:txfence"
+      private_ip_address = "10.1.0.3"
+    }
+  }
   mock_data "google_project" {
     defaults = {
       number = "123456789012"

@@ -52,6 +52,31 @@ variable "confirmations" {
   default     = 3
 }
 
+variable "db_instance_name" {
+  description = "Cloud SQL instance of the one database (without shards). Changed only by the restore procedure (docs/runbook.md, \"Restore the database\"), never to rename."
+  type        = string
+  default     = "txfence"
+}
+
+variable "shards" {
+  description = "Signers sharded over several Cloud SQL instances (terraform/variables.tf, shards; docs/deploy.md, \"Add a shard\"): null for one database."
+  type = list(object({
+    name              = string
+    instance          = string
+    tier              = optional(string)
+    max_connections   = optional(number)
+    disk_size_gb      = optional(number)
+    availability_type = optional(string)
+  }))
+  default = null
+}
+
+variable "shard_map" {
+  description = "TXFENCE_SHARD_MAP with two shards or more: vN:ADDRESS=SHARD,...[,*=SHARD]."
+  type        = string
+  default     = ""
+}
+
 variable "api_domain" {
   description = "Domain of the API's load balancer; empty: no load balancer (call the API from inside the project, or at its run.app URL with api_invoker_members)."
   type        = string

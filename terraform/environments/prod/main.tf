@@ -52,6 +52,9 @@ module "txfence" {
   # PostgreSQL is txfence's only authority: regional HA, 7 days of
   # point-in-time recovery, 14 daily backups, deletion protection in
   # terraform and in the Cloud SQL API.
+  db_instance_name          = var.db_instance_name
+  shards                    = var.shards
+  shard_map                 = var.shard_map
   db_tier                   = var.db_tier
   db_max_connections        = var.db_max_connections
   db_availability_type      = "REGIONAL"

@@ -83,9 +83,34 @@ variable "db_tier" {
 }
 
 variable "db_max_connections" {
-  description = "PostgreSQL max_connections (the pools need 330 at the default maxima)."
+  description = "PostgreSQL max_connections of each instance: the pools need 330 at the default maxima (under the connections alert's 80%, 400) and 430 while a rollout holds two revisions of the largest service."
   type        = number
-  default     = 400
+  default     = 500
+}
+
+variable "db_instance_name" {
+  description = "Cloud SQL instance of the one database (without shards). Changed only by the restore procedure (docs/runbook.md, \"Restore the database\"), never to rename."
+  type        = string
+  default     = "txfence"
+}
+
+variable "shards" {
+  description = "Signers sharded over several Cloud SQL instances (terraform/variables.tf, shards; docs/deploy.md, \"Add a shard\"): null for one database."
+  type = list(object({
+    name              = string
+    instance          = string
+    tier              = optional(string)
+    max_connections   = optional(number)
+    disk_size_gb      = optional(number)
+    availability_type = optional(string)
+  }))
+  default = null
+}
+
+variable "shard_map" {
+  description = "TXFENCE_SHARD_MAP with two shards or more: vN:ADDRESS=SHARD,...[,*=SHARD]."
+  type        = string
+  default     = ""
 }
 
 variable "api_min_instances" {
