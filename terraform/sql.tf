@@ -239,31 +239,21 @@ moved {
 # What the IAM users may do inside the database is PostgreSQL's business, not
 # IAM's: new IAM users have no privileges, and PostgreSQL 15 no longer lets
 # everyone create objects in schema public. The migrate job's user owns the
-# schema objects it creates; the function users get DML on them through the
-# txfence_app role. The statements below are run once, as the built-in
-# postgres user, before the first migration (README, "First deployment").
-# They are an output (db_bootstrap_sql) rather than a resource because the
-# google provider cannot run SQL, and managing them with a PostgreSQL
-# provider would put the postgres password into the terraform state.
+# schema objects it creates; the function users and the admin job's get DML
+# on them through the txfence_app role, for which the audit log is
+# append-only. The statements (templates/db_bootstrap.sql.tftpl, which
+# terraform_test.go renders and runs against PostgreSQL) are run once per
+# instance, as the built-in postgres user, before the first migration
+# (docs/deploy.md). They are an output (db_bootstrap_sql) rather than a
+# resource because the google provider cannot run SQL, and managing them
+# with a PostgreSQL provider would put the postgres password into the
+# terraform state.
 locals {
-  db_function_users = [for k in keys(local.functions) : local.db_users[k]]
+  db_app_users = [for k in keys(local.runtime_identities) : local.db_users[k] if k != "migrate"]
 
-  db_bootstrap_sql = <<-EOT
-    -- txfence database bootstrap. Run once, as user postgres, in database ${local.db_name}.
-    -- Lets postgres (CREATEROLE) set default privileges on behalf of the migration user.
-    GRANT "${local.db_users["migrate"]}" TO CURRENT_USER;
-    -- The migration user creates and owns the schema (PostgreSQL 15: public is not writable by default).
-    GRANT USAGE, CREATE ON SCHEMA public TO "${local.db_users["migrate"]}";
-    -- The functions' role: data access only, no DDL.
-    CREATE ROLE txfence_app NOLOGIN;
-    GRANT USAGE ON SCHEMA public TO txfence_app;
-    ALTER DEFAULT PRIVILEGES FOR ROLE "${local.db_users["migrate"]}" IN SCHEMA public
-      GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO txfence_app;
-    ALTER DEFAULT PRIVILEGES FOR ROLE "${local.db_users["migrate"]}" IN SCHEMA public
-      GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO txfence_app;
-    -- Objects that already exist (if migrations ran before this bootstrap).
-    GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO txfence_app;
-    GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA public TO txfence_app;
-    GRANT txfence_app TO ${join(", ", [for u in local.db_function_users : "\"${u}\""])};
-  EOT
+  db_bootstrap_sql = templatefile("${path.module}/templates/db_bootstrap.sql.tftpl", {
+    db_name   = local.db_name
+    migrator  = local.db_users["migrate"]
+    app_users = join(", ", [for u in local.db_app_users : "\"${u}\""])
+  })
 }
