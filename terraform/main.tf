@@ -80,6 +80,9 @@ locals {
   #                three).
   #   signs        needs the KMS keys (Submit and ResubmitSweep sign; rebroadcasts reuse
   #                the persisted raw bytes)
+  #   chains       dials the chains, so reads TXFENCE_CHAINS (the RPC URLs
+  #                and their provider keys); the OutboxSweep only relays the
+  #                outbox and gets TXFENCE_CHAINS=none instead
   #   env          function-specific environment
   functions = {
     api = {
@@ -96,6 +99,7 @@ locals {
       memory      = "512Mi"
       publishes   = ["submit"]
       signs       = false
+      chains      = true
       env         = {}
     }
     submit = {
@@ -112,6 +116,7 @@ locals {
       memory      = "512Mi"
       publishes   = ["submit", "receipt", "completion"]
       signs       = true
+      chains      = true
       env         = { TXFENCE_SUBMIT_BUDGET = "${local.submit_budget_seconds}s" }
     }
     receipt = {
@@ -128,6 +133,7 @@ locals {
       memory      = "512Mi"
       publishes   = ["submit"]
       signs       = false
+      chains      = true
       env         = {}
     }
     finality = {
@@ -144,6 +150,7 @@ locals {
       memory      = "512Mi"
       publishes   = ["submit", "receipt", "completion"]
       signs       = false
+      chains      = true
       env         = { TXFENCE_FINALITY_BUDGET = "${local.finality_budget_seconds}s" }
     }
     outbox = {
@@ -160,6 +167,7 @@ locals {
       memory      = "512Mi"
       publishes   = ["submit", "receipt", "completion"]
       signs       = false
+      chains      = false
       env         = {}
     }
     resubmit = {
@@ -176,6 +184,7 @@ locals {
       memory      = "512Mi"
       publishes   = ["submit", "receipt", "completion"]
       signs       = true # fee bumps, cancels and placeholders are new signatures
+      chains      = true
       env         = {}
     }
   }
@@ -267,12 +276,12 @@ locals {
   )
 
   # Secret environment variables: variable name => key of the secret in
-  # secrets.tf, per function. Every function dials the chains; only
-  # ResubmitSweep signs webhook requests. Each function's service account
-  # may read exactly the secrets listed here for it.
+  # secrets.tf, per function. The functions that dial the chains read
+  # them; only ResubmitSweep signs webhook requests. Each function's service
+  # account may read exactly the secrets listed here for it.
   function_secrets = {
     for k, f in local.functions : k => merge(
-      { TXFENCE_CHAINS = "chains" },
+      f.chains ? { TXFENCE_CHAINS = "chains" } : {},
       k == "resubmit" && local.stuck_webhook_enabled ? { TXFENCE_STUCK_WEBHOOK_SECRET = "stuck_webhook" } : {},
     )
   }
@@ -303,6 +312,7 @@ locals {
           TXFENCE_TRACE_SAMPLE_RATIO = tostring(var.trace_sample_ratio)
         },
         local.auth_env[k],
+        f.chains ? {} : { TXFENCE_CHAINS = "none" },
         k == "resubmit" ? local.stuck_env : {},
         f.env,
         var.extra_env,

@@ -86,3 +86,28 @@ run "publisher_grants_cover_what_each_function_publishes" {
     error_message = "Each publisher grant is roles/pubsub.publisher on the topic its key names."
   }
 }
+
+# Secrets reach exactly the functions that use them: the RPC URLs (and
+# their providers' keys) every function that dials a chain, not the
+# OutboxSweep, which only relays the outbox and is told it dials none.
+run "secrets_only_where_used" {
+  command = apply
+
+  assert {
+    condition     = toset([for k, b in google_secret_manager_secret_iam_member.accessor : b.role if b.secret_id == google_secret_manager_secret.this["chains"].id]) == toset(["roles/secretmanager.secretAccessor"])
+    error_message = "The chains secret is read through roles/secretmanager.secretAccessor on the secret."
+  }
+
+  assert {
+    condition     = toset([for k, b in google_secret_manager_secret_iam_member.accessor : split("/", k)[0] if split("/", k)[1] == "chains"]) == toset(["api", "submit", "receipt", "finality", "resubmit"])
+    error_message = "Only the functions that dial the chains may read txfence-chains (not the OutboxSweep)."
+  }
+
+  assert {
+    condition = (
+      contains([for e in google_cloud_run_v2_service.fn["outbox"].template[0].containers[0].env : "${e.name}=${e.value}" if e.value != null], "TXFENCE_CHAINS=none") &&
+      length([for e in google_cloud_run_v2_service.fn["outbox"].template[0].containers[0].env : e if e.value_source != null && length(e.value_source) > 0]) == 0
+    )
+    error_message = "The OutboxSweep gets TXFENCE_CHAINS=none and no secret."
+  }
+}
