@@ -288,7 +288,13 @@ locals {
 
   # Per-function environment: FUNCTION_TARGET, the shared TXFENCE_* settings,
   # the function's own, then the caller's overrides; never a variable that
-  # comes from a secret.
+  # comes from a secret. Those are named in TXFENCE_SECRETS
+  # (NAME=projects/P/secrets/S/versions/latest,...; shared/secrets): each
+  # process reads them from Secret Manager when it loads its configuration,
+  # rather than Cloud Run at the revision's creation, which fails while a
+  # secret the operators fill themselves (chains = null) has no version
+  # yet. A process whose secret has no version answers 503 and reads it
+  # again at its next request.
   function_env = {
     for k, f in local.functions : k => {
       for name, value in merge(
@@ -317,6 +323,12 @@ locals {
         f.env,
         var.extra_env,
         lookup(var.function_env, k, {}),
+        length(local.function_secrets[k]) == 0 ? {} : {
+          TXFENCE_SECRETS = join(",", [
+            for name in sort(keys(local.function_secrets[k])) :
+            "${name}=${google_secret_manager_secret.this[local.function_secrets[k][name]].id}/versions/latest"
+          ])
+        },
       ) : name => value if !contains(keys(local.function_secrets[k]), name)
     }
   }

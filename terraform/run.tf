@@ -16,8 +16,9 @@
 #            public invoker: only the pusher service account's OIDC tokens are
 #            accepted.
 #
-# Secrets (secrets.tf) arrive as secret environment variables; the plain
-# environment is local.function_env (main.tf). Every service and the job
+# Secrets (secrets.tf) are named in TXFENCE_SECRETS and read from Secret
+# Manager by each process when it loads its configuration; the environment
+# is local.function_env (main.tf). Every service and the job
 # reach Cloud SQL's private IP through Direct VPC egress (network.tf).
 #
 # Image rollouts after the first apply are done by Cloud Build
@@ -94,19 +95,6 @@ resource "google_cloud_run_v2_service" "fn" {
         }
       }
 
-      # Read from Secret Manager when an instance starts.
-      dynamic "env" {
-        for_each = local.function_secrets[each.key]
-        content {
-          name = env.key
-          value_source {
-            secret_key_ref {
-              secret  = google_secret_manager_secret.this[env.value].secret_id
-              version = "latest"
-            }
-          }
-        }
-      }
     }
   }
 
@@ -118,10 +106,10 @@ resource "google_cloud_run_v2_service" "fn" {
     ]
   }
 
-  # A revision starts only if its service account can read a version of
-  # every secret it names: the grants and the versions terraform writes come
-  # first (versions the operators add must exist before the first apply that
-  # creates the services; README, "Secrets").
+  # The grants come first, so that the first load of the configuration can
+  # read the secrets TXFENCE_SECRETS names (whose versions may come later:
+  # secrets.tf), and the versions terraform writes itself, so that it does
+  # not fail for want of one.
   depends_on = [
     google_project_service.apis,
     google_project_iam_member.sql,

@@ -489,3 +489,41 @@ func TestIssue45_ShardWithoutEnvFails(t *testing.T) {
             "${local.db_instances[key].shard}@`)
 	requireTfValidateFails(t, dir, "two_shards", "Every service gets TXFENCE_DATABASES naming both shards")
 }
+
+// TestIssue45_SecretVersionAtCreationFails: services that take the chains
+// as a Cloud Run secret variable (whose version must exist when the
+// service is created, which it does not with chains = null) fail the plan
+// tests.
+func TestIssue45_SecretVersionAtCreationFails(t *testing.T) {
+	toolsReady(t)
+	dir := copyTree(t)
+	edit(t, dir, "run.tf", `      dynamic "env" {
+        for_each = local.function_env[each.key]
+        content {
+          name  = env.key
+          value = env.value
+        }
+      }
+`, `      dynamic "env" {
+        for_each = local.function_env[each.key]
+        content {
+          name  = env.key
+          value = env.value
+        }
+      }
+
+      dynamic "env" {
+        for_each = local.function_secrets[each.key]
+        content {
+          name = "${env.key}_FROM_RUN"
+          value_source {
+            secret_key_ref {
+              secret  = google_secret_manager_secret.this[env.value].secret_id
+              version = "latest"
+            }
+          }
+        }
+      }
+`)
+	requireTfValidateFails(t, dir, "prod_without_chains_applies", "No service takes a Cloud Run secret variable")
+}

@@ -170,8 +170,8 @@ variable "extra_env" {
   default     = {}
 
   validation {
-    condition     = alltrue([for name, value in var.extra_env : !contains(["TXFENCE_CHAINS", "TXFENCE_STUCK_WEBHOOK_SECRET"], name) && !can(regex("(?i)password", value))])
-    error_message = "extra_env must not carry secrets: TXFENCE_CHAINS and TXFENCE_STUCK_WEBHOOK_SECRET come from Secret Manager (chains, stuck_webhook_secret), and no value may hold a password (the database uses IAM authentication)."
+    condition     = alltrue([for name, value in var.extra_env : !contains(["TXFENCE_CHAINS", "TXFENCE_STUCK_WEBHOOK_SECRET", "TXFENCE_SECRETS"], name) && !can(regex("(?i)password", value))])
+    error_message = "extra_env must not carry secrets: TXFENCE_CHAINS and TXFENCE_STUCK_WEBHOOK_SECRET come from Secret Manager (chains, stuck_webhook_secret, named by TXFENCE_SECRETS, which terraform sets), and no value may hold a password (the database uses IAM authentication)."
   }
 }
 
@@ -185,8 +185,8 @@ variable "function_env" {
     error_message = "function_env keys must be among api, submit, receipt, finality, outbox, resubmit."
   }
   validation {
-    condition     = alltrue(flatten([for env in values(var.function_env) : [for name, value in env : !contains(["TXFENCE_CHAINS", "TXFENCE_STUCK_WEBHOOK_SECRET"], name) && !can(regex("(?i)password", value))]]))
-    error_message = "function_env must not carry secrets: TXFENCE_CHAINS and TXFENCE_STUCK_WEBHOOK_SECRET come from Secret Manager, and no value may hold a password (the database uses IAM authentication)."
+    condition     = alltrue(flatten([for env in values(var.function_env) : [for name, value in env : !contains(["TXFENCE_CHAINS", "TXFENCE_STUCK_WEBHOOK_SECRET", "TXFENCE_SECRETS"], name) && !can(regex("(?i)password", value))]]))
+    error_message = "function_env must not carry secrets: TXFENCE_CHAINS and TXFENCE_STUCK_WEBHOOK_SECRET come from Secret Manager (named by TXFENCE_SECRETS, which terraform sets), and no value may hold a password (the database uses IAM authentication)."
   }
 }
 

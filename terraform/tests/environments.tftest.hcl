@@ -77,3 +77,47 @@ run "prod_plans" {
     notification_channels = ["projects/my-project/notificationChannels/1234567890"]
   }
 }
+
+# Prod with the RPC keys kept out of terraform (chains = null: the
+# operators add txfence-chains' versions themselves, after the apply):
+# nothing may need a version of it before the services exist. Cloud Run
+# refuses to create a revision whose secret variable has no version, so no
+# service has one: each names its secrets in TXFENCE_SECRETS and reads
+# them when it loads its configuration. Planned and applied (mocked) with
+# prod's settings.
+run "prod_without_chains_applies" {
+  command = apply
+
+  variables {
+    project                = "my-project"
+    image                  = "us-central1-docker.pkg.dev/my-project/txfence/txfence:abc1234"
+    chains                 = null
+    api_domain             = "txfence.example.com"
+    api_invoker_members    = ["allUsers"]
+    db_availability_type   = "REGIONAL"
+    db_deletion_protection = true
+    min_instances          = { api = 2 }
+  }
+
+  assert {
+    condition     = length(google_secret_manager_secret_version.chains) == 0
+    error_message = "With chains = null terraform writes no version of txfence-chains (the value never passes through it)."
+  }
+
+  assert {
+    condition = alltrue(flatten([
+      for k, svc in google_cloud_run_v2_service.fn : [
+        for e in svc.template[0].containers[0].env : length(e.value_source) == 0
+      ]
+    ]))
+    error_message = "No service takes a Cloud Run secret variable: its creation would fail while the secret has no version."
+  }
+
+  assert {
+    condition = alltrue([
+      for k in ["api", "submit", "receipt", "finality", "resubmit"] :
+      contains([for e in google_cloud_run_v2_service.fn[k].template[0].containers[0].env : "${e.name}=${e.value}" if e.value != null], "TXFENCE_SECRETS=TXFENCE_CHAINS=${google_secret_manager_secret.this["chains"].id}/versions/latest")
+    ])
+    error_message = "The functions that dial chains name txfence-chains' latest version in TXFENCE_SECRETS."
+  }
+}
