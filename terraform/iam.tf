@@ -2,9 +2,14 @@
 #
 #   txfence-api, -submit, -receipt, -finality, -outbox, -resubmit   one per function
 #   txfence-migrate                                       the migration job
+#   txfence-admin                                         the admin job (the first
+#       admin's API key, written to Secret Manager)
 #   txfence-pusher                                        the caller identity of
 #       Pub/Sub push and Cloud Scheduler: its OIDC tokens are what the
 #       non-public services accept (roles/run.invoker on exactly those).
+#   txfence-operator                                      the API's human
+#       operators, by impersonation: their ID tokens (--include-email) name
+#       it, and the first admin's API key is its.
 #
 # The only unconditioned project-wide grants are the two write-only
 # telemetry roles of the functions (Cloud Monitoring metric writer, Cloud
@@ -16,10 +21,13 @@
 # secrets.tf, invoker grants next to the services in run.tf.
 
 locals {
-  # Runtime identities: the functions plus the migrate job.
+  # Runtime identities: the functions plus the migrate and admin jobs.
   runtime_identities = merge(
     { for k, f in local.functions : k => f.description },
-    { migrate = "txfence migration job (goose up): owns the database schema." },
+    {
+      migrate = "txfence migration job (goose up): owns the database schema."
+      admin   = "txfence admin job (functions/admin bootstrap): makes the first admin and writes its API key to Secret Manager."
+    },
   )
 
   # Service account ids (6-30 characters).
@@ -31,6 +39,7 @@ locals {
     outbox   = "txfence-outbox"
     resubmit = "txfence-resubmit"
     migrate  = "txfence-migrate"
+    admin    = "txfence-admin"
   }
 }
 
@@ -50,6 +59,31 @@ resource "google_service_account" "pusher" {
   description  = "Identity of Pub/Sub push deliveries and Cloud Scheduler calls to the txfence functions (OIDC tokens; run.invoker on those services only)."
 
   depends_on = [google_project_service.apis]
+}
+
+# The operators' identity on the API. A person's own Google ID token cannot
+# carry the API's audience, so operators mint the token of this service
+# account by impersonation (roles/iam.serviceAccountTokenCreator on it, for
+# operator_members only):
+#   gcloud auth print-identity-token --impersonate-service-account=EMAIL \
+#     --audiences=API_OIDC_AUDIENCE --include-email
+# (txfence refuses a token without the email claim). It may invoke the API
+# (run.tf) and is the first admin's principal (the admin job), so its ID
+# tokens and that API key are the same principal.
+resource "google_service_account" "operator" {
+  account_id   = "txfence-operator"
+  display_name = "txfence operator"
+  description  = "The identity txfence's operators call the API as, by impersonation (ID tokens), or with the first admin's API key."
+
+  depends_on = [google_project_service.apis]
+}
+
+resource "google_service_account_iam_member" "operator_impersonators" {
+  for_each = toset(var.operator_members)
+
+  service_account_id = google_service_account.operator.name
+  role               = "roles/iam.serviceAccountTokenCreator"
+  member             = each.value
 }
 
 # Cloud SQL: connect through the connector (cloudsql.client) and log in as the

@@ -69,11 +69,32 @@ output "migrate_job" {
   value       = google_cloud_run_v2_job.migrate.name
 }
 
+output "admin_job" {
+  description = "Name of the Cloud Run job that makes the first admin (functions/admin bootstrap)."
+  value       = google_cloud_run_v2_job.admin.name
+}
+
+output "first_admin" {
+  description = "The first admin's principal and the secret the admin job writes its API key to (read it with gcloud secrets versions access latest --secret=SECRET)."
+  value = {
+    principal = local.first_admin_principal
+    secret    = google_secret_manager_secret.first_admin.secret_id
+  }
+}
+
+output "operator_service_account" {
+  description = "The service account operators impersonate for ID tokens (operator_members): gcloud auth print-identity-token --impersonate-service-account=EMAIL --audiences=API_OIDC_AUDIENCE --include-email."
+  value       = google_service_account.operator.email
+}
+
 output "service_accounts" {
   description = "Email of each runtime service account, and of the pusher (Pub/Sub push and Cloud Scheduler caller identity)."
   value = merge(
     { for k, sa in google_service_account.runtime : k => sa.email },
-    { pusher = google_service_account.pusher.email },
+    {
+      pusher   = google_service_account.pusher.email
+      operator = google_service_account.operator.email
+    },
   )
 }
 

@@ -135,9 +135,10 @@ resource "google_cloud_run_v2_service_iam_member" "pusher_invokes" {
   member   = "serviceAccount:${google_service_account.pusher.email}"
 }
 
-# API invokers: exactly api_invoker_members (empty by default: nobody). allUsers
-# is only ever granted when the load balancer (and its Cloud Armor policy) is
-# the way in; then the run.app URL is closed by the ingress setting.
+# API invokers: exactly api_invoker_members (empty by default: nobody), and
+# the operator service account (iam.tf). allUsers is only ever granted when
+# the load balancer (and its Cloud Armor policy) is the way in; then the
+# run.app URL is closed by the ingress setting.
 locals {
   api_invokers = toset([
     for m in var.api_invoker_members : m
@@ -218,6 +219,102 @@ resource "google_cloud_run_v2_job" "migrate" {
     google_project_iam_member.sql,
     google_sql_user.runtime,
     google_sql_database.txfence,
+  ]
+}
+
+resource "google_cloud_run_v2_service_iam_member" "api_operator" {
+  project  = var.project
+  location = var.region
+  name     = google_cloud_run_v2_service.fn["api"].name
+  role     = "roles/run.invoker"
+  member   = "serviceAccount:${google_service_account.operator.email}"
+}
+
+# The admin job: the first admin (functions/admin bootstrap). Run once after
+# the first migration (docs/deploy.md):
+#   gcloud run jobs execute txfence-admin --region REGION --wait
+# It makes first_admin_principal (the operator service account by default)
+# admin of every signer and writes its API key to the secret
+# txfence-first-admin-key, never to its output, which Cloud Logging keeps.
+# Running it again changes nothing while that principal has a key. Other
+# admin commands run with the same job (--args), e.g.
+#   gcloud run jobs execute txfence-admin --region REGION --wait --args=audit,list,--limit,20
+# but never apikey create without --secret: the key would be in the logs.
+locals {
+  first_admin_principal = var.first_admin_principal != "" ? var.first_admin_principal : google_service_account.operator.email
+
+  admin_env = merge(
+    local.common_env,
+    local.db_env["admin"],
+    {
+      TXFENCE_DB_MAX_CONNS = "2"
+      # The actor its audit rows name (cli:txfence-admin-job).
+      USER = "txfence-admin-job"
+    },
+    var.extra_env,
+  )
+}
+
+resource "google_cloud_run_v2_job" "admin" {
+  name     = "txfence-admin"
+  location = var.region
+
+  deletion_protection = var.run_deletion_protection
+
+  template {
+    task_count  = 1
+    parallelism = 1
+
+    template {
+      service_account = google_service_account.runtime["admin"].email
+      timeout         = "300s" # the command gives itself 2 minutes
+      max_retries     = 0      # a rerun changes nothing; a failure wants a look
+
+      vpc_access {
+        egress = local.vpc_egress.egress
+        network_interfaces {
+          network    = local.vpc_egress.network
+          subnetwork = local.vpc_egress.subnetwork
+        }
+      }
+
+      containers {
+        image   = var.image
+        command = ["/admin"]
+        args    = ["bootstrap", "--principal", local.first_admin_principal, "--secret", google_secret_manager_secret.first_admin.id]
+
+        resources {
+          limits = {
+            cpu    = "1"
+            memory = "512Mi"
+          }
+        }
+
+        dynamic "env" {
+          for_each = local.admin_env
+          content {
+            name  = env.key
+            value = env.value
+          }
+        }
+      }
+    }
+  }
+
+  lifecycle {
+    ignore_changes = [
+      template[0].template[0].containers[0].image,
+      client,
+      client_version,
+    ]
+  }
+
+  depends_on = [
+    google_project_service.apis,
+    google_project_iam_member.sql,
+    google_sql_user.runtime,
+    google_sql_database.txfence,
+    google_secret_manager_secret_iam_member.first_admin_writer,
   ]
 }
 

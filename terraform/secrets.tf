@@ -81,3 +81,28 @@ resource "google_secret_manager_secret_iam_member" "accessor" {
   role      = "roles/secretmanager.secretAccessor"
   member    = "serviceAccount:${google_service_account.runtime[each.value.function].email}"
 }
+
+# The first admin's API key: the admin job (run.tf) writes it as a version
+# of this secret (roles/secretmanager.secretVersionAdder, on this secret
+# only: it can add, not read); operators read it with
+#   gcloud secrets versions access latest --secret=txfence-first-admin-key
+# (as project owners, or with roles/secretmanager.secretAccessor on it).
+resource "google_secret_manager_secret" "first_admin" {
+  secret_id = "txfence-first-admin-key"
+
+  labels = {
+    txfence = "first_admin"
+  }
+
+  replication {
+    auto {}
+  }
+
+  depends_on = [google_project_service.apis]
+}
+
+resource "google_secret_manager_secret_iam_member" "first_admin_writer" {
+  secret_id = google_secret_manager_secret.first_admin.id
+  role      = "roles/secretmanager.secretVersionAdder"
+  member    = "serviceAccount:${google_service_account.runtime["admin"].email}"
+}

@@ -249,7 +249,9 @@ moved {
 # with a PostgreSQL provider would put the postgres password into the
 # terraform state.
 locals {
-  db_app_users = [for k in keys(local.runtime_identities) : local.db_users[k] if k != "migrate"]
+  # Members of txfence_app: every identity but the schema's owner.
+  db_app_identities = [for k in keys(local.runtime_identities) : k if k != "migrate"]
+  db_app_users      = [for k in local.db_app_identities : local.db_users[k]]
 
   db_bootstrap_sql = templatefile("${path.module}/templates/db_bootstrap.sql.tftpl", {
     db_name   = local.db_name

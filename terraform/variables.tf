@@ -383,6 +383,30 @@ variable "api_invoker_members" {
   default     = []
 }
 
+variable "operator_members" {
+  description = <<-EOT
+    People (or groups) who operate txfence through its API, e.g.
+    ["group:txfence-ops@example.com"]: they may impersonate the operator
+    service account (txfence-operator) to mint its Google ID tokens, which
+    Cloud Run and txfence accept (it is an invoker of the API and, once the
+    admin job ran, an admin of every signer). Empty: nobody impersonates it;
+    the first admin's API key (Secret Manager) is the way in.
+  EOT
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for m in var.operator_members : can(regex("^(user|group|serviceAccount|domain):", m))])
+    error_message = "Each operator member is user:, group:, serviceAccount: or domain: an identity."
+  }
+}
+
+variable "first_admin_principal" {
+  description = "The principal the admin job makes admin of every signer and gives the first API key (written to the secret txfence-first-admin-key). Empty: the operator service account's email, so that its ID tokens and that key are one principal."
+  type        = string
+  default     = ""
+}
+
 variable "api_allowed_cidrs" {
   description = "Source CIDRs allowed through the load balancer. Non-empty: the Cloud Armor policy rate-limits these and denies everything else (403). Empty: every source is allowed, rate-limited."
   type        = list(string)

@@ -68,7 +68,10 @@ module "txfence" {
   api_domain          = var.api_domain
   api_invoker_members = var.api_invoker_members
   api_allowed_cidrs   = var.api_allowed_cidrs
-  api_direct_ingress  = var.api_domain == "" && length(var.api_invoker_members) > 0
+  operator_members    = var.operator_members
+  # Without a load balancer, the run.app URL takes the invokers' and the
+  # operators' IAM-authenticated calls.
+  api_direct_ingress = var.api_domain == "" && (length(var.api_invoker_members) > 0 || length(var.operator_members) > 0)
 
   network_name    = "txfence-dev"
   run_subnet_cidr = "10.8.0.0/26"

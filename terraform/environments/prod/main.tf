@@ -72,6 +72,7 @@ module "txfence" {
   api_domain          = var.api_domain
   api_invoker_members = var.api_invoker_members
   api_allowed_cidrs   = var.api_allowed_cidrs
+  operator_members    = var.operator_members
   api_rate_limit      = var.api_rate_limit
   api_ssl_profile     = var.api_ssl_profile
 

@@ -135,6 +135,12 @@ variable "api_invoker_members" {
   type        = list(string)
 }
 
+variable "operator_members" {
+  description = "Who operates txfence through its API by impersonating the operator service account (ID tokens with --include-email), e.g. [\"group:txfence-ops@example.com\"]; empty: the first admin's API key only."
+  type        = list(string)
+  default     = []
+}
+
 variable "api_allowed_cidrs" {
   description = "Source ranges the load balancer lets through (empty: all, rate-limited)."
   type        = list(string)
