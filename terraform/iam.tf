@@ -157,21 +157,66 @@ resource "google_service_account_iam_member" "pubsub_agent_mints_pusher_tokens" 
   depends_on = [google_project_service.apis]
 }
 
-# CI/CD: the identity running cloudbuild.yaml updates the services and the
-# migrate job (run.developer) and must be allowed to deploy revisions that
-# run as the runtime service accounts (serviceAccountUser on each).
-resource "google_project_iam_member" "deployer_run" {
-  count = var.deployer_service_account != "" ? 1 : 0
+# CI/CD: the identity running cloudbuild.yaml, scoped to what it does:
+# update and execute the migrate job, update each function's service (each
+# binding on that resource, not run.developer on the project), and act as
+# the service accounts those run as, because deploying a revision is acting
+# as its account: Submit's and ResubmitSweep's, which may sign, are among
+# them, since their services are deployed too; the admin job's, the
+# pusher's and the operators' are not (CI never deploys as them). Plus
+# writing images to the repository the image variable names, seeing
+# earlier builds (cloudbuild.yaml's serialize step) and writing its logs.
+locals {
+  deployer        = var.deployer_service_account != "" ? "serviceAccount:${var.deployer_service_account}" : ""
+  deployed_by_ci  = concat(keys(local.functions), ["migrate"])
+  deployer_enable = var.deployer_service_account != ""
 
-  project = var.project
-  role    = "roles/run.developer"
-  member  = "serviceAccount:${var.deployer_service_account}"
+  # REGION-docker.pkg.dev/PROJECT/REPOSITORY/IMAGE[:TAG|@DIGEST]
+  image_repository = try(regex("^([a-z0-9-]+)-docker\\.pkg\\.dev/([^/]+)/([^/]+)/", var.image), null)
+}
+
+resource "google_cloud_run_v2_service_iam_member" "deployer" {
+  for_each = local.deployer_enable ? local.functions : {}
+
+  project  = var.project
+  location = var.region
+  name     = google_cloud_run_v2_service.fn[each.key].name
+  role     = "roles/run.developer"
+  member   = local.deployer
+}
+
+resource "google_cloud_run_v2_job_iam_member" "deployer_migrate" {
+  count = local.deployer_enable ? 1 : 0
+
+  project  = var.project
+  location = var.region
+  name     = google_cloud_run_v2_job.migrate.name
+  role     = "roles/run.developer"
+  member   = local.deployer
 }
 
 resource "google_service_account_iam_member" "deployer_acts_as" {
-  for_each = var.deployer_service_account != "" ? local.runtime_identities : {}
+  for_each = local.deployer_enable ? toset(local.deployed_by_ci) : toset([])
 
   service_account_id = google_service_account.runtime[each.key].name
   role               = "roles/iam.serviceAccountUser"
-  member             = "serviceAccount:${var.deployer_service_account}"
+  member             = local.deployer
+}
+
+resource "google_artifact_registry_repository_iam_member" "deployer_writes_images" {
+  count = local.deployer_enable && local.image_repository != null ? 1 : 0
+
+  project    = local.image_repository[1]
+  location   = local.image_repository[0]
+  repository = local.image_repository[2]
+  role       = "roles/artifactregistry.writer"
+  member     = local.deployer
+}
+
+resource "google_project_iam_member" "deployer_project" {
+  for_each = local.deployer_enable ? toset(["roles/cloudbuild.builds.viewer", "roles/logging.logWriter"]) : toset([])
+
+  project = var.project
+  role    = each.value
+  member  = local.deployer
 }

@@ -527,3 +527,51 @@ func TestIssue45_SecretVersionAtCreationFails(t *testing.T) {
 `)
 	requireTfValidateFails(t, dir, "prod_without_chains_applies", "No service takes a Cloud Run secret variable")
 }
+
+// TestIssue45_CIScopeFails: the CI identity with run.developer on the
+// project again fails the plan tests.
+func TestIssue45_CIScopeFails(t *testing.T) {
+	toolsReady(t)
+	dir := copyTree(t)
+	edit(t, dir, "iam.tf", `toset(["roles/cloudbuild.builds.viewer", "roles/logging.logWriter"])`,
+		`toset(["roles/cloudbuild.builds.viewer", "roles/logging.logWriter", "roles/run.developer"])`)
+	requireTfValidateFails(t, dir, "ci_identity_is_scoped", "no run.developer on the project")
+}
+
+// TestIssue45_CloudBuildDeploys: cloudbuild.yaml deploys one build at a
+// time (a serialize step before the migration, on the txfence-deploy tag),
+// by the digest it pushed rather than the tag, one service after the other
+// with each new revision checked ready and serving, and then smoke-tests
+// the API, putting it back on its previous revision when that fails.
+func TestIssue45_CloudBuildDeploys(t *testing.T) {
+	raw, err := os.ReadFile("../cloudbuild.yaml")
+	require.NoError(t, err)
+	var cb struct {
+		cloudBuild `yaml:",inline"`
+		Tags       []string `yaml:"tags"`
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &cb))
+	steps := map[string]string{}
+	waits := map[string][]string{}
+	for _, s := range cb.Steps {
+		steps[s.ID] = strings.Join(s.Args, " ")
+		waits[s.ID] = s.WaitFor
+	}
+	assert.Contains(t, cb.Tags, "txfence-deploy")
+	require.Contains(t, steps, "serialize")
+	assert.Contains(t, steps["serialize"], "--ongoing")
+	assert.Contains(t, steps["serialize"], "tags=txfence-deploy")
+	assert.Equal(t, []string{"push"}, waits["serialize"])
+	assert.Equal(t, []string{"serialize"}, waits["migrate"], "the migration waits for earlier deploys")
+	assert.Contains(t, steps["push"], "RepoDigests", "the push step records the digest")
+	for _, id := range []string{"migrate", "deploy"} {
+		assert.Contains(t, steps[id], `--image="$$REF"`, "step %s deploys by digest", id)
+		assert.NotContains(t, steps[id], "--image=${_REGION}", "step %s does not deploy by tag", id)
+	}
+	assert.Contains(t, steps["deploy"], "latestReadyRevisionName")
+	assert.Contains(t, steps["deploy"], "txfence-resubmit-sweep txfence-api; do", "the API last")
+	require.Contains(t, steps, "smoke")
+	assert.Equal(t, []string{"deploy"}, waits["smoke"])
+	assert.Contains(t, steps["smoke"], "/v1/openapi.json")
+	assert.Contains(t, steps["smoke"], "update-traffic txfence-api")
+}

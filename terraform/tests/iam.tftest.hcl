@@ -111,3 +111,42 @@ run "secrets_only_where_used" {
     error_message = "The OutboxSweep gets TXFENCE_CHAINS=none and no secret."
   }
 }
+
+# The CI identity (cloudbuild.yaml) may do what the pipeline does and no
+# more: run.developer on each service and on the migrate job, never on the
+# project; act-as on the service accounts of what it deploys (the six
+# functions, the signing ones included because their services are
+# deployed, and the migrate job), never on the admin job's, the pusher's
+# or the operators'; images to the image's own repository.
+run "ci_identity_is_scoped" {
+  command = plan
+
+  variables {
+    deployer_service_account = "txfence-ci@p.iam.gserviceaccount.com"
+  }
+
+  assert {
+    condition     = length([for k, b in google_project_iam_member.deployer_project : b.role if !contains(["roles/cloudbuild.builds.viewer", "roles/logging.logWriter"], b.role)]) == 0
+    error_message = "The CI identity's only project-wide roles are the read-only build viewer and the log writer (no run.developer on the project)."
+  }
+
+  assert {
+    condition     = toset(keys(google_cloud_run_v2_service_iam_member.deployer)) == toset(keys(local.functions)) && alltrue([for k, b in google_cloud_run_v2_service_iam_member.deployer : b.role == "roles/run.developer" && b.member == "serviceAccount:txfence-ci@p.iam.gserviceaccount.com"])
+    error_message = "The CI identity has run.developer on each function's service."
+  }
+
+  assert {
+    condition     = length(google_cloud_run_v2_job_iam_member.deployer_migrate) == 1 && google_cloud_run_v2_job_iam_member.deployer_migrate[0].role == "roles/run.developer"
+    error_message = "The CI identity may update and execute the migrate job."
+  }
+
+  assert {
+    condition     = toset(keys(google_service_account_iam_member.deployer_acts_as)) == toset(["api", "submit", "receipt", "finality", "outbox", "resubmit", "migrate"])
+    error_message = "The CI identity acts as exactly the service accounts of the services and job it deploys: not the admin job's."
+  }
+
+  assert {
+    condition     = length(google_artifact_registry_repository_iam_member.deployer_writes_images) == 1 && google_artifact_registry_repository_iam_member.deployer_writes_images[0].repository == "txfence" && google_artifact_registry_repository_iam_member.deployer_writes_images[0].location == "us-central1"
+    error_message = "The CI identity writes images to the image's repository only."
+  }
+}
