@@ -95,6 +95,24 @@ resource "google_cloud_run_v2_service" "fn" {
         }
       }
 
+      # Submit and Receipt scale from zero on a push, behind Direct VPC
+      # egress, whose first connections may take a minute or more: an
+      # instance gets pushes only once its databases answer (GET /ready,
+      # functions/internal/ready; database settings only, so a first
+      # deploy passes before the schema exists). Up to 4 minutes, Cloud
+      # Run's limit. The sweeps get none: any request runs a sweep, and
+      # the next minute's call retries anyway.
+      dynamic "startup_probe" {
+        for_each = each.value.trigger == "push" ? [1] : []
+        content {
+          period_seconds    = 10
+          timeout_seconds   = 5
+          failure_threshold = 24
+          http_get {
+            path = "/ready"
+          }
+        }
+      }
     }
   }
 

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/txfence/txfence/functions/internal/deps"
 	fnevent "github.com/txfence/txfence/functions/internal/event"
+	"github.com/txfence/txfence/functions/internal/ready"
 	"github.com/txfence/txfence/shared/app"
 	"github.com/txfence/txfence/shared/metrics"
 )
@@ -59,8 +61,10 @@ func (h *Handler) Handle(ctx context.Context, e event.Event) error {
 }
 
 // The Functions Framework's own CloudEvent serving can wedge under concurrent
-// pushes (see fnevent.Handler).
-func init() { functions.HTTP("Receipt", fnevent.Handler(handle)) }
+// pushes (see fnevent.Handler). GET /ready is Cloud Run's startup probe.
+func init() {
+	functions.HTTP("Receipt", ready.Probe(ready.Databases(os.LookupEnv), fnevent.Handler(handle)))
+}
 
 var lazy = deps.Lazy[*Handler]{Build: Build}
 

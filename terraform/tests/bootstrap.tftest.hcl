@@ -121,3 +121,25 @@ run "bootstrap_jobs" {
     error_message = "Operators may impersonate the operator service account, which may invoke the API."
   }
 }
+
+# Submit and Receipt, which scale from zero on pushes behind Direct VPC
+# egress, take traffic only once their startup probe reached the database;
+# the sweeps have none (a request to them runs a sweep).
+run "startup_probes" {
+  command = plan
+
+  assert {
+    condition = alltrue([
+      for k in ["submit", "receipt"] :
+      length(google_cloud_run_v2_service.fn[k].template[0].containers[0].startup_probe) == 1 &&
+      google_cloud_run_v2_service.fn[k].template[0].containers[0].startup_probe[0].http_get[0].path == "/ready" &&
+      google_cloud_run_v2_service.fn[k].template[0].containers[0].startup_probe[0].period_seconds * google_cloud_run_v2_service.fn[k].template[0].containers[0].startup_probe[0].failure_threshold <= 240
+    ])
+    error_message = "Submit and Receipt have an HTTP startup probe on /ready, within Cloud Run's 240s."
+  }
+
+  assert {
+    condition     = alltrue([for k in ["finality", "outbox", "resubmit"] : length(google_cloud_run_v2_service.fn[k].template[0].containers[0].startup_probe) == 0])
+    error_message = "No sweep has an HTTP startup probe: every request to a sweep runs it."
+  }
+}
