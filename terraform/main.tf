@@ -139,7 +139,7 @@ locals {
     finality = {
       service     = "txfence-finality-sweep"
       target      = "FinalitySweep"
-      description = "txfence FinalitySweep: Cloud Scheduler every minute; sweeps confirmations, reorgs and outcomes until the next minute's run has begun."
+      description = "txfence FinalitySweep: Cloud Scheduler every minute; sweeps confirmations, reorgs and outcomes for 65s, until the next minute's run has begun."
       trigger     = "schedule"
       timeout     = 120 # > the ~65s sweep plus start-up and the last pass
       concurrency = 1   # one sweep per instance: it is a long, CPU-light loop

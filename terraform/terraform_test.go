@@ -575,3 +575,222 @@ func TestIssue45_CloudBuildDeploys(t *testing.T) {
 	assert.Contains(t, steps["smoke"], "/v1/openapi.json")
 	assert.Contains(t, steps["smoke"], "update-traffic txfence-api")
 }
+
+// shellCommands returns the commands of the ```sh blocks of a Markdown
+// page: logical lines (continuations joined), comments dropped, split at
+// |, ||, && and ; outside quotes, the commands inside $(...) included,
+// leading variable assignments and shell keywords skipped.
+func shellCommands(md string) []string {
+	var cmds []string
+	for _, block := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(md, -1) {
+		for _, line := range strings.Split(strings.ReplaceAll(block[1], "\\\n", " "), "\n") {
+			cmds = append(cmds, lineCommands(line)...)
+		}
+	}
+	return cmds
+}
+
+// lineCommands splits one shell line into its commands (see
+// shellCommands).
+func lineCommands(line string) []string {
+	var cmds, words []string
+	var word strings.Builder
+	inWord := false
+	endWord := func() {
+		if inWord {
+			words = append(words, word.String())
+			word.Reset()
+			inWord = false
+		}
+	}
+	endCmd := func() {
+		endWord()
+		for len(words) > 0 && (regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`).MatchString(words[0]) ||
+			map[string]bool{"do": true, "done": true, "then": true, "fi": true, "if": true, "while": true, "else": true}[words[0]]) {
+			words = words[1:]
+		}
+		if len(words) > 0 && words[0] == "for" {
+			words = nil // for X in ...: the list's commands are in its $(...)
+		}
+		if len(words) > 0 {
+			cmds = append(cmds, strings.Join(words, " "))
+		}
+		words = nil
+	}
+	// sub reads a $(...) starting at i (at the "("), returns its end.
+	var sub func(i int) int
+	sub = func(i int) int {
+		depth, quote := 0, byte(0)
+		for j := i; j < len(line); j++ {
+			c := line[j]
+			switch {
+			case quote == '\'':
+				if c == '\'' {
+					quote = 0
+				}
+			case quote == '"' && c == '"':
+				quote = 0
+			case quote == 0 && (c == '\'' || c == '"'):
+				quote = c
+			case c == '(' && quote != '\'':
+				depth++
+			case c == ')' && quote != '\'':
+				depth--
+				if depth == 0 {
+					cmds = append(cmds, lineCommands(line[i+1:j])...)
+					return j
+				}
+			}
+		}
+		return len(line) - 1
+	}
+	quote := byte(0)
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case quote == '\'':
+			word.WriteByte(c)
+			if c == '\'' {
+				quote = 0
+			}
+		case c == '$' && i+1 < len(line) && line[i+1] == '(':
+			end := sub(i + 1)
+			word.WriteString("$(...)")
+			inWord = true
+			i = end
+		case quote == '"':
+			word.WriteByte(c)
+			if c == '\\' && i+1 < len(line) {
+				i++
+				word.WriteByte(line[i])
+			} else if c == '"' {
+				quote = 0
+			}
+		case c == '\'' || c == '"':
+			quote = c
+			word.WriteByte(c)
+			inWord = true
+		case c == '#' && !inWord:
+			i = len(line) // a comment
+		case c == ' ' || c == '\t':
+			endWord()
+		case c == '|' || c == ';' || c == '&' && i+1 < len(line) && line[i+1] == '&':
+			endCmd()
+			if i+1 < len(line) && (line[i+1] == '|' || line[i+1] == '&') {
+				i++
+			}
+		default:
+			word.WriteByte(c)
+			inWord = true
+		}
+	}
+	endCmd()
+	return cmds
+}
+
+// TestIssue45_DeployDoc: docs/deploy.md takes a fresh project to a serving
+// API in commands, and its checklist names every one of them (each command
+// starts with a checklist entry, each entry is used, each test it names
+// exists); the README links it. The commands that need no project, the
+// configuration edits of steps 5 and 13, are run here on copies of both
+// environments' examples.
+func TestIssue45_DeployDoc(t *testing.T) {
+	raw, err := os.ReadFile("../docs/deploy.md")
+	require.NoError(t, err)
+	doc := string(raw)
+	readme, err := os.ReadFile("../README.md")
+	require.NoError(t, err)
+	assert.True(t, strings.Contains(string(readme), "(docs/deploy.md)"), "the README links docs/deploy.md")
+
+	for _, step := range []string{"APIs", "state bucket", "image repository", "first image", "RPC URLs", "Apply",
+		"bootstrap", "first credential", "Signer keys", "DNS and the certificate", "first transaction",
+		"alerts on txfence's own metrics", "Adding a shard"} {
+		assert.Regexp(t, `(?im)^## \d+\. .*`+regexp.QuoteMeta(step), doc, "a step for %s", step)
+	}
+
+	// The checklist: | `command` | checked by |.
+	_, checklist, found := strings.Cut(doc, "\n## Checklist\n")
+	require.True(t, found, "docs/deploy.md has a Checklist section")
+	entries := map[string]string{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `([^`]+)` \\| (.+?) \\|$").FindAllStringSubmatch(checklist, -1) {
+		entries[m[1]] = m[2]
+	}
+	require.NotEmpty(t, entries)
+	used := map[string]bool{}
+	for _, cmd := range shellCommands(doc) {
+		best := ""
+		for e := range entries {
+			if (cmd == e || strings.HasPrefix(cmd, e+" ")) && len(e) > len(best) {
+				best = e
+			}
+		}
+		if assert.NotEmpty(t, best, "the checklist names the command %q", cmd) {
+			used[best] = true
+		}
+	}
+	var tests []byte
+	require.NoError(t, filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		tests = append(tests, b...)
+		return err
+	}))
+	for e, by := range entries {
+		assert.True(t, used[e], "checklist entry %q is a command of the page", e)
+		assert.Regexp(t, `fresh project|TestIssue`, by, "entry %q says what checks it", e)
+		for _, name := range regexp.MustCompile(`TestIssue\d+_\w+`).FindAllString(by, -1) {
+			assert.Contains(t, string(tests), "func "+name+"(", "entry %q names a test that exists", e)
+		}
+	}
+
+	// Steps 5 and 13, run on copies of each environment's examples.
+	block := func(after, contains string) string {
+		_, rest, ok := strings.Cut(doc, after)
+		require.True(t, ok, "docs/deploy.md has %q", after)
+		for _, m := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(rest, -1) {
+			if strings.Contains(m[1], contains) {
+				return m[1]
+			}
+		}
+		t.Fatalf("no sh block with %q after %q", contains, after)
+		return ""
+	}
+	configure := block("## 5. ", "cp backend.hcl.example")
+	var alerts []string
+	for _, line := range strings.Split(block("## 13. ", "workload_metric_alerts"), "\n") {
+		if strings.Contains(line, "terraform.tfvars") {
+			alerts = append(alerts, line)
+		}
+	}
+	require.Len(t, alerts, 2, "step 13 edits terraform.tfvars in two lines")
+	for _, env := range []string{"dev", "prod"} {
+		t.Run(env, func(t *testing.T) {
+			root := t.TempDir()
+			dst := filepath.Join(root, "terraform", "environments", env)
+			require.NoError(t, os.MkdirAll(dst, 0o755))
+			for _, f := range []string{"backend.hcl.example", "terraform.tfvars.example"} {
+				b, err := os.ReadFile(filepath.Join("environments", env, f))
+				require.NoError(t, err)
+				require.NoError(t, os.WriteFile(filepath.Join(dst, f), b, 0o644))
+			}
+			project := "acme-txfence-" + env
+			script := "set -euo pipefail\nENV=" + env + "\nPROJECT=" + project + "\n" + configure + "\n" + strings.Join(alerts, "\n") + "\n"
+			cmd := exec.Command("bash", "-c", script)
+			cmd.Dir = root
+			out, err := cmd.CombinedOutput()
+			require.NoError(t, err, "steps 5 and 13:\n%s", out)
+
+			backend, err := os.ReadFile(filepath.Join(dst, "backend.hcl"))
+			require.NoError(t, err)
+			assert.Contains(t, string(backend), `bucket = "`+project+`-tfstate"`)
+			assert.Contains(t, string(backend), `prefix = "txfence/`+env+`"`)
+			vars, err := os.ReadFile(filepath.Join(dst, "terraform.tfvars"))
+			require.NoError(t, err)
+			assert.Contains(t, string(vars), `project = "`+project+`"`)
+			assert.NotContains(t, string(vars), "my-project", "every example project is replaced")
+			assert.Equal(t, 1, strings.Count(string(vars), "workload_metric_alerts = true"), "step 13 turns the alerts on once")
+		})
+	}
+}

@@ -59,7 +59,8 @@ variable "signers" {
   description = <<-EOT
     Signing addresses and their Cloud KMS key versions. Every function gets the
     addresses (TXFENCE_SIGNERS, which the API and the sweeps use to know which
-    signers this deployment serves); only Submit gets the key references
+    signers this deployment serves); only the signing functions, Submit and
+    ResubmitSweep (fee bumps, cancels, placeholders), get the key references
     (ADDRESS=kms:KEY_VERSION) and KMS permissions. Keys created by this module
     (signer_keys) appear here only after their addresses are derived: see
     README, "Signer keys".
