@@ -77,3 +77,8 @@ output "operator_service_account" {
   description = "The service account operators impersonate for ID tokens."
   value       = module.txfence.operator_service_account
 }
+
+output "db_users" {
+  description = "IAM database user of each runtime service account (the restore runbook imports them)."
+  value       = module.txfence.db_users
+}
