@@ -27,13 +27,18 @@ func toolsReady(t *testing.T) {
 	}
 }
 
-// copyModule copies the module's .tf files into a fresh directory.
+// copyModule copies the module's .tf files and the templates they render
+// into a fresh directory.
 func copyModule(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	files, err := filepath.Glob("*.tf")
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
+	templates, err := filepath.Glob("templates/*")
+	require.NoError(t, err)
+	files = append(files, templates...)
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "templates"), 0o755))
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		require.NoError(t, err)
@@ -66,7 +71,7 @@ func TestIssue13_TfValidateCatchesBrokenAttribute(t *testing.T) {
 	sql := filepath.Join(dir, "sql.tf")
 	b, err := os.ReadFile(sql)
 	require.NoError(t, err)
-	broken := strings.Replace(string(b), "    tier              = var.db_tier", "    tierr             = var.db_tier", 1)
+	broken := strings.Replace(string(b), "    tier              = each.value.tier", "    tierr             = each.value.tier", 1)
 	require.NotEqual(t, string(b), broken, "the attribute to break is in sql.tf")
 	require.NoError(t, os.WriteFile(sql, []byte(broken), 0o644))
 
@@ -388,7 +393,7 @@ func edit(t *testing.T, dir, file, old, new string) {
 	path := filepath.Join(dir, file)
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
-	require.Contains(t, string(b), old, "the text to break is in %s", file)
+	require.True(t, strings.Contains(string(b), old), "the text to break is in %s:\n%s", file, old)
 	require.NoError(t, os.WriteFile(path, []byte(strings.Replace(string(b), old, new, 1)), 0o644))
 }
 
@@ -411,11 +416,12 @@ func requireTfValidateFails(t *testing.T, dir, run string, want ...string) {
 // (tests/*.tftest.hcl) on a copy of the module as it is, and they pass; the
 // break tests below each change one thing in such a copy.
 func TestIssue45_PlanTestsPass(t *testing.T) {
+	t.Parallel()
 	toolsReady(t)
 	out, err := validate(t, copyTree(t))
 	require.NoError(t, err, "the module and its plan tests pass:\n%s", out)
 	assert.Contains(t, out, "plan tests pass")
-	for _, file := range []string{"environments", "alerts", "iam"} {
+	for _, file := range []string{"environments", "alerts", "iam", "sharding", "bootstrap"} {
 		assert.Contains(t, out, "tests/"+file+".tftest.hcl")
 	}
 }
@@ -423,12 +429,15 @@ func TestIssue45_PlanTestsPass(t *testing.T) {
 // TestIssue45_MissingGrantFails: Submit without its grant on the submit
 // topic (it re-prompts itself there) fails the plan tests.
 func TestIssue45_MissingGrantFails(t *testing.T) {
+	t.Parallel()
 	toolsReady(t)
 	dir := copyTree(t)
 	edit(t, dir, "main.tf", `publishes   = ["submit", "receipt", "completion"]
       signs       = true
+      chains      = true
       env         = { TXFENCE_SUBMIT_BUDGET`, `publishes   = ["receipt", "completion"]
       signs       = true
+      chains      = true
       env         = { TXFENCE_SUBMIT_BUDGET`)
 	requireTfValidateFails(t, dir, "publisher_grants_cover_what_each_function_publishes", "submit/submit missing")
 }
@@ -438,6 +447,7 @@ func TestIssue45_MissingGrantFails(t *testing.T) {
 // absence condition of old, which Cloud Monitoring refused on the first
 // apply) fails the plan tests.
 func TestIssue45_LateMetricAlertFails(t *testing.T) {
+	t.Parallel()
 	toolsReady(t)
 	dir := copyTree(t)
 	edit(t, dir, "monitoring.tf", `      disable_metric_validation = true
@@ -482,6 +492,7 @@ resource "google_monitoring_alert_policy" "stuck" {`)
 // TestIssue45_ShardWithoutEnvFails: a shard whose instance is created but
 // not wired into the services' TXFENCE_DATABASES fails the plan tests.
 func TestIssue45_ShardWithoutEnvFails(t *testing.T) {
+	t.Parallel()
 	toolsReady(t)
 	dir := copyTree(t)
 	edit(t, dir, "main.tf", `            for key in local.shard_keys :
@@ -495,6 +506,7 @@ func TestIssue45_ShardWithoutEnvFails(t *testing.T) {
 // service is created, which it does not with chains = null) fail the plan
 // tests.
 func TestIssue45_SecretVersionAtCreationFails(t *testing.T) {
+	t.Parallel()
 	toolsReady(t)
 	dir := copyTree(t)
 	edit(t, dir, "run.tf", `      dynamic "env" {
@@ -531,6 +543,7 @@ func TestIssue45_SecretVersionAtCreationFails(t *testing.T) {
 // TestIssue45_CIScopeFails: the CI identity with run.developer on the
 // project again fails the plan tests.
 func TestIssue45_CIScopeFails(t *testing.T) {
+	t.Parallel()
 	toolsReady(t)
 	dir := copyTree(t)
 	edit(t, dir, "iam.tf", `toset(["roles/cloudbuild.builds.viewer", "roles/logging.logWriter"])`,
@@ -793,4 +806,24 @@ func TestIssue45_DeployDoc(t *testing.T) {
 			assert.Equal(t, 1, strings.Count(string(vars), "workload_metric_alerts = true"), "step 13 turns the alerts on once")
 		})
 	}
+}
+
+// TestIssue45_AlertsAllChecked: every alert policy of monitoring.tf is in
+// local.alert_policies, the map the plan tests check (no condition on a
+// metric that does not exist at the first apply) and the alert_policies
+// output lists, so a policy added later cannot escape either.
+func TestIssue45_AlertsAllChecked(t *testing.T) {
+	src, err := os.ReadFile("monitoring.tf")
+	require.NoError(t, err)
+	mon := string(src)
+	block := regexp.MustCompile(`(?s)\n  alert_policies = merge\((.*?)\n  \)\n`).FindStringSubmatch(mon)
+	require.NotNil(t, block, "monitoring.tf defines local.alert_policies")
+	names := regexp.MustCompile(`(?m)^resource "google_monitoring_alert_policy" "(\w+)"`).FindAllStringSubmatch(mon, -1)
+	require.GreaterOrEqual(t, len(names), 12)
+	for _, n := range names {
+		assert.Contains(t, block[1], "google_monitoring_alert_policy."+n[1], "local.alert_policies lists %s", n[1])
+	}
+	out, err := os.ReadFile("outputs.tf")
+	require.NoError(t, err)
+	assert.Regexp(t, `(?s)output "alert_policies" \{.*?for k, p in local\.alert_policies`, string(out), "the output lists every policy")
 }
