@@ -334,11 +334,12 @@ locals {
   }
 
   # The migrate command reads only the database variables; its pool is
-  # small (goose works on one connection, plus the session lock's).
+  # small (goose works on a connection or two, plus its session lock's),
+  # within the budget's reserve (sql.tf).
   migrate_env = merge(
     local.common_env,
     local.db_env["migrate"],
-    { TXFENCE_DB_MAX_CONNS = "2" },
+    { TXFENCE_DB_MAX_CONNS = "4" },
     var.extra_env,
   )
 
