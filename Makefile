@@ -107,8 +107,9 @@ vet:
 	$(GO) vet ./...
 
 ## tf-validate: terraform fmt -check and terraform validate of the module
-## (terraform/) and of every environment (terraform/environments/*),
-## offline, against the real schema of the google provider
+## (terraform/) and of every environment (terraform/environments/*), and
+## the plan tests (terraform/tests: terraform test with a mocked google
+## provider), offline, against the real schema of the google provider
 ## (terraform/tools/tf-validate.sh). Uses terraform when it is on PATH, else
 ## OpenTofu; both OpenTofu and the provider are built from the Go module
 ## proxy (terraform/tools/{tofu,provider-google}, pinned) and cached in
@@ -116,7 +117,8 @@ vet:
 ## takes ~750-800 CPU-seconds (6-7 min idle, 13-16 min under the load of other
 ## builds) and OpenTofu, only when terraform is not on PATH, as much again;
 ## with the Go build cache warm each only links (~30s); with the binaries
-## cached, validating the module and both environments takes ~25s.
+## cached, validating the module and both environments and running the
+## plan tests takes ~40s.
 tf-validate:
 	GO=$(GO) terraform/tools/tf-validate.sh
 

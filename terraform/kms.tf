@@ -1,6 +1,7 @@
 # Signer keys in Cloud KMS. The private keys never leave the HSM; only the
-# Submit function may sign with them (rebroadcasts by the finality sweep reuse
-# the persisted raw bytes, so nothing else needs a key).
+# signing functions may sign with them: Submit (first attempts) and
+# ResubmitSweep (fee bumps, cancels, placeholders). Rebroadcasts reuse the
+# persisted raw bytes, so nothing else needs a key.
 #
 # Two ways to provide signers, combinable:
 #   - bring your own key versions: list them in var.signers;

@@ -60,22 +60,31 @@ locals {
   #   concurrency  requests per instance
   #   min, max     default instance bounds (var.min_instances / max_instances override)
   #   db_conns     TXFENCE_DB_MAX_CONNS: default pool size per instance
-  #                (var.db_pool_sizes overrides). Sum over functions of
-  #                max x db_conns = api 10x10 + submit 20x5 + receipt 20x5
-  #                + finality 2x4 + outbox 2x2 + resubmit 2x4 = 320; with 10
-  #                reserved for the migrate job and operators, 330 of
-  #                db_max_connections (400), checked in sql.tf.
+  #                and shard (var.db_pool_sizes overrides). Sum over
+  #                functions of max x db_conns = api 10x10 + submit 20x5 +
+  #                receipt 20x5 + finality 2x4 + outbox 2x2 + resubmit 2x4
+  #                = 320 on every shard; with a rollout's second revision
+  #                of the largest (100) and 10 reserved for the jobs and
+  #                operators, 430 of db_max_connections (500), checked in
+  #                sql.tf with the alert threshold.
   #   publishes    topics (keys of local.topics) it writes outbox rows for and
   #                publishes to, as functions/internal/deps.Publishes lists
   #                them (a test compares the two): api creates (submit
-  #                prompt); submit marks TRACKING (receipt) or STUCK
-  #                (completion) and hands a drain on (submit); receipt marks
-  #                MINED, which frees in-flight room (submit); the finality
-  #                sweep marks MINED too (submit), handles reorgs (receipt)
-  #                and writes outcomes (completion); the outbox sweep relays
-  #                anyone's rows (all three).
+  #                prompt); submit marks
+  #                TRACKING (receipt) or STUCK (completion) and re-prompts
+  #                itself at the end of its budget and after a lease
+  #                hand-over (submit); receipt marks MINED, which frees
+  #                in-flight room (submit); the finality sweep marks MINED
+  #                too (submit), handles reorgs (receipt) and writes outcomes
+  #                (completion); the resubmit sweep re-prompts (submit),
+  #                tracks replacements (receipt) and reports STUCK
+  #                (completion); the outbox sweep relays anyone's rows (all
+  #                three).
   #   signs        needs the KMS keys (Submit and ResubmitSweep sign; rebroadcasts reuse
   #                the persisted raw bytes)
+  #   chains       dials the chains, so reads TXFENCE_CHAINS (the RPC URLs
+  #                and their provider keys); the OutboxSweep only relays the
+  #                outbox and gets TXFENCE_CHAINS=none instead
   #   env          function-specific environment
   functions = {
     api = {
@@ -92,6 +101,7 @@ locals {
       memory      = "512Mi"
       publishes   = ["submit"]
       signs       = false
+      chains      = true
       env         = {}
     }
     submit = {
@@ -108,6 +118,7 @@ locals {
       memory      = "512Mi"
       publishes   = ["submit", "receipt", "completion"]
       signs       = true
+      chains      = true
       env         = { TXFENCE_SUBMIT_BUDGET = "${local.submit_budget_seconds}s" }
     }
     receipt = {
@@ -124,12 +135,13 @@ locals {
       memory      = "512Mi"
       publishes   = ["submit"]
       signs       = false
+      chains      = true
       env         = {}
     }
     finality = {
       service     = "txfence-finality-sweep"
       target      = "FinalitySweep"
-      description = "txfence FinalitySweep: Cloud Scheduler every minute; sweeps confirmations, reorgs and outcomes until the next minute's run has begun."
+      description = "txfence FinalitySweep: Cloud Scheduler every minute; sweeps confirmations, reorgs and outcomes for 65s, until the next minute's run has begun."
       trigger     = "schedule"
       timeout     = 120 # > the ~65s sweep plus start-up and the last pass
       concurrency = 1   # one sweep per instance: it is a long, CPU-light loop
@@ -140,6 +152,7 @@ locals {
       memory      = "512Mi"
       publishes   = ["submit", "receipt", "completion"]
       signs       = false
+      chains      = true
       env         = { TXFENCE_FINALITY_BUDGET = "${local.finality_budget_seconds}s" }
     }
     outbox = {
@@ -156,6 +169,7 @@ locals {
       memory      = "512Mi"
       publishes   = ["submit", "receipt", "completion"]
       signs       = false
+      chains      = false
       env         = {}
     }
     resubmit = {
@@ -172,6 +186,7 @@ locals {
       memory      = "512Mi"
       publishes   = ["submit", "receipt", "completion"]
       signs       = true # fee bumps, cancels and placeholders are new signatures
+      chains      = true
       env         = {}
     }
   }
@@ -190,22 +205,42 @@ locals {
   signers_addresses_env = join(",", [for s in var.signers : s.address])
   signers_keys_env      = join(",", [for s in var.signers : "${s.address}=kms:${s.kms_key_version}"])
 
-  # Database connection. The functions and the migrate job dial Cloud SQL with
-  # the Go connector (cloud.google.com/go/cloudsqlconn) when
-  # TXFENCE_CLOUDSQL_INSTANCE is set, at the instance's private IP
-  # (TXFENCE_CLOUDSQL_PRIVATE_IP, through Direct VPC egress: network.tf), with
-  # automatic IAM database authentication: the login is the runtime service
-  # account's IAM database user, no password exists anywhere. The connector
-  # encrypts the connection itself, hence sslmode=disable; the DSN host is
-  # ignored.
+  # Database connection. The functions and the jobs dial Cloud SQL with the
+  # Go connector (cloud.google.com/go/cloudsqlconn) at the instance's private
+  # IP (TXFENCE_CLOUDSQL_PRIVATE_IP, through Direct VPC egress: network.tf),
+  # with automatic IAM database authentication: the login is the runtime
+  # service account's IAM database user, no password exists anywhere. The
+  # connector encrypts the connection itself, hence sslmode=disable; the
+  # DSN host is ignored.
   db_name = "txfence"
 
-  # Environment shared by every function and the migrate job.
+  # Environment shared by every function and the jobs.
   common_env = {
-    TXFENCE_CLOUDSQL_INSTANCE   = google_sql_database_instance.main.connection_name
     TXFENCE_CLOUDSQL_IAM_AUTH   = "true"
     TXFENCE_CLOUDSQL_PRIVATE_IP = "true"
     TXFENCE_LOG_LEVEL           = var.log_level
+  }
+
+  # The databases of each identity (sql.tf): with shards, TXFENCE_DATABASES
+  # (NAME@PROJECT:REGION:INSTANCE=URL|..., the home shard first;
+  # shared/config/shards.go) and the signer map; with one database,
+  # TXFENCE_CLOUDSQL_INSTANCE and TXFENCE_DATABASE_URL, exactly as before
+  # sharding (shared/config refuses the two forms together).
+  db_env = {
+    for k in keys(local.runtime_identities) : k => (
+      local.sharded ? merge(
+        {
+          TXFENCE_DATABASES = join("|", [
+            for key in local.shard_keys :
+            "${local.db_instances[key].shard}@${google_sql_database_instance.db[key].connection_name}=user=${local.db_users[k]} dbname=${local.db_name} sslmode=disable"
+          ])
+        },
+        var.shard_map != "" ? { TXFENCE_SHARD_MAP = var.shard_map } : {},
+        ) : {
+        TXFENCE_CLOUDSQL_INSTANCE = google_sql_database_instance.db["main"].connection_name
+        TXFENCE_DATABASE_URL      = "user=${local.db_users[k]} dbname=${local.db_name} sslmode=disable"
+      }
+    )
   }
 
   # The API's URL as its callers name it: the audience of the Google ID
@@ -243,26 +278,32 @@ locals {
   )
 
   # Secret environment variables: variable name => key of the secret in
-  # secrets.tf, per function. Every function dials the chains; only
-  # ResubmitSweep signs webhook requests. Each function's service account
-  # may read exactly the secrets listed here for it.
+  # secrets.tf, per function. The functions that dial the chains read
+  # them; only ResubmitSweep signs webhook requests. Each function's service
+  # account may read exactly the secrets listed here for it.
   function_secrets = {
     for k, f in local.functions : k => merge(
-      { TXFENCE_CHAINS = "chains" },
+      f.chains ? { TXFENCE_CHAINS = "chains" } : {},
       k == "resubmit" && local.stuck_webhook_enabled ? { TXFENCE_STUCK_WEBHOOK_SECRET = "stuck_webhook" } : {},
     )
   }
 
   # Per-function environment: FUNCTION_TARGET, the shared TXFENCE_* settings,
   # the function's own, then the caller's overrides; never a variable that
-  # comes from a secret.
+  # comes from a secret. Those are named in TXFENCE_SECRETS
+  # (NAME=projects/P/secrets/S/versions/latest,...; shared/secrets): each
+  # process reads them from Secret Manager when it loads its configuration,
+  # rather than Cloud Run at the revision's creation, which fails while a
+  # secret the operators fill themselves (chains = null) has no version
+  # yet. A process whose secret has no version answers 503 and reads it
+  # again at its next request.
   function_env = {
     for k, f in local.functions : k => {
       for name, value in merge(
         local.common_env,
+        local.db_env[k],
         {
           FUNCTION_TARGET          = f.target
-          TXFENCE_DATABASE_URL     = "user=${local.db_users[k]} dbname=${local.db_name} sslmode=disable"
           TXFENCE_DB_MAX_CONNS     = tostring(local.db_pool_sizes[k])
           TXFENCE_PROJECT          = var.project
           TXFENCE_TOPIC_SUBMIT     = local.topics.submit
@@ -279,18 +320,28 @@ locals {
           TXFENCE_TRACE_SAMPLE_RATIO = tostring(var.trace_sample_ratio)
         },
         local.auth_env[k],
+        f.chains ? {} : { TXFENCE_CHAINS = "none" },
         k == "resubmit" ? local.stuck_env : {},
         f.env,
         var.extra_env,
         lookup(var.function_env, k, {}),
+        length(local.function_secrets[k]) == 0 ? {} : {
+          TXFENCE_SECRETS = join(",", [
+            for name in sort(keys(local.function_secrets[k])) :
+            "${name}=${google_secret_manager_secret.this[local.function_secrets[k][name]].id}/versions/latest"
+          ])
+        },
       ) : name => value if !contains(keys(local.function_secrets[k]), name)
     }
   }
 
-  # The migrate command reads only the database variables.
+  # The migrate command reads only the database variables; its pool is
+  # small (goose works on a connection or two, plus its session lock's),
+  # within the budget's reserve (sql.tf).
   migrate_env = merge(
     local.common_env,
-    { TXFENCE_DATABASE_URL = "user=${local.db_users["migrate"]} dbname=${local.db_name} sslmode=disable" },
+    local.db_env["migrate"],
+    { TXFENCE_DB_MAX_CONNS = "4" },
     var.extra_env,
   )
 

@@ -20,15 +20,26 @@
 #   pending_oldest_age_seconds and outbox_oldest_age_seconds DOUBLE);
 #   TestIssue13_ExportToCloudMonitoring
 #   (functions/internal/exporttest) checks exactly this against a fake of
-#   Cloud Monitoring. Conditions on them
-#   are PromQL (a metric type maps to workload_googleapis_com:NAME, a
-#   distribution to NAME_bucket/_count/_sum), with metric validation off:
-#   Cloud Monitoring only knows a workload metric once it was first written,
-#   and an alert policy on an unknown metric would otherwise fail to create
-#   on a fresh project.
+#   Cloud Monitoring. Cloud Monitoring only knows a workload metric once it
+#   was first written, and refuses a condition on an unknown metric (404
+#   "Cannot find metric(s)"), which would fail the first apply on a fresh
+#   project. So:
+#     - threshold conditions on them are PromQL (a metric type maps to
+#       workload_googleapis_com:NAME, a distribution to
+#       NAME_bucket/_count/_sum) with disable_metric_validation, the one
+#       kind of condition Cloud Monitoring creates on a metric that does not
+#       exist yet (the provider's documentation of the field says so);
+#     - metric-filter conditions on them (absence) exist only with
+#       var.workload_metric_alerts, which docs/deploy.md turns on once the
+#       first OutboxSweep has written its figures (and the command there
+#       checks that it did).
+#   tests/alerts.tftest.hcl checks both rules on every policy of
+#   local.alert_policies.
 #
 #   Google's own metrics (Cloud Run request counts, Cloud SQL, Pub/Sub) always
-#   exist; their conditions are plain metric filters.
+#   exist; their conditions are plain metric filters. A broken sweep is
+#   told by those (its Cloud Run service answering no 2xx), not by the
+#   figures the sweep itself writes, which stop with it.
 
 locals {
   # One label set for everything this file creates.
@@ -47,9 +58,15 @@ locals {
     lease_takeovers = "${var.runbook_url}#lease-take-overs-churning"
     outbox          = "${var.runbook_url}#outbox-not-draining"
     contradicted    = "${var.runbook_url}#a-failed-outcome-contradicted-by-the-chain"
+    sweep           = "${var.runbook_url}#a-sweep-not-succeeding"
+    metrics_absent  = "${var.runbook_url}#txfence-metrics-not-arriving"
   }
 
-  sql_database_id = "${var.project}:${var.db_instance_name}"
+  # Cloud SQL's database_id of each instance (project:instance), by key.
+  sql_database_ids   = { for k, d in local.db_instances : k => "${var.project}:${d.name}" }
+  sql_instances_text = join(", ", [for k in local.shard_keys : local.db_instances[k].name])
+  # The dashboard's PromQL matcher for all of them.
+  sql_database_ids_re = join("|", [for k in local.shard_keys : local.sql_database_ids[k]])
 }
 
 resource "google_monitoring_alert_policy" "fenced_writes" {
@@ -155,8 +172,9 @@ resource "google_monitoring_alert_policy" "outbox" {
       Invocations publish their rows within seconds and the sweep retries
       every minute, so publishing has been failing for minutes: Pub/Sub
       permissions, a topic removed, or a Pub/Sub outage. Nothing is lost,
-      but prompts (so broadcasts) and completion messages wait. Also when
-      no figures arrived for 20 minutes: the OutboxSweep is not running.
+      but prompts (so broadcasts) and completion messages wait. (An
+      OutboxSweep that does not run at all is the alert "OutboxSweep not
+      succeeding".)
 
       Runbook: ${local.runbook.outbox}
     EOT
@@ -173,23 +191,6 @@ resource "google_monitoring_alert_policy" "outbox" {
       duration                  = "60s"
       evaluation_interval       = "60s"
       disable_metric_validation = true
-    }
-  }
-
-  # Only the OutboxSweep writes these figures: when it stops running (its
-  # Cloud Scheduler job paused or failing), they stop arriving instead of
-  # growing. Met only once the metric has been written since the policy
-  # was created, so a fresh project does not page.
-  conditions {
-    display_name = "no outbox figures for 20 minutes (the OutboxSweep is not running)"
-    condition_absent {
-      filter   = "resource.type = \"generic_task\" AND metric.type = \"workload.googleapis.com/outbox_oldest_age_seconds\""
-      duration = "1200s"
-      aggregations {
-        alignment_period     = "300s"
-        per_series_aligner   = "ALIGN_MAX"
-        cross_series_reducer = "REDUCE_MAX"
-      }
     }
   }
 
@@ -420,10 +421,11 @@ resource "google_monitoring_alert_policy" "sql_cpu" {
     subject   = "txfence: Cloud SQL CPU above ${var.alert_thresholds.sql_cpu * 100}% for 10 minutes"
     mime_type = "text/markdown"
     content   = <<-EOT
-      The CPU of Cloud SQL instance ${var.db_instance_name}, txfence's only
-      authority, has been above ${var.alert_thresholds.sql_cpu} for 10
-      minutes. Every lease, allocation and receipt write goes through it:
-      latencies and lease losses (fenced writes) follow.
+      The CPU of a Cloud SQL instance of txfence (${local.sql_instances_text}),
+      the only authority of its signers, has been above
+      ${var.alert_thresholds.sql_cpu} for 10 minutes. Every lease,
+      allocation and receipt write goes through it: latencies and lease
+      losses (fenced writes) follow.
 
       Runbook: ${local.runbook.sql_cpu}
     EOT
@@ -433,17 +435,21 @@ resource "google_monitoring_alert_policy" "sql_cpu" {
     }
   }
 
-  conditions {
-    display_name = "cpu/utilization > ${var.alert_thresholds.sql_cpu}"
-    condition_threshold {
-      filter          = "resource.type = \"cloudsql_database\" AND resource.label.database_id = \"${local.sql_database_id}\" AND metric.type = \"cloudsql.googleapis.com/database/cpu/utilization\""
-      comparison      = "COMPARISON_GT"
-      threshold_value = var.alert_thresholds.sql_cpu
-      duration        = "600s"
+  # One condition per instance (shard).
+  dynamic "conditions" {
+    for_each = local.shard_keys
+    content {
+      display_name = local.sharded ? "${local.db_instances[conditions.value].name}: cpu/utilization > ${var.alert_thresholds.sql_cpu}" : "cpu/utilization > ${var.alert_thresholds.sql_cpu}"
+      condition_threshold {
+        filter          = "resource.type = \"cloudsql_database\" AND resource.label.database_id = \"${local.sql_database_ids[conditions.value]}\" AND metric.type = \"cloudsql.googleapis.com/database/cpu/utilization\""
+        comparison      = "COMPARISON_GT"
+        threshold_value = var.alert_thresholds.sql_cpu
+        duration        = "600s"
 
-      aggregations {
-        alignment_period   = "60s"
-        per_series_aligner = "ALIGN_MEAN"
+        aggregations {
+          alignment_period   = "60s"
+          per_series_aligner = "ALIGN_MEAN"
+        }
       }
     }
   }
@@ -466,13 +472,15 @@ resource "google_monitoring_alert_policy" "sql_connections" {
     subject   = "txfence: Cloud SQL connections above ${var.alert_thresholds.sql_connections_ratio * 100}% of max_connections"
     mime_type = "text/markdown"
     content   = <<-EOT
-      Connections to ${var.db_instance_name} (all databases) are above
-      ${var.alert_thresholds.sql_connections_ratio} of max_connections
-      (${var.db_max_connections}). At the limit new connections are refused
-      and the functions answer 503 / retry. The pools are sized so that every
-      function at its maximum instance count fits (${local.db_connection_budget}
-      of ${var.db_max_connections}); more means a pool or instance limit was
-      raised, or something else connects.
+      Connections to a Cloud SQL instance of txfence (${local.sql_instances_text};
+      all databases) are above ${var.alert_thresholds.sql_connections_ratio}
+      of its max_connections. At the limit new connections are refused and
+      the functions answer 503 / retry. The pools are sized so that every
+      function at its maximum instance count fits under this threshold
+      (${local.db_pool_peak + local.db_connections_reserved} connections at
+      most, ${local.db_connection_budget} during a rollout); more means a
+      rollout of several services at once, a pool or instance limit raised,
+      or something else connecting.
 
       Runbook: ${local.runbook.sql_connections}
     EOT
@@ -482,18 +490,22 @@ resource "google_monitoring_alert_policy" "sql_connections" {
     }
   }
 
-  conditions {
-    display_name = "postgresql/num_backends > ${var.alert_thresholds.sql_connections_ratio} x ${var.db_max_connections}"
-    condition_threshold {
-      filter          = "resource.type = \"cloudsql_database\" AND resource.label.database_id = \"${local.sql_database_id}\" AND metric.type = \"cloudsql.googleapis.com/database/postgresql/num_backends\""
-      comparison      = "COMPARISON_GT"
-      threshold_value = floor(var.alert_thresholds.sql_connections_ratio * var.db_max_connections)
-      duration        = "300s"
+  # One condition per instance (shard), each against its own max_connections.
+  dynamic "conditions" {
+    for_each = local.shard_keys
+    content {
+      display_name = "${local.sharded ? "${local.db_instances[conditions.value].name}: " : ""}postgresql/num_backends > ${var.alert_thresholds.sql_connections_ratio} x ${local.db_instances[conditions.value].max_connections}"
+      condition_threshold {
+        filter          = "resource.type = \"cloudsql_database\" AND resource.label.database_id = \"${local.sql_database_ids[conditions.value]}\" AND metric.type = \"cloudsql.googleapis.com/database/postgresql/num_backends\""
+        comparison      = "COMPARISON_GT"
+        threshold_value = floor(var.alert_thresholds.sql_connections_ratio * local.db_instances[conditions.value].max_connections)
+        duration        = "300s"
 
-      aggregations {
-        alignment_period     = "60s"
-        per_series_aligner   = "ALIGN_MEAN"
-        cross_series_reducer = "REDUCE_SUM"
+        aggregations {
+          alignment_period     = "60s"
+          per_series_aligner   = "ALIGN_MEAN"
+          cross_series_reducer = "REDUCE_SUM"
+        }
       }
     }
   }
@@ -545,6 +557,166 @@ resource "google_monitoring_alert_policy" "lease_takeovers" {
   }
 
   depends_on = [google_project_service.apis]
+}
+
+# A sweep that stopped succeeding: its Cloud Scheduler job paused, failing
+# to call it (IAM, a deleted service), or every run answering an error or
+# timing out. Cloud Run's request counts exist from the first minute, so
+# these are created on the first apply; a metric-absence condition only
+# fires once the metric had data since the policy was created, so a fresh
+# project does not page before its first successful run. The figures the
+# sweeps write themselves (pending_oldest_age_seconds by ResubmitSweep,
+# outbox_oldest_age_seconds by OutboxSweep) cannot tell this: they stop
+# with the sweep.
+resource "google_monitoring_alert_policy" "sweep" {
+  for_each = local.schedules
+
+  display_name          = "txfence: ${local.functions[each.key].target} not succeeding"
+  combiner              = "OR"
+  severity              = "ERROR"
+  notification_channels = var.notification_channels
+  user_labels           = local.monitoring_labels
+
+  documentation {
+    subject   = "txfence: ${local.functions[each.key].target} has not completed a run for 10 minutes, or most of its runs fail"
+    mime_type = "text/markdown"
+    content   = <<-EOT
+      ${local.functions[each.key].service} (${local.functions[each.key].target}), called by the Cloud
+      Scheduler job ${each.value.name} every minute, answered no 2xx for
+      10 minutes, or more than half of its answers over 30 minutes were
+      5xx. ${local.sweep_duty[each.key]}
+
+      Runbook: ${local.runbook.sweep}
+    EOT
+    links {
+      display_name = "Runbook: a sweep not succeeding"
+      url          = local.runbook.sweep
+    }
+  }
+
+  conditions {
+    display_name = "no 2xx answer of ${local.functions[each.key].service} for 10 minutes"
+    condition_absent {
+      filter   = "resource.type = \"cloud_run_revision\" AND resource.label.service_name = \"${local.functions[each.key].service}\" AND metric.type = \"run.googleapis.com/request_count\" AND metric.label.response_code_class = \"2xx\""
+      duration = "600s"
+      aggregations {
+        alignment_period     = "300s"
+        per_series_aligner   = "ALIGN_SUM"
+        cross_series_reducer = "REDUCE_SUM"
+      }
+    }
+  }
+
+  conditions {
+    display_name = "5xx / all answers of ${local.functions[each.key].service} > 0.5 over 30 minutes"
+    condition_threshold {
+      filter             = "resource.type = \"cloud_run_revision\" AND resource.label.service_name = \"${local.functions[each.key].service}\" AND metric.type = \"run.googleapis.com/request_count\" AND metric.label.response_code_class = \"5xx\""
+      denominator_filter = "resource.type = \"cloud_run_revision\" AND resource.label.service_name = \"${local.functions[each.key].service}\" AND metric.type = \"run.googleapis.com/request_count\""
+      comparison         = "COMPARISON_GT"
+      threshold_value    = 0.5
+      duration           = "0s"
+
+      aggregations {
+        alignment_period     = "1800s"
+        per_series_aligner   = "ALIGN_RATE"
+        cross_series_reducer = "REDUCE_SUM"
+      }
+      denominator_aggregations {
+        alignment_period     = "1800s"
+        per_series_aligner   = "ALIGN_RATE"
+        cross_series_reducer = "REDUCE_SUM"
+      }
+    }
+  }
+
+  alert_strategy {
+    auto_close = "1800s"
+  }
+
+  depends_on = [google_project_service.apis]
+}
+
+# txfence's own figures stopped arriving: the OutboxSweep writes
+# outbox_oldest_age_seconds after every run, 0 when nothing waits, so its
+# absence means either that sweep is not running (its own alert says so
+# too) or export to Cloud Monitoring is broken, and then every alert on
+# txfence's metrics above is blind. A metric-filter condition on a workload
+# metric: only with var.workload_metric_alerts (see the top of this file).
+resource "google_monitoring_alert_policy" "metrics_absent" {
+  count = var.workload_metric_alerts ? 1 : 0
+
+  display_name          = "txfence: metrics not arriving"
+  combiner              = "OR"
+  severity              = "ERROR"
+  notification_channels = var.notification_channels
+  user_labels           = local.monitoring_labels
+
+  documentation {
+    subject   = "txfence: no outbox figures for 20 minutes: the OutboxSweep is not running or metrics are not exported"
+    mime_type = "text/markdown"
+    content   = <<-EOT
+      No value of `outbox_oldest_age_seconds` arrived for 20 minutes. The
+      OutboxSweep writes it after every run (0 when nothing waits), so
+      either it does not run, or txfence's metrics do not reach Cloud
+      Monitoring (the runtime service accounts' roles/monitoring.metricWriter,
+      TXFENCE_TELEMETRY, the exporter's errors in the logs); in that case
+      the alerts on txfence's own metrics cannot fire.
+
+      Runbook: ${local.runbook.metrics_absent}
+    EOT
+    links {
+      display_name = "Runbook: txfence metrics not arriving"
+      url          = local.runbook.metrics_absent
+    }
+  }
+
+  conditions {
+    display_name = "no outbox_oldest_age_seconds for 20 minutes"
+    condition_absent {
+      filter   = "resource.type = \"generic_task\" AND metric.type = \"workload.googleapis.com/outbox_oldest_age_seconds\""
+      duration = "1200s"
+      aggregations {
+        alignment_period     = "300s"
+        per_series_aligner   = "ALIGN_MAX"
+        cross_series_reducer = "REDUCE_MAX"
+      }
+    }
+  }
+
+  alert_strategy {
+    auto_close = "1800s"
+  }
+
+  depends_on = [google_project_service.apis]
+}
+
+locals {
+  # What each sweep's silence costs, for its alert's documentation.
+  sweep_duty = {
+    finality = "Nothing reaches CONFIRMED or FAILED_FINAL meanwhile: confirmations, reorg handling and outcomes (the completion feed and topic) wait, and receipts Receipt missed are not picked up."
+    outbox   = "Outbox rows their writers did not publish wait: prompts (so broadcasts and receipt checks) and completion messages are late."
+    resubmit = "Fee bumps, rebroadcasts, re-prompts of stranded work, STUCK detection and resolution, and admin actions wait; the pending-age figures it writes stop too, so \"pending transactions too old\" cannot fire."
+  }
+
+  # Every alert policy, by name: the alert_policies output and the plan
+  # tests (tests/alerts.tftest.hcl) read this map, so a policy must be
+  # listed here (terraform_test.go checks that each one is).
+  alert_policies = merge(
+    {
+      fenced_writes   = google_monitoring_alert_policy.fenced_writes
+      pending_age     = google_monitoring_alert_policy.pending_age
+      outbox          = google_monitoring_alert_policy.outbox
+      stuck           = google_monitoring_alert_policy.stuck
+      contradicted    = google_monitoring_alert_policy.contradicted
+      dead_letters    = google_monitoring_alert_policy.dead_letters
+      api_5xx         = google_monitoring_alert_policy.api_5xx
+      sql_cpu         = google_monitoring_alert_policy.sql_cpu
+      sql_connections = google_monitoring_alert_policy.sql_connections
+      lease_takeovers = google_monitoring_alert_policy.lease_takeovers
+    },
+    { for k, p in google_monitoring_alert_policy.sweep : "sweep_${k}" => p },
+    { for p in google_monitoring_alert_policy.metrics_absent : "metrics_absent" => p },
+  )
 }
 
 # The operators' dashboard: the signers' pipeline, latencies, what is stuck
@@ -646,14 +818,14 @@ locals {
     {
       title = "Cloud SQL: CPU and memory utilization"
       queries = {
-        cpu    = "max(cloudsql_googleapis_com:database_cpu_utilization{database_id=\"${local.sql_database_id}\"})"
-        memory = "max(cloudsql_googleapis_com:database_memory_utilization{database_id=\"${local.sql_database_id}\"})"
+        cpu    = "max by (database_id) (cloudsql_googleapis_com:database_cpu_utilization{database_id=~\"${local.sql_database_ids_re}\"})"
+        memory = "max by (database_id) (cloudsql_googleapis_com:database_memory_utilization{database_id=~\"${local.sql_database_ids_re}\"})"
       }
     },
     {
-      title = "Cloud SQL: connections (max_connections ${var.db_max_connections})"
+      title = "Cloud SQL: connections by instance (max_connections ${join(", ", distinct([for k in local.shard_keys : tostring(local.db_instances[k].max_connections)]))})"
       queries = {
-        connections = "sum(cloudsql_googleapis_com:database_postgresql_num_backends{database_id=\"${local.sql_database_id}\"})"
+        connections = "sum by (database_id) (cloudsql_googleapis_com:database_postgresql_num_backends{database_id=~\"${local.sql_database_ids_re}\"})"
       }
     },
     {

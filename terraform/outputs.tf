@@ -39,8 +39,19 @@ output "deadletter_subscription" {
 }
 
 output "sql_connection_name" {
-  description = "Cloud SQL instance connection name (project:region:instance), as in TXFENCE_CLOUDSQL_INSTANCE."
-  value       = google_sql_database_instance.main.connection_name
+  description = "Connection name (project:region:instance) of the Cloud SQL instance of the one database, or of the home shard: TXFENCE_CLOUDSQL_INSTANCE, or the first of TXFENCE_DATABASES."
+  value       = google_sql_database_instance.db["main"].connection_name
+}
+
+output "sql_instances" {
+  description = "Every Cloud SQL instance by shard name (\"\" for the one database without shards): its name, connection name and private IP."
+  value = {
+    for k, d in local.db_instances : d.shard => {
+      name            = google_sql_database_instance.db[k].name
+      connection_name = google_sql_database_instance.db[k].connection_name
+      private_ip      = google_sql_database_instance.db[k].private_ip_address
+    }
+  }
 }
 
 output "db_users" {
@@ -58,11 +69,32 @@ output "migrate_job" {
   value       = google_cloud_run_v2_job.migrate.name
 }
 
+output "admin_job" {
+  description = "Name of the Cloud Run job that makes the first admin (functions/admin bootstrap)."
+  value       = google_cloud_run_v2_job.admin.name
+}
+
+output "first_admin" {
+  description = "The first admin's principal and the secret the admin job writes its API key to (read it with gcloud secrets versions access latest --secret=SECRET)."
+  value = {
+    principal = local.first_admin_principal
+    secret    = google_secret_manager_secret.first_admin.secret_id
+  }
+}
+
+output "operator_service_account" {
+  description = "The service account operators impersonate for ID tokens (operator_members): gcloud auth print-identity-token --impersonate-service-account=EMAIL --audiences=API_OIDC_AUDIENCE --include-email."
+  value       = google_service_account.operator.email
+}
+
 output "service_accounts" {
   description = "Email of each runtime service account, and of the pusher (Pub/Sub push and Cloud Scheduler caller identity)."
   value = merge(
     { for k, sa in google_service_account.runtime : k => sa.email },
-    { pusher = google_service_account.pusher.email },
+    {
+      pusher   = google_service_account.pusher.email
+      operator = google_service_account.operator.email
+    },
   )
 }
 
@@ -86,12 +118,12 @@ output "network" {
   value = {
     network        = google_compute_network.txfence.name
     subnetwork     = google_compute_subnetwork.run.name
-    sql_private_ip = google_sql_database_instance.main.private_ip_address
+    sql_private_ip = google_sql_database_instance.db["main"].private_ip_address
   }
 }
 
 output "db_connection_budget" {
-  description = "Connections the functions may open at their maximum instance counts, plus 10 for the migrate job and operators; at most db_max_connections."
+  description = "Connections each instance (every shard) may get: the functions' pools at their maximum instance counts, a rollout's second revision of the largest, and 10 for the jobs and operators; at most its max_connections (checked at plan)."
   value       = local.db_connection_budget
 }
 
@@ -101,15 +133,6 @@ output "dashboard" {
 }
 
 output "alert_policies" {
-  description = "Alert policy names by alert, each linking to its docs/runbook.md section."
-  value = {
-    fenced_writes   = google_monitoring_alert_policy.fenced_writes.name
-    pending_age     = google_monitoring_alert_policy.pending_age.name
-    stuck           = google_monitoring_alert_policy.stuck.name
-    dead_letters    = google_monitoring_alert_policy.dead_letters.name
-    api_5xx         = google_monitoring_alert_policy.api_5xx.name
-    sql_cpu         = google_monitoring_alert_policy.sql_cpu.name
-    sql_connections = google_monitoring_alert_policy.sql_connections.name
-    lease_takeovers = google_monitoring_alert_policy.lease_takeovers.name
-  }
+  description = "Alert policy names by alert (every policy of monitoring.tf; sweep_* per sweep, metrics_absent with workload_metric_alerts), each linking to its docs/runbook.md section."
+  value       = { for k, p in local.alert_policies : k => p.name }
 }

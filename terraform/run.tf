@@ -16,8 +16,9 @@
 #            public invoker: only the pusher service account's OIDC tokens are
 #            accepted.
 #
-# Secrets (secrets.tf) arrive as secret environment variables; the plain
-# environment is local.function_env (main.tf). Every service and the job
+# Secrets (secrets.tf) are named in TXFENCE_SECRETS and read from Secret
+# Manager by each process when it loads its configuration; the environment
+# is local.function_env (main.tf). Every service and the job
 # reach Cloud SQL's private IP through Direct VPC egress (network.tf).
 #
 # Image rollouts after the first apply are done by Cloud Build
@@ -94,16 +95,21 @@ resource "google_cloud_run_v2_service" "fn" {
         }
       }
 
-      # Read from Secret Manager when an instance starts.
-      dynamic "env" {
-        for_each = local.function_secrets[each.key]
+      # Submit and Receipt scale from zero on a push, behind Direct VPC
+      # egress, whose first connections may take a minute or more: an
+      # instance gets pushes only once its databases answer (GET /ready,
+      # functions/internal/ready; database settings only, so a first
+      # deploy passes before the schema exists). Up to 4 minutes, Cloud
+      # Run's limit. The sweeps get none: any request runs a sweep, and
+      # the next minute's call retries anyway.
+      dynamic "startup_probe" {
+        for_each = each.value.trigger == "push" ? [1] : []
         content {
-          name = env.key
-          value_source {
-            secret_key_ref {
-              secret  = google_secret_manager_secret.this[env.value].secret_id
-              version = "latest"
-            }
+          period_seconds    = 10
+          timeout_seconds   = 5
+          failure_threshold = 24
+          http_get {
+            path = "/ready"
           }
         }
       }
@@ -118,10 +124,10 @@ resource "google_cloud_run_v2_service" "fn" {
     ]
   }
 
-  # A revision starts only if its service account can read a version of
-  # every secret it names: the grants and the versions terraform writes come
-  # first (versions the operators add must exist before the first apply that
-  # creates the services; README, "Secrets").
+  # The grants come first, so that the first load of the configuration can
+  # read the secrets TXFENCE_SECRETS names (whose versions may come later:
+  # secrets.tf), and the versions terraform writes itself, so that it does
+  # not fail for want of one.
   depends_on = [
     google_project_service.apis,
     google_project_iam_member.sql,
@@ -147,9 +153,10 @@ resource "google_cloud_run_v2_service_iam_member" "pusher_invokes" {
   member   = "serviceAccount:${google_service_account.pusher.email}"
 }
 
-# API invokers: exactly api_invoker_members (empty by default: nobody). allUsers
-# is only ever granted when the load balancer (and its Cloud Armor policy) is
-# the way in; then the run.app URL is closed by the ingress setting.
+# API invokers: exactly api_invoker_members (empty by default: nobody), and
+# the operator service account (iam.tf). allUsers is only ever granted when
+# the load balancer (and its Cloud Armor policy) is the way in; then the
+# run.app URL is closed by the ingress setting.
 locals {
   api_invokers = toset([
     for m in var.api_invoker_members : m
@@ -230,6 +237,102 @@ resource "google_cloud_run_v2_job" "migrate" {
     google_project_iam_member.sql,
     google_sql_user.runtime,
     google_sql_database.txfence,
+  ]
+}
+
+resource "google_cloud_run_v2_service_iam_member" "api_operator" {
+  project  = var.project
+  location = var.region
+  name     = google_cloud_run_v2_service.fn["api"].name
+  role     = "roles/run.invoker"
+  member   = "serviceAccount:${google_service_account.operator.email}"
+}
+
+# The admin job: the first admin (functions/admin bootstrap). Run once after
+# the first migration (docs/deploy.md):
+#   gcloud run jobs execute txfence-admin --region REGION --wait
+# It makes first_admin_principal (the operator service account by default)
+# admin of every signer and writes its API key to the secret
+# txfence-first-admin-key, never to its output, which Cloud Logging keeps.
+# Running it again changes nothing while that principal has a key. Other
+# admin commands run with the same job (--args), e.g.
+#   gcloud run jobs execute txfence-admin --region REGION --wait --args=audit,list,--limit,20
+# but never apikey create without --secret: the key would be in the logs.
+locals {
+  first_admin_principal = var.first_admin_principal != "" ? var.first_admin_principal : google_service_account.operator.email
+
+  admin_env = merge(
+    local.common_env,
+    local.db_env["admin"],
+    {
+      TXFENCE_DB_MAX_CONNS = "2"
+      # The actor its audit rows name (cli:txfence-admin-job).
+      USER = "txfence-admin-job"
+    },
+    var.extra_env,
+  )
+}
+
+resource "google_cloud_run_v2_job" "admin" {
+  name     = "txfence-admin"
+  location = var.region
+
+  deletion_protection = var.run_deletion_protection
+
+  template {
+    task_count  = 1
+    parallelism = 1
+
+    template {
+      service_account = google_service_account.runtime["admin"].email
+      timeout         = "300s" # the command gives itself 2 minutes
+      max_retries     = 0      # a rerun changes nothing; a failure wants a look
+
+      vpc_access {
+        egress = local.vpc_egress.egress
+        network_interfaces {
+          network    = local.vpc_egress.network
+          subnetwork = local.vpc_egress.subnetwork
+        }
+      }
+
+      containers {
+        image   = var.image
+        command = ["/admin"]
+        args    = ["bootstrap", "--principal", local.first_admin_principal, "--secret", google_secret_manager_secret.first_admin.id]
+
+        resources {
+          limits = {
+            cpu    = "1"
+            memory = "512Mi"
+          }
+        }
+
+        dynamic "env" {
+          for_each = local.admin_env
+          content {
+            name  = env.key
+            value = env.value
+          }
+        }
+      }
+    }
+  }
+
+  lifecycle {
+    ignore_changes = [
+      template[0].template[0].containers[0].image,
+      client,
+      client_version,
+    ]
+  }
+
+  depends_on = [
+    google_project_service.apis,
+    google_project_iam_member.sql,
+    google_sql_user.runtime,
+    google_sql_database.txfence,
+    google_secret_manager_secret_iam_member.first_admin_writer,
   ]
 }
 

@@ -58,6 +58,17 @@ resource "google_cloud_scheduler_job" "sweep" {
     }
   }
 
+  lifecycle {
+    # A run may last up to its service's timeout, longer than the minute
+    # between runs (FinalitySweep's budget alone is 65s), so the next run
+    # needs room of its own, or Cloud Run refuses it (429) and the sweep
+    # skips a minute.
+    precondition {
+      condition     = local.max_instances[each.key] * local.functions[each.key].concurrency >= 2
+      error_message = "${local.functions[each.key].target} runs every minute for up to ${local.functions[each.key].timeout}s: it needs room for two runs at once (max_instances.${each.key} x concurrency ${local.functions[each.key].concurrency} >= 2)."
+    }
+  }
+
   depends_on = [
     google_project_service.apis,
     google_cloud_run_v2_service_iam_member.pusher_invokes,

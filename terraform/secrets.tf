@@ -1,9 +1,11 @@
 # Secrets: the settings that must not sit in the services' configuration
 # (readable by anyone with run.services.get), kept in Secret Manager and
-# given to the functions as secret environment variables (run.tf):
+# named in each function's TXFENCE_SECRETS (main.tf), which a process reads
+# when it loads its configuration (shared/secrets):
 #
 #   txfence-chains                TXFENCE_CHAINS: the RPC URLs, which carry the
-#                                 providers' API keys. Every function.
+#                                 providers' API keys. Every function that
+#                                 dials a chain (not the OutboxSweep).
 #   txfence-stuck-webhook-secret  TXFENCE_STUCK_WEBHOOK_SECRET: the HMAC key of
 #                                 the stuck-resolution webhook (only with
 #                                 stuck_webhook_url). ResubmitSweep only.
@@ -12,13 +14,18 @@
 # stuck_webhook_secret), which terraform writes as a new version (so the
 # value is in the terraform state: keep the state bucket private), or, with
 # the variable left null, from the operators (gcloud secrets versions add,
-# README "Secrets"), in which case it never passes through terraform.
+# docs/deploy.md), in which case it never passes through terraform. Then
+# the services exist before the secret has a version: Cloud Run's own
+# secret variables would refuse to create them, which is why the processes
+# read the secrets themselves. Until a version is added they answer 503 and
+# try again at their next request.
 #
 # Each function's service account may read exactly the secrets
 # local.function_secrets lists for it (roles/secretmanager.secretAccessor on
-# the secret, not the project). The services read version "latest" when an
-# instance starts: a new version reaches new instances; roll a new revision
-# (terraform apply after a change, or gcloud run services update) to reach all.
+# the secret, not the project). A process reads version "latest" once, when
+# it loads its configuration: a new version reaches new instances; roll a
+# new revision (terraform apply after a change, or gcloud run services
+# update) to reach all.
 
 locals {
   # Secret ids by key (the keys local.function_secrets names).
@@ -73,4 +80,29 @@ resource "google_secret_manager_secret_iam_member" "accessor" {
   secret_id = google_secret_manager_secret.this[each.value.secret].id
   role      = "roles/secretmanager.secretAccessor"
   member    = "serviceAccount:${google_service_account.runtime[each.value.function].email}"
+}
+
+# The first admin's API key: the admin job (run.tf) writes it as a version
+# of this secret (roles/secretmanager.secretVersionAdder, on this secret
+# only: it can add, not read); operators read it with
+#   gcloud secrets versions access latest --secret=txfence-first-admin-key
+# (as project owners, or with roles/secretmanager.secretAccessor on it).
+resource "google_secret_manager_secret" "first_admin" {
+  secret_id = "txfence-first-admin-key"
+
+  labels = {
+    txfence = "first_admin"
+  }
+
+  replication {
+    auto {}
+  }
+
+  depends_on = [google_project_service.apis]
+}
+
+resource "google_secret_manager_secret_iam_member" "first_admin_writer" {
+  secret_id = google_secret_manager_secret.first_admin.id
+  role      = "roles/secretmanager.secretVersionAdder"
+  member    = "serviceAccount:${google_service_account.runtime["admin"].email}"
 }

@@ -27,13 +27,18 @@ func toolsReady(t *testing.T) {
 	}
 }
 
-// copyModule copies the module's .tf files into a fresh directory.
+// copyModule copies the module's .tf files and the templates they render
+// into a fresh directory.
 func copyModule(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	files, err := filepath.Glob("*.tf")
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
+	templates, err := filepath.Glob("templates/*")
+	require.NoError(t, err)
+	files = append(files, templates...)
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "templates"), 0o755))
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		require.NoError(t, err)
@@ -66,7 +71,7 @@ func TestIssue13_TfValidateCatchesBrokenAttribute(t *testing.T) {
 	sql := filepath.Join(dir, "sql.tf")
 	b, err := os.ReadFile(sql)
 	require.NoError(t, err)
-	broken := strings.Replace(string(b), "    tier              = var.db_tier", "    tierr             = var.db_tier", 1)
+	broken := strings.Replace(string(b), "    tier              = each.value.tier", "    tierr             = each.value.tier", 1)
 	require.NotEqual(t, string(b), broken, "the attribute to break is in sql.tf")
 	require.NoError(t, os.WriteFile(sql, []byte(broken), 0o644))
 
@@ -349,4 +354,476 @@ func TestIssue13_CloudBuild(t *testing.T) {
 	for _, id := range []string{"push", "migrate", "deploy"} {
 		assert.Contains(t, strings.Join(cb.Steps[ids[id]].Args, " "), image, "step %s uses the built image", id)
 	}
+}
+
+// copyTree copies what tf-validate.sh needs to validate and plan-test a copy
+// of the module: its .tf and template files, tests/ and environments/ (the
+// plan tests plan the environments too), not tools/ or .terraform.
+func copyTree(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch d.Name() {
+			case "tools", ".terraform":
+				return filepath.SkipDir
+			}
+			return os.MkdirAll(filepath.Join(dir, path), 0o755)
+		}
+		switch {
+		case strings.HasSuffix(path, ".go"), strings.HasSuffix(path, ".md"), strings.HasSuffix(path, ".hcl.lock"):
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dir, path), b, 0o644)
+	})
+	require.NoError(t, err)
+	return dir
+}
+
+// edit replaces old by new, once, in file of the copy dir.
+func edit(t *testing.T, dir, file, old, new string) {
+	t.Helper()
+	path := filepath.Join(dir, file)
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.True(t, strings.Contains(string(b), old), "the text to break is in %s:\n%s", file, old)
+	require.NoError(t, os.WriteFile(path, []byte(strings.Replace(string(b), old, new, 1)), 0o644))
+}
+
+// requireTfValidateFails runs tf-validate.sh on the broken copy dir and
+// checks that it fails in the plan tests, naming the failing run and, in its
+// output, each of want.
+func requireTfValidateFails(t *testing.T, dir, run string, want ...string) {
+	t.Helper()
+	out, err := validate(t, dir)
+	require.Error(t, err, "the broken copy must fail tf-validate:\n%s", out)
+	assert.Contains(t, out, "PLAN TESTS FAIL", "it fails in the plan tests, not before:\n%s", out)
+	assert.Regexp(t, `run "`+regexp.QuoteMeta(run)+`"\.\.\. fail`, out, "run %s fails", run)
+	flat := strings.Join(strings.Fields(out), " ") // messages are wrapped to the terminal's width
+	for _, w := range want {
+		assert.Contains(t, flat, w)
+	}
+}
+
+// TestIssue45_PlanTestsPass: tf-validate.sh runs the plan tests
+// (tests/*.tftest.hcl) on a copy of the module as it is, and they pass; the
+// break tests below each change one thing in such a copy.
+func TestIssue45_PlanTestsPass(t *testing.T) {
+	t.Parallel()
+	toolsReady(t)
+	out, err := validate(t, copyTree(t))
+	require.NoError(t, err, "the module and its plan tests pass:\n%s", out)
+	assert.Contains(t, out, "plan tests pass")
+	for _, file := range []string{"environments", "alerts", "iam", "sharding", "bootstrap"} {
+		assert.Contains(t, out, "tests/"+file+".tftest.hcl")
+	}
+}
+
+// TestIssue45_MissingGrantFails: Submit without its grant on the submit
+// topic (it re-prompts itself there) fails the plan tests.
+func TestIssue45_MissingGrantFails(t *testing.T) {
+	t.Parallel()
+	toolsReady(t)
+	dir := copyTree(t)
+	edit(t, dir, "main.tf", `publishes   = ["submit", "receipt", "completion"]
+      signs       = true
+      chains      = true
+      env         = { TXFENCE_SUBMIT_BUDGET`, `publishes   = ["receipt", "completion"]
+      signs       = true
+      chains      = true
+      env         = { TXFENCE_SUBMIT_BUDGET`)
+	requireTfValidateFails(t, dir, "publisher_grants_cover_what_each_function_publishes", "submit/submit missing")
+}
+
+// TestIssue45_LateMetricAlertFails: an alert condition that filters on a
+// txfence metric outside workload_metric_alerts (the outbox alert's
+// absence condition of old, which Cloud Monitoring refused on the first
+// apply) fails the plan tests.
+func TestIssue45_LateMetricAlertFails(t *testing.T) {
+	t.Parallel()
+	toolsReady(t)
+	dir := copyTree(t)
+	edit(t, dir, "monitoring.tf", `      disable_metric_validation = true
+    }
+  }
+
+  alert_strategy {
+    auto_close = "1800s"
+  }
+
+  depends_on = [google_project_service.apis]
+}
+
+resource "google_monitoring_alert_policy" "stuck" {`, `      disable_metric_validation = true
+    }
+  }
+
+  conditions {
+    display_name = "no outbox figures for 20 minutes"
+    condition_absent {
+      filter   = "resource.type = \"generic_task\" AND metric.type = \"workload.googleapis.com/outbox_oldest_age_seconds\""
+      duration = "1200s"
+      aggregations {
+        alignment_period     = "300s"
+        per_series_aligner   = "ALIGN_MAX"
+        cross_series_reducer = "REDUCE_MAX"
+      }
+    }
+  }
+
+  alert_strategy {
+    auto_close = "1800s"
+  }
+
+  depends_on = [google_project_service.apis]
+}
+
+resource "google_monitoring_alert_policy" "stuck" {`)
+	requireTfValidateFails(t, dir, "first_apply_names_no_late_metric", "names a txfence (workload.googleapis.com) metric")
+}
+
+// TestIssue45_ShardWithoutEnvFails: a shard whose instance is created but
+// not wired into the services' TXFENCE_DATABASES fails the plan tests.
+func TestIssue45_ShardWithoutEnvFails(t *testing.T) {
+	t.Parallel()
+	toolsReady(t)
+	dir := copyTree(t)
+	edit(t, dir, "main.tf", `            for key in local.shard_keys :
+            "${local.db_instances[key].shard}@`, `            for key in [local.shard_keys[0]] :
+            "${local.db_instances[key].shard}@`)
+	requireTfValidateFails(t, dir, "two_shards", "Every service gets TXFENCE_DATABASES naming both shards")
+}
+
+// TestIssue45_SecretVersionAtCreationFails: services that take the chains
+// as a Cloud Run secret variable (whose version must exist when the
+// service is created, which it does not with chains = null) fail the plan
+// tests.
+func TestIssue45_SecretVersionAtCreationFails(t *testing.T) {
+	t.Parallel()
+	toolsReady(t)
+	dir := copyTree(t)
+	edit(t, dir, "run.tf", `      dynamic "env" {
+        for_each = local.function_env[each.key]
+        content {
+          name  = env.key
+          value = env.value
+        }
+      }
+`, `      dynamic "env" {
+        for_each = local.function_env[each.key]
+        content {
+          name  = env.key
+          value = env.value
+        }
+      }
+
+      dynamic "env" {
+        for_each = local.function_secrets[each.key]
+        content {
+          name = "${env.key}_FROM_RUN"
+          value_source {
+            secret_key_ref {
+              secret  = google_secret_manager_secret.this[env.value].secret_id
+              version = "latest"
+            }
+          }
+        }
+      }
+`)
+	requireTfValidateFails(t, dir, "prod_without_chains_applies", "No service takes a Cloud Run secret variable")
+}
+
+// TestIssue45_CIScopeFails: the CI identity with run.developer on the
+// project again fails the plan tests.
+func TestIssue45_CIScopeFails(t *testing.T) {
+	t.Parallel()
+	toolsReady(t)
+	dir := copyTree(t)
+	edit(t, dir, "iam.tf", `toset(["roles/cloudbuild.builds.viewer", "roles/logging.logWriter"])`,
+		`toset(["roles/cloudbuild.builds.viewer", "roles/logging.logWriter", "roles/run.developer"])`)
+	requireTfValidateFails(t, dir, "ci_identity_is_scoped", "no run.developer on the project")
+}
+
+// TestIssue45_CloudBuildDeploys: cloudbuild.yaml deploys one build at a
+// time (a serialize step before the migration, on the txfence-deploy tag),
+// by the digest it pushed rather than the tag, one service after the other
+// with each new revision checked ready and serving, and then smoke-tests
+// the API, putting it back on its previous revision when that fails.
+func TestIssue45_CloudBuildDeploys(t *testing.T) {
+	raw, err := os.ReadFile("../cloudbuild.yaml")
+	require.NoError(t, err)
+	var cb struct {
+		cloudBuild `yaml:",inline"`
+		Tags       []string `yaml:"tags"`
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &cb))
+	steps := map[string]string{}
+	waits := map[string][]string{}
+	for _, s := range cb.Steps {
+		steps[s.ID] = strings.Join(s.Args, " ")
+		waits[s.ID] = s.WaitFor
+	}
+	assert.Contains(t, cb.Tags, "txfence-deploy")
+	require.Contains(t, steps, "serialize")
+	assert.Contains(t, steps["serialize"], "--ongoing")
+	assert.Contains(t, steps["serialize"], "tags=txfence-deploy")
+	assert.Equal(t, []string{"push"}, waits["serialize"])
+	assert.Equal(t, []string{"serialize"}, waits["migrate"], "the migration waits for earlier deploys")
+	assert.Contains(t, steps["push"], "RepoDigests", "the push step records the digest")
+	for _, id := range []string{"migrate", "deploy"} {
+		assert.Contains(t, steps[id], `--image="$$REF"`, "step %s deploys by digest", id)
+		assert.NotContains(t, steps[id], "--image=${_REGION}", "step %s does not deploy by tag", id)
+	}
+	assert.Contains(t, steps["deploy"], "latestReadyRevisionName")
+	assert.Contains(t, steps["deploy"], "txfence-resubmit-sweep txfence-api; do", "the API last")
+	require.Contains(t, steps, "smoke")
+	assert.Equal(t, []string{"deploy"}, waits["smoke"])
+	assert.Contains(t, steps["smoke"], "/v1/openapi.json")
+	assert.Contains(t, steps["smoke"], "update-traffic txfence-api")
+}
+
+// shellCommands returns the commands of the ```sh blocks of a Markdown
+// page: logical lines (continuations joined), comments dropped, split at
+// |, ||, && and ; outside quotes, the commands inside $(...) included,
+// leading variable assignments and shell keywords skipped.
+func shellCommands(md string) []string {
+	var cmds []string
+	for _, block := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(md, -1) {
+		for _, line := range strings.Split(strings.ReplaceAll(block[1], "\\\n", " "), "\n") {
+			cmds = append(cmds, lineCommands(line)...)
+		}
+	}
+	return cmds
+}
+
+// lineCommands splits one shell line into its commands (see
+// shellCommands).
+func lineCommands(line string) []string {
+	var cmds, words []string
+	var word strings.Builder
+	inWord := false
+	endWord := func() {
+		if inWord {
+			words = append(words, word.String())
+			word.Reset()
+			inWord = false
+		}
+	}
+	endCmd := func() {
+		endWord()
+		for len(words) > 0 && (regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`).MatchString(words[0]) ||
+			map[string]bool{"do": true, "done": true, "then": true, "fi": true, "if": true, "while": true, "else": true}[words[0]]) {
+			words = words[1:]
+		}
+		if len(words) > 0 && words[0] == "for" {
+			words = nil // for X in ...: the list's commands are in its $(...)
+		}
+		if len(words) > 0 {
+			cmds = append(cmds, strings.Join(words, " "))
+		}
+		words = nil
+	}
+	// sub reads a $(...) starting at i (at the "("), returns its end.
+	var sub func(i int) int
+	sub = func(i int) int {
+		depth, quote := 0, byte(0)
+		for j := i; j < len(line); j++ {
+			c := line[j]
+			switch {
+			case quote == '\'':
+				if c == '\'' {
+					quote = 0
+				}
+			case quote == '"' && c == '"':
+				quote = 0
+			case quote == 0 && (c == '\'' || c == '"'):
+				quote = c
+			case c == '(' && quote != '\'':
+				depth++
+			case c == ')' && quote != '\'':
+				depth--
+				if depth == 0 {
+					cmds = append(cmds, lineCommands(line[i+1:j])...)
+					return j
+				}
+			}
+		}
+		return len(line) - 1
+	}
+	quote := byte(0)
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case quote == '\'':
+			word.WriteByte(c)
+			if c == '\'' {
+				quote = 0
+			}
+		case c == '$' && i+1 < len(line) && line[i+1] == '(':
+			end := sub(i + 1)
+			word.WriteString("$(...)")
+			inWord = true
+			i = end
+		case quote == '"':
+			word.WriteByte(c)
+			if c == '\\' && i+1 < len(line) {
+				i++
+				word.WriteByte(line[i])
+			} else if c == '"' {
+				quote = 0
+			}
+		case c == '\'' || c == '"':
+			quote = c
+			word.WriteByte(c)
+			inWord = true
+		case c == '#' && !inWord:
+			i = len(line) // a comment
+		case c == ' ' || c == '\t':
+			endWord()
+		case c == '|' || c == ';' || c == '&' && i+1 < len(line) && line[i+1] == '&':
+			endCmd()
+			if i+1 < len(line) && (line[i+1] == '|' || line[i+1] == '&') {
+				i++
+			}
+		default:
+			word.WriteByte(c)
+			inWord = true
+		}
+	}
+	endCmd()
+	return cmds
+}
+
+// TestIssue45_DeployDoc: docs/deploy.md takes a fresh project to a serving
+// API in commands, and its checklist names every one of them (each command
+// starts with a checklist entry, each entry is used, each test it names
+// exists); the README links it. The commands that need no project, the
+// configuration edits of steps 5 and 13, are run here on copies of both
+// environments' examples.
+func TestIssue45_DeployDoc(t *testing.T) {
+	raw, err := os.ReadFile("../docs/deploy.md")
+	require.NoError(t, err)
+	doc := string(raw)
+	readme, err := os.ReadFile("../README.md")
+	require.NoError(t, err)
+	assert.True(t, strings.Contains(string(readme), "(docs/deploy.md)"), "the README links docs/deploy.md")
+
+	for _, step := range []string{"APIs", "state bucket", "image repository", "first image", "RPC URLs", "Apply",
+		"bootstrap", "first credential", "Signer keys", "DNS and the certificate", "first transaction",
+		"alerts on txfence's own metrics", "Adding a shard"} {
+		assert.Regexp(t, `(?im)^## \d+\. .*`+regexp.QuoteMeta(step), doc, "a step for %s", step)
+	}
+
+	// The checklist: | `command` | checked by |.
+	_, checklist, found := strings.Cut(doc, "\n## Checklist\n")
+	require.True(t, found, "docs/deploy.md has a Checklist section")
+	entries := map[string]string{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `([^`]+)` \\| (.+?) \\|$").FindAllStringSubmatch(checklist, -1) {
+		entries[m[1]] = m[2]
+	}
+	require.NotEmpty(t, entries)
+	used := map[string]bool{}
+	for _, cmd := range shellCommands(doc) {
+		best := ""
+		for e := range entries {
+			if (cmd == e || strings.HasPrefix(cmd, e+" ")) && len(e) > len(best) {
+				best = e
+			}
+		}
+		if assert.NotEmpty(t, best, "the checklist names the command %q", cmd) {
+			used[best] = true
+		}
+	}
+	var tests []byte
+	require.NoError(t, filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		tests = append(tests, b...)
+		return err
+	}))
+	for e, by := range entries {
+		assert.True(t, used[e], "checklist entry %q is a command of the page", e)
+		assert.Regexp(t, `fresh project|TestIssue`, by, "entry %q says what checks it", e)
+		for _, name := range regexp.MustCompile(`TestIssue\d+_\w+`).FindAllString(by, -1) {
+			assert.Contains(t, string(tests), "func "+name+"(", "entry %q names a test that exists", e)
+		}
+	}
+
+	// Steps 5 and 13, run on copies of each environment's examples.
+	block := func(after, contains string) string {
+		_, rest, ok := strings.Cut(doc, after)
+		require.True(t, ok, "docs/deploy.md has %q", after)
+		for _, m := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(rest, -1) {
+			if strings.Contains(m[1], contains) {
+				return m[1]
+			}
+		}
+		t.Fatalf("no sh block with %q after %q", contains, after)
+		return ""
+	}
+	configure := block("## 5. ", "cp backend.hcl.example")
+	var alerts []string
+	for _, line := range strings.Split(block("## 13. ", "workload_metric_alerts"), "\n") {
+		if strings.Contains(line, "terraform.tfvars") {
+			alerts = append(alerts, line)
+		}
+	}
+	require.Len(t, alerts, 2, "step 13 edits terraform.tfvars in two lines")
+	for _, env := range []string{"dev", "prod"} {
+		t.Run(env, func(t *testing.T) {
+			root := t.TempDir()
+			dst := filepath.Join(root, "terraform", "environments", env)
+			require.NoError(t, os.MkdirAll(dst, 0o755))
+			for _, f := range []string{"backend.hcl.example", "terraform.tfvars.example"} {
+				b, err := os.ReadFile(filepath.Join("environments", env, f))
+				require.NoError(t, err)
+				require.NoError(t, os.WriteFile(filepath.Join(dst, f), b, 0o644))
+			}
+			project := "acme-txfence-" + env
+			script := "set -euo pipefail\nENV=" + env + "\nPROJECT=" + project + "\n" + configure + "\n" + strings.Join(alerts, "\n") + "\n"
+			cmd := exec.Command("bash", "-c", script)
+			cmd.Dir = root
+			out, err := cmd.CombinedOutput()
+			require.NoError(t, err, "steps 5 and 13:\n%s", out)
+
+			backend, err := os.ReadFile(filepath.Join(dst, "backend.hcl"))
+			require.NoError(t, err)
+			assert.Contains(t, string(backend), `bucket = "`+project+`-tfstate"`)
+			assert.Contains(t, string(backend), `prefix = "txfence/`+env+`"`)
+			vars, err := os.ReadFile(filepath.Join(dst, "terraform.tfvars"))
+			require.NoError(t, err)
+			assert.Contains(t, string(vars), `project = "`+project+`"`)
+			assert.NotContains(t, string(vars), "my-project", "every example project is replaced")
+			assert.Equal(t, 1, strings.Count(string(vars), "workload_metric_alerts = true"), "step 13 turns the alerts on once")
+		})
+	}
+}
+
+// TestIssue45_AlertsAllChecked: every alert policy of monitoring.tf is in
+// local.alert_policies, the map the plan tests check (no condition on a
+// metric that does not exist at the first apply) and the alert_policies
+// output lists, so a policy added later cannot escape either.
+func TestIssue45_AlertsAllChecked(t *testing.T) {
+	src, err := os.ReadFile("monitoring.tf")
+	require.NoError(t, err)
+	mon := string(src)
+	block := regexp.MustCompile(`(?s)\n  alert_policies = merge\((.*?)\n  \)\n`).FindStringSubmatch(mon)
+	require.NotNil(t, block, "monitoring.tf defines local.alert_policies")
+	names := regexp.MustCompile(`(?m)^resource "google_monitoring_alert_policy" "(\w+)"`).FindAllStringSubmatch(mon, -1)
+	require.GreaterOrEqual(t, len(names), 12)
+	for _, n := range names {
+		assert.Contains(t, block[1], "google_monitoring_alert_policy."+n[1], "local.alert_policies lists %s", n[1])
+	}
+	out, err := os.ReadFile("outputs.tf")
+	require.NoError(t, err)
+	assert.Regexp(t, `(?s)output "alert_policies" \{.*?for k, p in local\.alert_policies`, string(out), "the output lists every policy")
 }

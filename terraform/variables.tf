@@ -59,7 +59,8 @@ variable "signers" {
   description = <<-EOT
     Signing addresses and their Cloud KMS key versions. Every function gets the
     addresses (TXFENCE_SIGNERS, which the API and the sweeps use to know which
-    signers this deployment serves); only Submit gets the key references
+    signers this deployment serves); only the signing functions, Submit and
+    ResubmitSweep (fee bumps, cancels, placeholders), get the key references
     (ADDRESS=kms:KEY_VERSION) and KMS permissions. Keys created by this module
     (signer_keys) appear here only after their addresses are derived: see
     README, "Signer keys".
@@ -170,8 +171,8 @@ variable "extra_env" {
   default     = {}
 
   validation {
-    condition     = alltrue([for name, value in var.extra_env : !contains(["TXFENCE_CHAINS", "TXFENCE_STUCK_WEBHOOK_SECRET"], name) && !can(regex("(?i)password", value))])
-    error_message = "extra_env must not carry secrets: TXFENCE_CHAINS and TXFENCE_STUCK_WEBHOOK_SECRET come from Secret Manager (chains, stuck_webhook_secret), and no value may hold a password (the database uses IAM authentication)."
+    condition     = alltrue([for name, value in var.extra_env : !contains(["TXFENCE_CHAINS", "TXFENCE_STUCK_WEBHOOK_SECRET", "TXFENCE_SECRETS"], name) && !can(regex("(?i)password", value))])
+    error_message = "extra_env must not carry secrets: TXFENCE_CHAINS and TXFENCE_STUCK_WEBHOOK_SECRET come from Secret Manager (chains, stuck_webhook_secret, named by TXFENCE_SECRETS, which terraform sets), and no value may hold a password (the database uses IAM authentication)."
   }
 }
 
@@ -185,8 +186,8 @@ variable "function_env" {
     error_message = "function_env keys must be among api, submit, receipt, finality, outbox, resubmit."
   }
   validation {
-    condition     = alltrue(flatten([for env in values(var.function_env) : [for name, value in env : !contains(["TXFENCE_CHAINS", "TXFENCE_STUCK_WEBHOOK_SECRET"], name) && !can(regex("(?i)password", value))]]))
-    error_message = "function_env must not carry secrets: TXFENCE_CHAINS and TXFENCE_STUCK_WEBHOOK_SECRET come from Secret Manager, and no value may hold a password (the database uses IAM authentication)."
+    condition     = alltrue(flatten([for env in values(var.function_env) : [for name, value in env : !contains(["TXFENCE_CHAINS", "TXFENCE_STUCK_WEBHOOK_SECRET", "TXFENCE_SECRETS"], name) && !can(regex("(?i)password", value))]]))
+    error_message = "function_env must not carry secrets: TXFENCE_CHAINS and TXFENCE_STUCK_WEBHOOK_SECRET come from Secret Manager (named by TXFENCE_SECRETS, which terraform sets), and no value may hold a password (the database uses IAM authentication)."
   }
 }
 
@@ -230,9 +231,65 @@ variable "max_delivery_attempts" {
 # --- Database ------------------------------------------------------------------
 
 variable "db_instance_name" {
-  description = "Cloud SQL instance name. Instance names cannot be reused for about a week after deletion."
+  description = "Cloud SQL instance name of the one database (without shards; with shards each names its own). Instance names cannot be reused for about a week after deletion."
   type        = string
   default     = "txfence"
+}
+
+variable "shards" {
+  description = <<-EOT
+    Signers sharded over several Cloud SQL instances (README, "Scale:
+    signers sharded over several databases"). null (the default): one
+    database, the instance db_instance_name, reached with
+    TXFENCE_DATABASE_URL exactly as before sharding. A list: one instance
+    per shard, in TXFENCE_DATABASES order. The first is the home shard
+    (policies, API keys, the audit log) and must stay first: it is the
+    instance the deployment started with (db_instance_name's, which keeps
+    its terraform address), and a later shard may not be named "main".
+    Fields: name (the shard's name, [a-z][a-z0-9_-]*, at most 32
+    characters), instance (its Cloud SQL instance name) and, optionally,
+    tier, max_connections, disk_size_gb and availability_type (the db_*
+    variables otherwise). Every function holds a pool on every shard, so
+    the connection budget applies to each instance. Two shards or more
+    need shard_map.
+  EOT
+  type = list(object({
+    name              = string
+    instance          = string
+    tier              = optional(string)
+    max_connections   = optional(number)
+    disk_size_gb      = optional(number)
+    availability_type = optional(string)
+  }))
+  default = null
+
+  validation {
+    condition     = var.shards == null || try(length(var.shards) >= 1, false)
+    error_message = "shards must list at least one shard, or be null for one database."
+  }
+  validation {
+    condition     = var.shards == null || alltrue([for s in coalesce(var.shards, []) : can(regex("^[a-z][a-z0-9_-]{0,31}$", s.name))])
+    error_message = "Each shard name is a lowercase letter then up to 31 of a-z, 0-9, _ and - (shared/config)."
+  }
+  validation {
+    condition     = var.shards == null || length(distinct([for s in coalesce(var.shards, []) : s.name])) == length(coalesce(var.shards, [])) && length(distinct([for s in coalesce(var.shards, []) : s.instance])) == length(coalesce(var.shards, []))
+    error_message = "Shard names and instances must each be unique."
+  }
+  validation {
+    condition     = var.shards == null || alltrue([for i, s in coalesce(var.shards, []) : i == 0 || s.name != "main"])
+    error_message = "Only the first (home) shard may be named main: terraform keeps the home shard's instance under that key."
+  }
+}
+
+variable "shard_map" {
+  description = "TXFENCE_SHARD_MAP with shards: vN:ADDRESS=SHARD,...[,*=SHARD], which shard holds each signer (README, \"Scale\"). Required with two shards or more; the version only ever grows and a signer never moves by changing it. Empty without shards."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = var.shard_map == "" || can(regex("^v[1-9][0-9]*:[^,]+(,[^,]+)*$", var.shard_map))
+    error_message = "shard_map must be vN: then ADDRESS=SHARD or *=SHARD rules separated by commas."
+  }
 }
 
 variable "db_tier" {
@@ -242,9 +299,9 @@ variable "db_tier" {
 }
 
 variable "db_max_connections" {
-  description = "PostgreSQL max_connections, set as a database flag (changing it restarts the instance). Must cover the functions' pools at their maximum instance counts plus 10 (checked at plan) and suit the tier's memory: 400 for db-custom-2-7680, 50 for db-f1-micro."
+  description = "PostgreSQL max_connections of each instance (a shard may set its own), set as a database flag (changing it restarts the instance). Must cover the functions' pools at their maximum instance counts, a rollout's second revision of the largest and 10 in reserve, with the ordinary peak under the connections alert's threshold (both checked at plan), and suit the tier's memory: 500 for db-custom-2-7680, 50 for db-f1-micro."
   type        = number
-  default     = 400
+  default     = 500
 
   validation {
     condition     = var.db_max_connections >= 20 && var.db_max_connections <= 10000
@@ -325,6 +382,30 @@ variable "api_invoker_members" {
   EOT
   type        = list(string)
   default     = []
+}
+
+variable "operator_members" {
+  description = <<-EOT
+    People (or groups) who operate txfence through its API, e.g.
+    ["group:txfence-ops@example.com"]: they may impersonate the operator
+    service account (txfence-operator) to mint its Google ID tokens, which
+    Cloud Run and txfence accept (it is an invoker of the API and, once the
+    admin job ran, an admin of every signer). Empty: nobody impersonates it;
+    the first admin's API key (Secret Manager) is the way in.
+  EOT
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for m in var.operator_members : can(regex("^(user|group|serviceAccount|domain):", m))])
+    error_message = "Each operator member is user:, group:, serviceAccount: or domain: an identity."
+  }
+}
+
+variable "first_admin_principal" {
+  description = "The principal the admin job makes admin of every signer and gives the first API key (written to the secret txfence-first-admin-key). Empty: the operator service account's email, so that its ID tokens and that key are one principal."
+  type        = string
+  default     = ""
 }
 
 variable "api_allowed_cidrs" {
@@ -439,6 +520,23 @@ variable "notification_channels" {
     condition     = alltrue([for c in var.notification_channels : can(regex("^projects/[^/]+/notificationChannels/[0-9]+$", c))])
     error_message = "Each notification channel must be a full id projects/PROJECT/notificationChannels/NUMBER."
   }
+}
+
+variable "workload_metric_alerts" {
+  description = <<-EOT
+    Create the alert conditions that need txfence's own metrics
+    (workload.googleapis.com/...) to exist in Cloud Monitoring already: the
+    metric-filter conditions on them (today the "metrics not arriving"
+    absence alert), which Cloud Monitoring refuses with 404 "Cannot find
+    metric(s)" until the metric was written once. Leave it false for the
+    first apply of a project; docs/deploy.md turns it on once the first
+    OutboxSweep has run, after checking that the metric exists. The
+    PromQL alerts on txfence's metrics do not wait for it: their conditions
+    set disable_metric_validation, which Cloud Monitoring accepts for a
+    metric not written yet.
+  EOT
+  type        = bool
+  default     = false
 }
 
 variable "runbook_url" {

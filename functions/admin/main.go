@@ -3,16 +3,27 @@
 // in the audit log as "cli:" + $USER.
 //
 //	admin apikey create --principal P     print a new API key for P, once
+//	admin apikey create --principal P --secret projects/PROJECT/secrets/S
+//	                                      write it as a new version of that secret instead
 //	admin apikey revoke --id k_...        the key is refused from now on
 //	admin apikey list [--principal P]     ids, owners, dates; never secrets
 //	admin policy put --file policy.json   write P's next policy version ("-": stdin)
 //	admin policy show --principal P       P's policy in force
 //	admin audit list [--principal P] [--limit N]
+//	admin bootstrap --principal P --secret projects/PROJECT/secrets/S
+//	                                      the first admin: P gets the admin role on
+//	                                      every signer (unless it has a policy) and an
+//	                                      API key, written to the secret; nothing if P
+//	                                      has a key already
 //
 // An API key is printed once, on stdout, and only its hash is stored: keep
 // it in a secret manager when it is shown, for it cannot be shown again.
 // Lose it, and revoke it and create another. A key does nothing until its
-// principal has a policy (txfence is closed by default).
+// principal has a policy (txfence is closed by default). With --secret the
+// key goes to Secret Manager (as the command's service account, which
+// needs roles/secretmanager.secretVersionAdder on that secret) and is
+// never printed: that is how the admin job of terraform, whose output goes
+// to Cloud Logging, makes the first credential.
 //
 // A policy file is the JSON wire form of txm.Policy, for example:
 //
@@ -46,6 +57,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -53,12 +65,14 @@ import (
 	"github.com/txfence/txfence/shared/auth"
 	"github.com/txfence/txfence/shared/config"
 	"github.com/txfence/txfence/shared/postgres"
+	"github.com/txfence/txfence/shared/secrets"
 	"github.com/txfence/txfence/shared/txm"
 )
 
 func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	err := run(ctx, os.Args[1:], cmdEnv{getenv: os.Getenv, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr})
+	err := run(ctx, os.Args[1:], cmdEnv{getenv: os.Getenv, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr,
+		secrets: func(ctx context.Context) (secretWriter, error) { return secrets.New(ctx) }})
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "admin:", err)
@@ -71,12 +85,13 @@ func main() {
 }
 
 const usage = `usage:
-  admin apikey create --principal P
+  admin apikey create --principal P [--secret projects/PROJECT/secrets/SECRET]
   admin apikey revoke --id k_...
   admin apikey list [--principal P]
   admin policy put --file policy.json (or - for stdin)
   admin policy show --principal P
   admin audit list [--principal P] [--limit N]
+  admin bootstrap --principal P --secret projects/PROJECT/secrets/SECRET
 `
 
 var errUsage = errors.New("usage")
@@ -86,6 +101,13 @@ type cmdEnv struct {
 	getenv         func(string) string
 	stdin          io.Reader
 	stdout, stderr io.Writer
+	// secrets opens Secret Manager, for --secret.
+	secrets func(context.Context) (secretWriter, error)
+}
+
+// secretWriter adds a version to a Secret Manager secret (*secrets.Client).
+type secretWriter interface {
+	AddVersion(ctx context.Context, secret string, data []byte) (string, error)
 }
 
 // admin is one run's stores and actor.
@@ -95,20 +117,31 @@ type admin struct {
 	keys     *postgres.APIKeys
 	policies *postgres.Policies
 	audit    *postgres.AuditLog
+	secrets  secretWriter // with --secret
 }
 
+// secretName is a Secret Manager secret's resource name.
+var secretName = regexp.MustCompile(`^projects/[a-z0-9-]+/secrets/[A-Za-z0-9_-]+$`)
+
 func run(ctx context.Context, args []string, env cmdEnv) error {
-	if len(args) < 2 {
+	var cmd string
+	var rest []string
+	switch {
+	case len(args) >= 1 && args[0] == "bootstrap":
+		cmd, rest = args[0], args[1:]
+	case len(args) >= 2:
+		cmd, rest = args[0]+" "+args[1], args[2:]
+	default:
 		return fmt.Errorf("%w: a command is required", errUsage)
 	}
-	cmd := args[0] + " " + args[1]
 	flags := flag.NewFlagSet("admin "+cmd, flag.ContinueOnError)
 	flags.SetOutput(io.Discard)
 	principal := flags.String("principal", "", "the principal")
 	id := flags.String("id", "", "an API key id, k_ and 16 hex digits")
 	file := flags.String("file", "", "a policy file, - for stdin")
 	limit := flags.Int("limit", 50, "how many rows")
-	if err := flags.Parse(args[2:]); err != nil {
+	secret := flags.String("secret", "", "a Secret Manager secret, projects/PROJECT/secrets/SECRET")
+	if err := flags.Parse(rest); err != nil {
 		return fmt.Errorf("%w: %s: %v", errUsage, cmd, err)
 	}
 	if flags.NArg() > 0 {
@@ -117,7 +150,9 @@ func run(ctx context.Context, args []string, env cmdEnv) error {
 	var do func(context.Context, *admin) error
 	switch cmd {
 	case "apikey create":
-		do = func(ctx context.Context, a *admin) error { return a.createKey(ctx, *principal) }
+		do = func(ctx context.Context, a *admin) error { _, err := a.createKey(ctx, *principal, *secret); return err }
+	case "bootstrap":
+		do = func(ctx context.Context, a *admin) error { return a.bootstrap(ctx, *principal, *secret) }
 	case "apikey revoke":
 		do = func(ctx context.Context, a *admin) error { return a.revokeKey(ctx, *id) }
 	case "apikey list":
@@ -133,8 +168,14 @@ func run(ctx context.Context, args []string, env cmdEnv) error {
 	}
 	// Check what can be checked before connecting.
 	switch {
-	case (cmd == "apikey create" || cmd == "policy show") && strings.TrimSpace(*principal) == "":
+	case (cmd == "apikey create" || cmd == "policy show" || cmd == "bootstrap") && strings.TrimSpace(*principal) == "":
 		return fmt.Errorf("%w: %s needs --principal", errUsage, cmd)
+	case cmd == "bootstrap" && *secret == "":
+		return fmt.Errorf("%w: %s needs --secret: the key is written there, never printed", errUsage, cmd)
+	case *secret != "" && cmd != "apikey create" && cmd != "bootstrap":
+		return fmt.Errorf("%w: %s takes no --secret", errUsage, cmd)
+	case *secret != "" && !secretName.MatchString(*secret):
+		return fmt.Errorf("%w: --secret must be projects/PROJECT/secrets/SECRET", errUsage)
 	case cmd == "apikey revoke" && *id == "":
 		return fmt.Errorf("%w: %s needs --id", errUsage, cmd)
 	case cmd == "policy put" && *file == "":
@@ -158,6 +199,14 @@ func run(ctx context.Context, args []string, env cmdEnv) error {
 	if user := env.getenv("USER"); user != "" {
 		a.actor = "cli:" + user
 	}
+	if *secret != "" {
+		if env.secrets == nil {
+			return errors.New("secret manager is not available to this command")
+		}
+		if a.secrets, err = env.secrets(ctx); err != nil {
+			return err
+		}
+	}
 	if a.keys, err = postgres.NewAPIKeys(db.Pool); err != nil {
 		return err
 	}
@@ -170,10 +219,13 @@ func run(ctx context.Context, args []string, env cmdEnv) error {
 	return do(ctx, a)
 }
 
-func (a *admin) createKey(ctx context.Context, principal string) error {
+// createKey creates an API key for principal and prints it, or, with
+// secret, writes it as a new version of that secret and prints where. It
+// returns the key's id.
+func (a *admin) createKey(ctx context.Context, principal, secret string) (string, error) {
 	principal = strings.TrimSpace(principal)
 	if len(principal) > 320 {
-		return fmt.Errorf("%w: --principal is at most 320 characters", errUsage)
+		return "", fmt.Errorf("%w: --principal is at most 320 characters", errUsage)
 	}
 	var key, id string
 	for attempt := 0; ; attempt++ {
@@ -184,16 +236,62 @@ func (a *admin) createKey(ctx context.Context, principal string) error {
 			break
 		}
 		if !errors.Is(err, txm.ErrConflict) || attempt == 2 {
-			return err
+			return "", err
 		}
 		// A random id already taken: draw again.
 	}
-	fmt.Fprintln(a.stdout, key)
-	fmt.Fprintf(a.stderr, "created API key %s for %s: it is shown only this once; keep it in a secret manager\n", id, principal)
+	if secret == "" {
+		fmt.Fprintln(a.stdout, key)
+		fmt.Fprintf(a.stderr, "created API key %s for %s: it is shown only this once; keep it in a secret manager\n", id, principal)
+	} else {
+		version, err := a.secrets.AddVersion(ctx, secret, []byte(key))
+		if err != nil {
+			// Nobody has the key: it must not stay valid.
+			if rerr := a.keys.RevokeAPIKey(ctx, id, a.actor); rerr != nil {
+				return "", fmt.Errorf("%w (and revoking the key %s it was for failed: %v; revoke it)", err, id, rerr)
+			}
+			return "", fmt.Errorf("%w; the key %s it was for is revoked", err, id)
+		}
+		fmt.Fprintf(a.stdout, "created API key %s for %s in %s\n", id, principal, version)
+		fmt.Fprintf(a.stderr, "read it with: gcloud secrets versions access %s --secret=%s\n", version[strings.LastIndex(version, "/")+1:], secret[strings.LastIndex(secret, "/")+1:])
+	}
 	if _, err := a.policies.Policy(ctx, principal); errors.Is(err, txm.ErrNotFound) {
 		fmt.Fprintf(a.stderr, "note: %s has no policy yet: the key may do nothing until `admin policy put`\n", principal)
 	}
-	return nil
+	return id, nil
+}
+
+// bootstrap makes the first admin: principal gets the admin role on every
+// signer, unless it has a policy already, and an API key written to
+// secret. A principal that has a key already is left as it is, so that
+// running the job again changes nothing.
+func (a *admin) bootstrap(ctx context.Context, principal, secret string) error {
+	principal = strings.TrimSpace(principal)
+	keys, err := a.keys.ListAPIKeys(ctx, principal)
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if k.RevokedAt == nil {
+			fmt.Fprintf(a.stdout, "%s has API key %s already: nothing to do (apikey create --secret makes another)\n", principal, k.ID)
+			return nil
+		}
+	}
+	if _, err := a.policies.Policy(ctx, principal); errors.Is(err, txm.ErrNotFound) {
+		p := txm.Policy{Principal: principal, Roles: []txm.Role{txm.RoleAdmin}, AllSigners: true}
+		if err := p.Validate(); err != nil {
+			return err
+		}
+		stored, err := a.policies.PutPolicy(ctx, p, a.actor)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(a.stdout, "%s is admin of every signer (policy version %d)\n", stored.Principal, stored.Version)
+	} else if err != nil {
+		return err
+	}
+	_, err = a.createKey(ctx, principal, secret)
+	return err
 }
 
 func (a *admin) revokeKey(ctx context.Context, id string) error {

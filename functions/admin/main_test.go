@@ -5,6 +5,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,22 +26,39 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // cli runs the command against one database as one user.
 type cli struct {
-	t     *testing.T
-	env   map[string]string
-	db    *pgtest.DB
-	stdin string
+	t       *testing.T
+	env     map[string]string
+	db      *pgtest.DB
+	stdin   string
+	secrets *fakeSecrets
+}
+
+// fakeSecrets is Secret Manager for --secret: versions by secret, and an
+// error to answer with (shared/secrets tests the real client).
+type fakeSecrets struct {
+	versions map[string][]string
+	err      error
+}
+
+func (f *fakeSecrets) AddVersion(_ context.Context, secret string, data []byte) (string, error) {
+	if f.err != nil {
+		return "", f.err
+	}
+	f.versions[secret] = append(f.versions[secret], string(data))
+	return fmt.Sprintf("%s/versions/%d", secret, len(f.versions[secret])), nil
 }
 
 func newCLI(t *testing.T) *cli {
 	db := pgtest.New(t)
-	return &cli{t: t, db: db, env: map[string]string{config.EnvDatabaseURL: db.URL, "USER": "alice"}}
+	return &cli{t: t, db: db, env: map[string]string{config.EnvDatabaseURL: db.URL, "USER": "alice"},
+		secrets: &fakeSecrets{versions: map[string][]string{}}}
 }
 
 func (c *cli) run(args ...string) (stdout, stderr string, err error) {
 	c.t.Helper()
 	var out, errOut bytes.Buffer
 	err = run(context.Background(), args, cmdEnv{getenv: func(k string) string { return c.env[k] }, stdin: strings.NewReader(c.stdin),
-		stdout: &out, stderr: &errOut})
+		stdout: &out, stderr: &errOut, secrets: func(context.Context) (secretWriter, error) { return c.secrets, nil }})
 	return out.String(), errOut.String(), err
 }
 
@@ -211,4 +230,72 @@ func TestPolicyFieldsCoverTheWireForm(t *testing.T) {
 	assert.Len(t, fields, len(policyFields), "a wire-form field is missing from policyFields")
 	_, err = decodePolicy(raw)
 	require.NoError(t, err)
+}
+
+// TestIssue45_FirstAdminCredential: the admin job's bootstrap makes the
+// first admin, an API key for a principal with the admin role on every
+// signer, and writes the key to Secret Manager, never to its output (which
+// Cloud Logging keeps). Run again, it changes nothing; a key whose secret
+// could not be written is revoked at once.
+func TestIssue45_FirstAdminCredential(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newCLI(t)
+	c.env["USER"] = "txfence-admin-job"
+	const secret = "projects/p/secrets/txfence-first-admin-key"
+	const principal = "txfence-operator@p.iam.gserviceaccount.com"
+
+	stdout, stderr := c.ok("bootstrap", "--principal", principal, "--secret", secret)
+	require.Len(t, c.secrets.versions[secret], 1, "one version written")
+	key := c.secrets.versions[secret][0]
+	id, ok := auth.ParseAPIKey(key)
+	require.True(t, ok, "the secret holds an API key")
+	assert.NotContains(t, stdout+stderr, key[len("txfk_"+id+"_"):], "the key is never printed")
+	assert.Contains(t, stdout, id)
+	assert.Contains(t, stdout, secret+"/versions/1")
+
+	keys, err := postgres.NewAPIKeys(c.db.Pool)
+	require.NoError(t, err)
+	authn, err := auth.New(config.Auth{Methods: []string{"apikey"}}, keys)
+	require.NoError(t, err)
+	p, err := authn.Authenticate(ctx, txm.Credential{Bearer: key})
+	require.NoError(t, err)
+	assert.Equal(t, principal, p.ID)
+	policies, err := postgres.NewPolicies(c.db.Pool)
+	require.NoError(t, err)
+	pol, err := policies.Policy(ctx, principal)
+	require.NoError(t, err)
+	assert.True(t, pol.Has(txm.RoleAdmin) && pol.AllSigners, "admin of every signer: %+v", pol)
+	assert.Equal(t, "cli:txfence-admin-job", pol.CreatedBy)
+
+	stdout, _ = c.ok("bootstrap", "--principal", principal, "--secret", secret)
+	assert.Contains(t, stdout, "nothing to do")
+	assert.Len(t, c.secrets.versions[secret], 1, "a second run writes nothing")
+
+	// A secret that cannot be written: the key made for it is revoked.
+	other := "ops@example.com"
+	c.secrets.err = errors.New("add a version to " + secret + ": permission denied on the secret")
+	stdout, stderr, err = c.run("bootstrap", "--principal", other, "--secret", secret)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "is revoked")
+	assert.NotContains(t, stdout+stderr, "txfk_")
+	list, err := keys.ListAPIKeys(ctx, other)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	assert.NotNil(t, list[0].RevokedAt, "the key nobody holds is refused")
+
+	// The usage errors say what is missing, before any database work.
+	_, _, err = c.run("bootstrap", "--principal", principal)
+	assert.ErrorIs(t, err, errUsage)
+	_, _, err = c.run("bootstrap", "--principal", principal, "--secret", "txfence-first-admin-key")
+	assert.ErrorIs(t, err, errUsage)
+	_, _, err = c.run("apikey", "list", "--secret", secret)
+	assert.ErrorIs(t, err, errUsage)
+
+	// apikey create --secret: another key, to the secret, not to stdout.
+	c.secrets.err = nil
+	stdout, stderr = c.ok("apikey", "create", "--principal", principal, "--secret", secret)
+	require.Len(t, c.secrets.versions[secret], 2)
+	second := c.secrets.versions[secret][1]
+	assert.NotContains(t, stdout+stderr, second)
 }

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 
 	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/txfence/txfence/functions/internal/deps"
 	fnevent "github.com/txfence/txfence/functions/internal/event"
+	"github.com/txfence/txfence/functions/internal/ready"
 	"github.com/txfence/txfence/shared/app"
 	"github.com/txfence/txfence/shared/metrics"
 )
@@ -59,8 +61,10 @@ func (h *Handler) Handle(ctx context.Context, e event.Event) error {
 }
 
 // The Functions Framework's own CloudEvent serving can wedge under concurrent
-// pushes (see fnevent.Handler).
-func init() { functions.HTTP("Receipt", fnevent.Handler(handle)) }
+// pushes (see fnevent.Handler). GET /ready is Cloud Run's startup probe.
+func init() {
+	functions.HTTP("Receipt", ready.Probe(ready.Databases(os.LookupEnv), fnevent.Handler(handle)))
+}
 
 var lazy = deps.Lazy[*Handler]{Build: Build}
 

@@ -2,18 +2,22 @@ package submit
 
 import (
 	"context"
+	"os"
 
 	"github.com/GoogleCloudPlatform/functions-framework-go/functions"
 	"github.com/cloudevents/sdk-go/v2/event"
 
 	"github.com/txfence/txfence/functions/internal/deps"
 	fnevent "github.com/txfence/txfence/functions/internal/event"
+	"github.com/txfence/txfence/functions/internal/ready"
 	"github.com/txfence/txfence/shared/app"
 )
 
 // The Functions Framework's own CloudEvent serving can wedge under concurrent
-// pushes (see fnevent.Handler).
-func init() { functions.HTTP("Submit", fnevent.Handler(handle)) }
+// pushes (see fnevent.Handler). GET /ready is Cloud Run's startup probe.
+func init() {
+	functions.HTTP("Submit", ready.Probe(ready.Databases(os.LookupEnv), fnevent.Handler(handle)))
+}
 
 var lazy = deps.Lazy[*Handler]{Build: Build}
 

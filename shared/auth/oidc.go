@@ -30,8 +30,10 @@ const certFetchTimeout = 10 * time.Second
 // Google's published keys, not expired, issued by Google, minted for the
 // configured audience and carrying a verified email, which names the
 // principal. Callers mint them with the idtoken package (format=full on
-// Cloud Run and GCE, which includes the email) or
-// `gcloud auth print-identity-token --audiences=AUD --include-email`.
+// Cloud Run and GCE, which includes the email) or, for a person, by
+// impersonating a service account (a user's own ID token cannot carry a
+// custom audience): `gcloud auth print-identity-token
+// --impersonate-service-account=SA --audiences=AUD --include-email`.
 type OIDC struct {
 	audience string
 	client   *http.Client

@@ -194,8 +194,12 @@ type Config struct {
 	Lease    Lease
 	Auth     Auth
 
-	Chains  []Chain
-	Signers []Signer
+	Chains []Chain
+	// NoChains is TXFENCE_CHAINS=none: this process dials no chain. The
+	// OutboxSweep's, which only relays the outbox, is given it so that it
+	// holds no RPC URL (their provider keys) it does not need.
+	NoChains bool
+	Signers  []Signer
 	// signerAt indexes Signers by address (Load builds it); Signer checks
 	// what it finds and scans on a miss, so a Config built or changed in
 	// code without it still answers right, only slower.
@@ -325,6 +329,9 @@ func Defaults() Config {
 	}
 }
 
+// ChainsNone is the TXFENCE_CHAINS of a process that dials no chain.
+const ChainsNone = "none"
+
 // Environment variable names. Every setting has exactly one.
 const (
 	EnvInstanceID          = "TXFENCE_INSTANCE_ID"
@@ -436,7 +443,7 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 	p.duration(EnvLeaseDuration, &c.Lease.Duration)
 	p.duration(EnvLeaseRenew, &c.Lease.RenewEvery)
 	p.duration(EnvClockSkew, &c.Lease.ClockSkew)
-	p.chains(EnvChains, &c.Chains)
+	p.chains(EnvChains, &c.Chains, &c.NoChains)
 	p.signers(EnvSigners, &c.Signers)
 	p.duration(EnvNonceStateTimeout, &c.NonceStateTimeout)
 	p.integer(EnvBatchSize, &c.BatchSize)
@@ -560,8 +567,8 @@ func (c Config) validate() []Problem {
 	if c.Lease.ClockSkew < 0 {
 		bad(EnvClockSkew, "must not be negative, got %s", c.Lease.ClockSkew)
 	}
-	if len(c.Chains) == 0 {
-		bad(EnvChains, "is required: at least one chain, as CHAIN_ID=RPC_URL[|RPC_URL...][,CHAIN_ID=...]")
+	if len(c.Chains) == 0 && !c.NoChains {
+		bad(EnvChains, "is required: at least one chain, as CHAIN_ID=RPC_URL[|RPC_URL...][,CHAIN_ID=...] (or none, for a process that dials no chain)")
 	}
 	if len(c.Signers) == 0 {
 		bad(EnvSigners, "is required: at least one signer, as ADDRESS[=KEY_REF][,...]")
@@ -614,7 +621,7 @@ func (c Config) validate() []Problem {
 		bad(EnvMinPriorityFee, "the tip floor %s wei is above the tip cap or the fee cap", c.MinPriorityFee)
 	}
 	for id := range c.ChainFees {
-		if _, ok := c.Chain(id); !ok {
+		if _, ok := c.Chain(id); !ok && !c.NoChains {
 			bad(EnvChainFees, "chain %d is not in %s", id, EnvChains)
 			continue
 		}
@@ -1019,9 +1026,13 @@ func (p *parser) duration(env string, dst *time.Duration) {
 }
 
 // chains parses CHAIN_ID=URL[|URL...][,CHAIN_ID=...].
-func (p *parser) chains(env string, dst *[]Chain) {
+func (p *parser) chains(env string, dst *[]Chain, none *bool) {
 	v, ok := p.get(env)
 	if !ok {
+		return
+	}
+	if strings.TrimSpace(v) == ChainsNone {
+		*none = true
 		return
 	}
 	var out []Chain

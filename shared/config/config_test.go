@@ -328,3 +328,29 @@ func TestIssue13_TelemetryConfig(t *testing.T) {
 		assert.Contains(t, err.Error(), EnvProject, "the message says the project may come from TXFENCE_PROJECT")
 	})
 }
+
+// TestIssue45_OutboxWithoutChains: TXFENCE_CHAINS=none is a process that
+// dials no chain (the OutboxSweep, which terraform gives no RPC URLs);
+// without it the variable stays required, and a chain's fee settings
+// still need the chain when chains are listed.
+func TestIssue45_OutboxWithoutChains(t *testing.T) {
+	e := validEnv()
+	e[EnvChains] = " none "
+	e[EnvChainFees] = "1:maxFee=100000000000"
+	c, err := Load(env(e))
+	require.NoError(t, err)
+	assert.True(t, c.NoChains)
+	assert.Empty(t, c.Chains)
+
+	delete(e, EnvChains)
+	_, err = Load(env(e))
+	var cerr *Error
+	require.ErrorAs(t, err, &cerr)
+	assert.Contains(t, cerr.Vars(), EnvChains, "without none the chains are required")
+
+	e = validEnv()
+	e[EnvChainFees] = "5:maxFee=100000000000"
+	_, err = Load(env(e))
+	require.ErrorAs(t, err, &cerr)
+	assert.Contains(t, cerr.Vars(), EnvChainFees, "fees of a chain that is not listed")
+}

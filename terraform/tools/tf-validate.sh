@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# tf-validate: terraform fmt -check and terraform validate of every terraform
-# root and module of this repository, offline, against the real schema of
-# the google provider.
+# tf-validate: terraform fmt -check, terraform validate and the plan tests
+# (terraform test, tests/*.tftest.hcl) of every terraform root and module of
+# this repository, offline, against the real schema of the google provider.
 #
 #   terraform/tools/tf-validate.sh               everything: fmt -check of terraform/,
 #                                                validate of the module (terraform/)
-#                                                and of each root (terraform/environments/*)
-#   terraform/tools/tf-validate.sh DIR...        fmt -check and validate of these
-#                                                directories only (tests use this)
+#                                                and of each root (terraform/environments/*),
+#                                                then the plan tests of each that has any
+#   terraform/tools/tf-validate.sh DIR...        the same for these directories only
+#                                                (tests use this)
 #   terraform/tools/tf-validate.sh --build       only build (or find) the binaries
 #   terraform/tools/tf-validate.sh --tools-ready exit 0 if the binaries are built
 #
@@ -20,6 +21,9 @@
 # dev_overrides in a generated CLI configuration (TF_CLI_CONFIG_FILE); no
 # `init` runs (it would ask a registry about the overridden provider): `get`
 # installs the local modules and `validate` loads that binary's schema.
+# The plan tests run with `mock_provider "google"` (OpenTofu 1.8+, Terraform
+# 1.7+): they plan against the provider's schema and validation without
+# credentials or a project, so they run here too.
 # dev_overrides skip the version check, so this script checks instead that
 # every `version = "~> N.x"` constraint on hashicorp/google names the major
 # version of the provider built (the first release heading of its
@@ -196,6 +200,16 @@ for d in "${dirs[@]}"; do
 	else
 		say "INVALID: $name"
 		fail=1
+		continue
+	fi
+	# The plan tests, when the directory has any (tests/*.tftest.hcl).
+	if compgen -G "$d/tests/*.tftest.hcl" >/dev/null; then
+		if "$cli" -chdir="$d" test -no-color; then
+			say "plan tests pass: $name"
+		else
+			say "PLAN TESTS FAIL: $name"
+			fail=1
+		fi
 	fi
 done
 

@@ -175,8 +175,9 @@ then follow it:
   curl -s -H "Authorization: Bearer $TXFENCE_KEY" '%s/v1/completions?after=0&wait=30s'
 
 More keys and policies: TXFENCE_DATABASE_URL='%s' go run ./functions/admin.
-On Google Cloud a service sends its ID token instead:
-  -H "Authorization: Bearer $(gcloud auth print-identity-token --audiences=<TXFENCE_OIDC_AUDIENCE>)"
+On Google Cloud a caller sends a Google ID token instead (a person by
+impersonating a service account, with the email the token must carry):
+  -H "Authorization: Bearer $(gcloud auth print-identity-token --impersonate-service-account=<SA> --audiences=<TXFENCE_OIDC_AUDIENCE> --include-email)"
 
 `, b.Key, b.APIURL, body, b.APIURL, b.APIURL, b.DatabaseURL)
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/txfence/txfence/shared/metrics"
 	"github.com/txfence/txfence/shared/postgres"
 	"github.com/txfence/txfence/shared/pubsub"
+	"github.com/txfence/txfence/shared/secrets"
 	"github.com/txfence/txfence/shared/stuckpolicy"
 	"github.com/txfence/txfence/shared/telemetry"
 	"github.com/txfence/txfence/shared/txm"
@@ -83,7 +85,11 @@ func Get(ctx context.Context) (*Process, error) {
 	if proc != nil {
 		return proc, nil
 	}
-	cfg, err := config.FromEnv()
+	env, err := environment(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := config.Load(env)
 	if err != nil {
 		return nil, err
 	}
@@ -93,6 +99,28 @@ func Get(ctx context.Context) (*Process, error) {
 	}
 	proc = p
 	return p, nil
+}
+
+// secretClient reads the settings TXFENCE_SECRETS names; built by the
+// first load that needs it (under mu).
+var secretClient *secrets.Client
+
+// environment is the process's environment, with the settings
+// TXFENCE_SECRETS names read from Secret Manager. A secret that has no
+// version yet fails the load, and the next request loads again.
+func environment(ctx context.Context) (func(string) (string, bool), error) {
+	spec := os.Getenv(secrets.EnvSecrets)
+	if strings.TrimSpace(spec) == "" {
+		return os.LookupEnv, nil
+	}
+	if secretClient == nil {
+		c, err := secrets.New(ctx)
+		if err != nil {
+			return nil, err
+		}
+		secretClient = c
+	}
+	return secrets.Lookup(ctx, secretClient, spec, os.LookupEnv)
 }
 
 // Shutdown deletes the outbox rows the process published and has not

@@ -52,3 +52,33 @@ output "db_connection_budget" {
   description = "Connections at the maximum instance counts (+10 reserved)."
   value       = module.txfence.db_connection_budget
 }
+
+output "sql_instances" {
+  description = "Every Cloud SQL instance by shard (\"\" without shards): name, connection name, private IP."
+  value       = module.txfence.sql_instances
+}
+
+output "migrate_job" {
+  description = "The Cloud Run job that applies the migrations."
+  value       = module.txfence.migrate_job
+}
+
+output "admin_job" {
+  description = "The Cloud Run job that makes the first admin."
+  value       = module.txfence.admin_job
+}
+
+output "first_admin" {
+  description = "The first admin's principal and the secret its API key is written to."
+  value       = module.txfence.first_admin
+}
+
+output "operator_service_account" {
+  description = "The service account operators impersonate for ID tokens."
+  value       = module.txfence.operator_service_account
+}
+
+output "db_users" {
+  description = "IAM database user of each runtime service account (the restore runbook imports them)."
+  value       = module.txfence.db_users
+}

@@ -52,6 +52,31 @@ variable "confirmations" {
   default     = 3
 }
 
+variable "db_instance_name" {
+  description = "Cloud SQL instance of the one database (without shards). Changed only by the restore procedure (docs/runbook.md, \"Restore the database\"), never to rename."
+  type        = string
+  default     = "txfence"
+}
+
+variable "shards" {
+  description = "Signers sharded over several Cloud SQL instances (terraform/variables.tf, shards; docs/deploy.md, \"Add a shard\"): null for one database."
+  type = list(object({
+    name              = string
+    instance          = string
+    tier              = optional(string)
+    max_connections   = optional(number)
+    disk_size_gb      = optional(number)
+    availability_type = optional(string)
+  }))
+  default = null
+}
+
+variable "shard_map" {
+  description = "TXFENCE_SHARD_MAP with two shards or more: vN:ADDRESS=SHARD,...[,*=SHARD]."
+  type        = string
+  default     = ""
+}
+
 variable "api_domain" {
   description = "Domain of the API's load balancer; empty: no load balancer (call the API from inside the project, or at its run.app URL with api_invoker_members)."
   type        = string
@@ -60,6 +85,12 @@ variable "api_domain" {
 
 variable "api_invoker_members" {
   description = "Who may invoke the API (roles/run.invoker), e.g. [\"user:you@example.com\"]; empty: nobody. Without api_domain, a non-empty list also opens the run.app URL to those (IAM-authenticated) callers."
+  type        = list(string)
+  default     = []
+}
+
+variable "operator_members" {
+  description = "Who operates txfence through its API by impersonating the operator service account (ID tokens with --include-email), e.g. [\"group:txfence-ops@example.com\"]; empty: the first admin's API key only."
   type        = list(string)
   default     = []
 }
@@ -74,6 +105,12 @@ variable "notification_channels" {
   description = "Cloud Monitoring notification channel ids for the alerts (empty: incidents in the console only)."
   type        = list(string)
   default     = []
+}
+
+variable "workload_metric_alerts" {
+  description = "Create the alerts that need txfence's own metrics to exist already (false for the first apply; docs/deploy.md turns it on after the first OutboxSweep ran)."
+  type        = bool
+  default     = false
 }
 
 variable "runbook_url" {

@@ -52,6 +52,9 @@ module "txfence" {
   # PostgreSQL is txfence's only authority: regional HA, 7 days of
   # point-in-time recovery, 14 daily backups, deletion protection in
   # terraform and in the Cloud SQL API.
+  db_instance_name          = var.db_instance_name
+  shards                    = var.shards
+  shard_map                 = var.shard_map
   db_tier                   = var.db_tier
   db_max_connections        = var.db_max_connections
   db_availability_type      = "REGIONAL"
@@ -69,12 +72,14 @@ module "txfence" {
   api_domain          = var.api_domain
   api_invoker_members = var.api_invoker_members
   api_allowed_cidrs   = var.api_allowed_cidrs
+  operator_members    = var.operator_members
   api_rate_limit      = var.api_rate_limit
   api_ssl_profile     = var.api_ssl_profile
 
-  notification_channels = var.notification_channels
-  runbook_url           = var.runbook_url
-  alert_thresholds      = var.alert_thresholds
+  notification_channels  = var.notification_channels
+  runbook_url            = var.runbook_url
+  workload_metric_alerts = var.workload_metric_alerts
+  alert_thresholds       = var.alert_thresholds
 
   deployer_service_account = var.deployer_service_account
 }

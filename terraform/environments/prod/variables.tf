@@ -83,9 +83,34 @@ variable "db_tier" {
 }
 
 variable "db_max_connections" {
-  description = "PostgreSQL max_connections (the pools need 330 at the default maxima)."
+  description = "PostgreSQL max_connections of each instance: the pools need 330 at the default maxima (under the connections alert's 80%, 400) and 430 while a rollout holds two revisions of the largest service."
   type        = number
-  default     = 400
+  default     = 500
+}
+
+variable "db_instance_name" {
+  description = "Cloud SQL instance of the one database (without shards). Changed only by the restore procedure (docs/runbook.md, \"Restore the database\"), never to rename."
+  type        = string
+  default     = "txfence"
+}
+
+variable "shards" {
+  description = "Signers sharded over several Cloud SQL instances (terraform/variables.tf, shards; docs/deploy.md, \"Add a shard\"): null for one database."
+  type = list(object({
+    name              = string
+    instance          = string
+    tier              = optional(string)
+    max_connections   = optional(number)
+    disk_size_gb      = optional(number)
+    availability_type = optional(string)
+  }))
+  default = null
+}
+
+variable "shard_map" {
+  description = "TXFENCE_SHARD_MAP with two shards or more: vN:ADDRESS=SHARD,...[,*=SHARD]."
+  type        = string
+  default     = ""
 }
 
 variable "api_min_instances" {
@@ -108,6 +133,12 @@ variable "api_domain" {
 variable "api_invoker_members" {
   description = "Who may invoke the API (roles/run.invoker): [\"allUsers\"] to leave authentication to txfence (ID tokens, API keys) behind the load balancer, or the callers' identities. No default: the operator decides; [] keeps the API closed."
   type        = list(string)
+}
+
+variable "operator_members" {
+  description = "Who operates txfence through its API by impersonating the operator service account (ID tokens with --include-email), e.g. [\"group:txfence-ops@example.com\"]; empty: the first admin's API key only."
+  type        = list(string)
+  default     = []
 }
 
 variable "api_allowed_cidrs" {
@@ -137,6 +168,12 @@ variable "api_ssl_profile" {
 variable "notification_channels" {
   description = "Cloud Monitoring notification channel ids the alerts notify (the on-call's pager)."
   type        = list(string)
+}
+
+variable "workload_metric_alerts" {
+  description = "Create the alerts that need txfence's own metrics to exist already (false for the first apply; docs/deploy.md turns it on after the first OutboxSweep ran)."
+  type        = bool
+  default     = false
 }
 
 variable "runbook_url" {
