@@ -212,9 +212,7 @@ type Config struct {
 	// Workers is how many allocation batches an instance has in flight (a
 	// signer in at most one). Default 2: one lane for the signers that are
 	// not contended, one call at a time, which gathers the most requests
-	// per call (bench-api signers1000: 3,000-3,080 creates/s with one lane,
-	// 2,500-2,730 with two used alike, 1,740-2,100 with four, in alternate
-	// runs), and one for contended signers, so that a call waiting for a
+	// per call, and one for contended signers, so that a call waiting for a
 	// contended signer's lease row holds up no other signer (see the
 	// dispatcher in shared/app). With 1, every batch takes any signer.
 	Workers int
@@ -277,56 +275,14 @@ type Config struct {
 	TopicCompletion string
 }
 
-// Defaults returns the configuration used when no variable is set.
+// Defaults returns the configuration used when no variable is set: every
+// setting's default (settings.go).
 func Defaults() Config {
-	return Config{
-		LogLevel:  "info",
-		Telemetry: Telemetry{Mode: TelemetryPrometheus, SampleRatio: 0.01, Interval: 60 * time.Second, Service: "txfence"},
-		Database: Database{MaxConns: 10, StatementTimeout: 15 * time.Second, LockTimeout: 3 * time.Second,
-			IdleInTxTimeout: 30 * time.Second},
-		Auth: Auth{RatePerSecond: 200, RateBurst: 400, SignerRatePerSecond: 2000, MaxWaits: 20},
-		Lease: Lease{
-			Duration:   10 * time.Second,
-			RenewEvery: 3 * time.Second,
-			ClockSkew:  1 * time.Second,
-		},
-		NonceStateTimeout:   30 * time.Second,
-		BatchSize:           100,
-		BatchWait:           0,
-		ContendedWait:       3 * time.Millisecond,
-		Workers:             2,
-		MaxGasLimit:         30_000_000,
-		MaxDataBytes:        128 * 1024,
-		MaxFeeCap:           new(big.Int).Mul(big.NewInt(10_000), big.NewInt(1_000_000_000)), // 10,000 gwei
-		MinPriorityFee:      big.NewInt(1_000_000),                                           // 0.001 gwei: geth's default miner minimum tip
-		MaxBumps:            15,
-		TxFeeCap:            big.NewInt(1_000_000_000_000_000_000), // 1 ether: geth's default --rpc.txfeecap
-		BumpAfter:           30 * time.Second,
-		BumpPercent:         20,
-		MaxInFlight:         64,
-		RPCMaxBatch:         100,
-		SubmitBudget:        30 * time.Second,
-		ResubmitInterval:    60 * time.Second,
-		RecheckAfter:        15 * time.Second,
-		ResubmitBudget:      50 * time.Second,
-		ResubmitPass:        5 * time.Second,
-		MaxRebroadcasts:     10,
-		StuckAfter:          30 * time.Minute,
-		RetryBackoffMin:     5 * time.Second,
-		RetryBackoffMax:     10 * time.Minute,
-		StuckWebhook:        StuckWebhook{Timeout: 5 * time.Second},
-		ReceiptWorkers:      10,
-		StaleReceiptTimeout: 60 * time.Second,
-		ReceiptWait:         20 * time.Second,
-		FinalityMode:        FinalityConfirmations,
-		Confirmations:       20,
-		FinalityBudget:      65 * time.Second,
-		FinalityInterval:    2 * time.Second,
-		ReorgWatch:          10 * time.Minute,
-		TopicSubmit:         "txfence-submit",
-		TopicReceipt:        "txfence-receipt",
-		TopicCompletion:     "txfence-completion",
+	c, errs := loadSettings(func(string) (string, bool) { return "", false })
+	if len(errs) > 0 {
+		panic(fmt.Sprintf("config: a default does not parse: %v", errs)) // a bug in settings.go, caught by any test
 	}
+	return c
 }
 
 // ChainsNone is the TXFENCE_CHAINS of a process that dials no chain.
@@ -411,85 +367,8 @@ func FromEnv() (Config, error) { return Load(os.LookupEnv) }
 // from Defaults. The error names every variable that is malformed or
 // missing, one per line, so one run shows everything to fix.
 func Load(lookup func(string) (string, bool)) (Config, error) {
-	c := Defaults()
-	p := parser{lookup: lookup}
-
-	p.str(EnvInstanceID, &c.InstanceID)
-	p.str(EnvLogLevel, &c.LogLevel)
-	var telemetry string
-	if p.str(EnvTelemetry, &telemetry) {
-		c.Telemetry.Mode = TelemetryMode(telemetry)
-	}
-	p.str(EnvTelemetryProject, &c.Telemetry.Project)
-	p.float(EnvTraceSampleRatio, &c.Telemetry.SampleRatio)
-	p.duration(EnvMetricsInterval, &c.Telemetry.Interval)
-	p.str(EnvDatabaseURL, &c.Database.URL)
-	p.str(EnvCloudSQLInstance, &c.Database.Instance)
-	p.databases(EnvDatabases, &c.Shards)
-	p.shardMap(EnvShardMap, &c.ShardMap)
-	p.boolean(EnvCloudSQLIAMAuth, &c.Database.IAMAuth)
-	p.boolean(EnvCloudSQLPrivateIP, &c.Database.PrivateIP)
-	p.int32(EnvDBMaxConns, &c.Database.MaxConns)
-	p.duration(EnvDBStatementTimeout, &c.Database.StatementTimeout)
-	p.duration(EnvDBLockTimeout, &c.Database.LockTimeout)
-	p.duration(EnvDBIdleInTxTimeout, &c.Database.IdleInTxTimeout)
-	p.list(EnvAuth, &c.Auth.Methods)
-	p.str(EnvOIDCAudience, &c.Auth.Audience)
-	p.policies(EnvPolicySeed, &c.Auth.PolicySeed)
-	p.float(EnvRatePerSecond, &c.Auth.RatePerSecond)
-	p.integer(EnvRateBurst, &c.Auth.RateBurst)
-	p.float(EnvSignerRatePerSecond, &c.Auth.SignerRatePerSecond)
-	p.integer(EnvMaxWaits, &c.Auth.MaxWaits)
-	p.duration(EnvLeaseDuration, &c.Lease.Duration)
-	p.duration(EnvLeaseRenew, &c.Lease.RenewEvery)
-	p.duration(EnvClockSkew, &c.Lease.ClockSkew)
-	p.chains(EnvChains, &c.Chains, &c.NoChains)
-	p.signers(EnvSigners, &c.Signers)
-	p.duration(EnvNonceStateTimeout, &c.NonceStateTimeout)
-	p.integer(EnvBatchSize, &c.BatchSize)
-	p.duration(EnvBatchWait, &c.BatchWait)
-	p.duration(EnvContendedWait, &c.ContendedWait)
-	p.integer(EnvWorkers, &c.Workers)
-	p.uint(EnvMaxGasLimit, &c.MaxGasLimit)
-	p.integer(EnvMaxDataBytes, &c.MaxDataBytes)
-	p.bigInt(EnvMaxFeeCap, &c.MaxFeeCap)
-	p.bigInt(EnvMaxTipCap, &c.MaxTipCap)
-	p.bigInt(EnvMinPriorityFee, &c.MinPriorityFee)
-	p.bigInt(EnvTxFeeCap, &c.TxFeeCap)
-	p.integer(EnvMaxBumps, &c.MaxBumps)
-	p.duration(EnvBumpAfter, &c.BumpAfter)
-	p.integer(EnvBumpPercent, &c.BumpPercent)
-	p.chainFees(EnvChainFees, &c.ChainFees)
-	p.integer(EnvMaxInFlight, &c.MaxInFlight)
-	p.integer(EnvRPCMaxBatch, &c.RPCMaxBatch)
-	p.duration(EnvSubmitBudget, &c.SubmitBudget)
-	p.duration(EnvResubmitInterval, &c.ResubmitInterval)
-	p.duration(EnvRecheckAfter, &c.RecheckAfter)
-	p.duration(EnvResubmitBudget, &c.ResubmitBudget)
-	p.duration(EnvResubmitPass, &c.ResubmitPass)
-	p.integer(EnvMaxRebroadcasts, &c.MaxRebroadcasts)
-	p.duration(EnvStuckAfter, &c.StuckAfter)
-	p.duration(EnvRetryBackoffMin, &c.RetryBackoffMin)
-	p.duration(EnvRetryBackoffMax, &c.RetryBackoffMax)
-	p.stuckPolicy(EnvStuckPolicy, &c.StuckPolicy)
-	p.str(EnvStuckWebhookURL, &c.StuckWebhook.URL)
-	p.str(EnvStuckWebhookSecret, &c.StuckWebhook.Secret)
-	p.duration(EnvStuckWebhookTimeout, &c.StuckWebhook.Timeout)
-	p.integer(EnvReceiptWorkers, &c.ReceiptWorkers)
-	p.duration(EnvReceiptWait, &c.ReceiptWait)
-	p.duration(EnvStaleReceiptTimeout, &c.StaleReceiptTimeout)
-	var mode string
-	if p.str(EnvFinalityMode, &mode) {
-		c.FinalityMode = FinalityMode(mode)
-	}
-	p.uint(EnvConfirmations, &c.Confirmations)
-	p.duration(EnvFinalityBudget, &c.FinalityBudget)
-	p.duration(EnvFinalityInterval, &c.FinalityInterval)
-	p.duration(EnvReorgWatch, &c.ReorgWatch)
-	p.str(EnvProject, &c.Project)
-	p.str(EnvTopicSubmit, &c.TopicSubmit)
-	p.str(EnvTopicReceipt, &c.TopicReceipt)
-	p.str(EnvTopicCompletion, &c.TopicCompletion)
+	c, errs := loadSettings(lookup)
+	p := parser{lookup: lookup, errs: errs}
 
 	if c.InstanceID == "" {
 		c.InstanceID = defaultInstanceID(lookup)
