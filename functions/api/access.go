@@ -7,8 +7,8 @@ import (
 )
 
 // access is who may call a route: the roles the guard lets through, and
-// what a principal holding only one role gets, which is the README's access
-// table (accessTable renders it; a test checks both the README and the
+// what a principal holding only one role gets, which is docs/api.md's access
+// table (accessTable renders it; a test checks both docs/api.md and the
 // behaviour against it).
 type access struct {
 	// roles are the roles of which the caller's policy must grant one
@@ -57,7 +57,7 @@ func accessRows() []accessRow {
 	return append(out, accessRow{"GET /metrics", metricsAccess})
 }
 
-// accessTable is the README's access table, in Markdown.
+// accessTable is docs/api.md's access table, in Markdown.
 func accessTable() string {
 	var b strings.Builder
 	b.WriteString("| route | sender | reader | admin | a signer outside the caller's policy |\n|---|---|---|---|---|\n")

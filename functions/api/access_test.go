@@ -349,17 +349,17 @@ func TestIssue44_AuditOnce(t *testing.T) {
 	}
 }
 
-// TestAccessTable: the README's access table is the one the routes declare
+// TestAccessTable: docs/api.md's access table is the one the routes declare
 // (accessTable), and every cell of it is what the API does: each route is
 // called as a principal holding only that role on signer A, on its own
 // transaction and another principal's (the columns), and on signer B (the
 // last column).
 func TestAccessTable(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "api.md"))
 	require.NoError(t, err)
-	assert.True(t, strings.Contains(string(readme), accessTable()),
-		"README.md's access table is not accessTable(); after changing a route's access, paste:\n%s", accessTable())
+	assert.True(t, strings.Contains(string(doc), accessTable()),
+		"docs/api.md's access table is not accessTable(); after changing a route's access, paste:\n%s", accessTable())
 
 	s := setupSecure(t, 1)
 	inst := s.insts[0]

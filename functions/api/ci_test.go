@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -76,4 +77,44 @@ func TestProblemTypesDocumented(t *testing.T) {
 		}
 	}
 	assert.ElementsMatch(t, used, documented)
+}
+
+// TestDocsNameRealTests: every test the documentation names (docs/*.md and
+// the README, in backquotes) exists, so that a renamed or removed test
+// does not leave a claim behind that nothing checks.
+func TestDocsNameRealTests(t *testing.T) {
+	t.Parallel()
+	root := filepath.Join("..", "..")
+	defined := map[string]bool{}
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == ".tools" || d.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		if !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range regexp.MustCompile(`(?m)^func (Test\w+)\(`).FindAllSubmatch(b, -1) {
+			defined[string(m[1])] = true
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	require.NoError(t, err)
+	docs = append(docs, filepath.Join(root, "README.md"))
+	named := regexp.MustCompile("`(Test[A-Z]\\w*[a-z0-9])`")
+	for _, doc := range docs {
+		b, err := os.ReadFile(doc)
+		require.NoError(t, err)
+		for _, m := range named.FindAllSubmatch(b, -1) {
+			assert.True(t, defined[string(m[1])], "%s names %s, which no test file defines", filepath.Base(doc), m[1])
+		}
+	}
 }
