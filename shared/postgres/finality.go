@@ -181,7 +181,7 @@ WITH u AS (
     SELECT * FROM unnest($6::uuid[], $7::int[], $8::bigint[], $9::text[], $10::smallint[], $11::bigint[], $12::text[])
         AS u(id, no, bnum, bhash, status, used, price)
 ), moved AS (
-    UPDATE managed_tx t SET state = 'MINED', sub_state = NULL, receipt_attempt_no = u.no,
+    UPDATE managed_tx t SET state = `+moveMined.state(txm.StateMined)+`, sub_state = NULL, receipt_attempt_no = u.no,
         receipt_block_number = u.bnum, receipt_block_hash = u.bhash, receipt_status = u.status,
         receipt_gas_used = u.used, receipt_effective_gas_price = u.price::numeric,
         failures = 0, failing_since = NULL, next_attempt_at = NULL, stuck_since = NULL,
@@ -194,7 +194,7 @@ WITH u AS (
     FROM moved WHERE a.tx_id = moved.id
 ), hist AS (
     INSERT INTO tx_history (tx_id, from_state, to_state, reason, owner, fencing_token)
-    SELECT id, from_state, 'MINED', 'receipt in block ' || bnum, $4::text, $5::bigint FROM moved
+    SELECT id, from_state, `+moveMined.state(txm.StateMined)+`, 'receipt in block ' || bnum, $4::text, $5::bigint FROM moved
 ), prompt AS (
     INSERT INTO outbox (topic, ordering_key, payload)
     SELECT $13, $2, $14
@@ -255,7 +255,7 @@ WITH moved AS (`+finalSet+`
 
 // finalizeMoved ends a finalizing statement: its moved rows go to
 // history, and are returned as report reads them.
-const finalizeMoved = finalReturning + `
+var finalizeMoved = finalReturning + `
 ), ` + finalHist + `
 SELECT m.id::text, m.chain_id, m.signer, m.state, coalesce(m.sub_state, ''), m.nonce, m.fork, m.tx_hash, m.created_at
 FROM moved m ORDER BY m.nonce`
@@ -267,18 +267,19 @@ const finalReturning = `
 
 // finalHist writes the history of a finalizing move (moved), by the lease
 // of fenceArgs.
-const finalHist = `hist AS (
+var finalHist = `hist AS (
     INSERT INTO tx_history (tx_id, from_state, to_state, sub_state, reason, owner, fencing_token)
-    SELECT id, 'MINED', state, sub_state, 'final', $4::text, $5::bigint FROM moved
+    SELECT id, ` + moveFinal.source() + `, state, sub_state, 'final', $4::text, $5::bigint FROM moved
 )`
 
 // finalSet is what Finalize and FinalizeBlocks set on a transaction whose
 // receipt block is final (a mined cancel or placeholder took the nonce
 // instead of the payload; a placeholder that filled the nonce of a payload
 // the node refused for good ends with that refusal).
-const finalSet = `
+var finalSet = `
     UPDATE managed_tx t SET
-        state = CASE WHEN t.receipt_status = 1 AND a.kind IN ('original', 'replace') THEN 'CONFIRMED' ELSE 'FAILED_FINAL' END,
+        state = CASE WHEN t.receipt_status = 1 AND a.kind IN ('original', 'replace') THEN ` + moveFinal.state(txm.StateConfirmed) + `
+            ELSE ` + moveFinal.state(txm.StateFailedFinal) + ` END,
         sub_state = CASE a.kind WHEN 'cancel' THEN 'cancelled' WHEN 'placeholder' THEN coalesce(t.refusal, 'placeholder')
             ELSE CASE WHEN t.receipt_status = 1 THEN NULL ELSE 'reverted' END END,
         finalized_at = clock_timestamp(), fork_pending = false,
@@ -539,7 +540,7 @@ func (s *Store) Reorged(ctx context.Context, l txm.Lease, txID string, detail st
 	return WithTx(ctx, s.pool, func(tx pgx.Tx) error {
 		got, err := s.leases.fencedExec(ctx, tx, l, "reorged", txID, `
 WITH moved AS (
-    UPDATE managed_tx t SET state = 'TRACKING', sub_state = 'reorged', reorg_count = t.reorg_count + 1,
+    UPDATE managed_tx t SET state = `+moveReorg.state(txm.StateTracking)+`, sub_state = 'reorged', reorg_count = t.reorg_count + 1,
         fork_pending = true, receipt_attempt_no = NULL, receipt_block_number = NULL, receipt_block_hash = NULL,
         receipt_status = NULL, receipt_gas_used = NULL, receipt_effective_gas_price = NULL, mined_at = NULL,
         fencing_token = $5::bigint, updated_at = clock_timestamp()
@@ -549,7 +550,7 @@ WITH moved AS (
     UPDATE tx_attempt a SET outcome = NULL FROM moved WHERE a.tx_id = moved.id
 )
 INSERT INTO tx_history (tx_id, from_state, to_state, sub_state, reason, owner, fencing_token)
-SELECT id, 'MINED', 'TRACKING', 'reorged', $7, $4::text, $5::bigint FROM moved`, txID, detail)
+SELECT id, `+moveReorg.source()+`, `+moveReorg.state(txm.StateTracking)+`, 'reorged', $7, $4::text, $5::bigint FROM moved`, txID, detail)
 		if err != nil {
 			return err
 		}
@@ -742,7 +743,7 @@ func (s *Store) ReopenBlock(ctx context.Context, l txm.Lease, block txm.Header, 
 	err := WithTx(ctx, s.pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `
 WITH moved AS (
-    UPDATE managed_tx t SET state = 'TRACKING', sub_state = 'reorged', reorg_count = t.reorg_count + 1,
+    UPDATE managed_tx t SET state = `+moveReopen.state(txm.StateTracking)+`, sub_state = 'reorged', reorg_count = t.reorg_count + 1,
         fork_pending = true, receipt_attempt_no = NULL, receipt_block_number = NULL, receipt_block_hash = NULL,
         receipt_status = NULL, receipt_gas_used = NULL, receipt_effective_gas_price = NULL, mined_at = NULL,
         finalized_at = NULL, fencing_token = $5::bigint, updated_at = clock_timestamp()
@@ -753,7 +754,7 @@ WITH moved AS (
     UPDATE tx_attempt a SET outcome = NULL FROM moved WHERE a.tx_id = moved.id
 ), hist AS (
     INSERT INTO tx_history (tx_id, from_state, to_state, sub_state, reason, owner, fencing_token)
-    SELECT id, from_state, 'TRACKING', 'reorged', $8, $4::text, $5::bigint FROM moved
+    SELECT id, from_state, `+moveReopen.state(txm.StateTracking)+`, 'reorged', $8, $4::text, $5::bigint FROM moved
 )
 SELECT id::text FROM moved`, append(fenceArgs(l), int64(block.Number), block.Hash.Hex(), detail)...)
 		if err != nil {
@@ -785,7 +786,7 @@ func (s *Store) ConsumedSince(ctx context.Context, since time.Duration) ([]txm.T
 func (s *Store) ConsumedExternally(ctx context.Context, l txm.Lease, txIDs []string, detail string) error {
 	return s.report(ctx, l, "consumed_externally", "open", txIDs, `
 WITH moved AS (
-    UPDATE managed_tx t SET state = 'FAILED_FINAL', sub_state = 'nonce_consumed_externally', last_error = $7,
+    UPDATE managed_tx t SET state = `+moveConsumed.state(txm.StateFailedFinal)+`, sub_state = 'nonce_consumed_externally', last_error = $7,
         finalized_at = clock_timestamp(), fork_pending = false, next_attempt_at = NULL, stuck_since = NULL,
         fencing_token = $5::bigint, updated_at = clock_timestamp()
     WHERE t.id = ANY($6::uuid[]) AND `+moveConsumed.guard()+` AND `+fenceHeld+`
@@ -796,7 +797,8 @@ WITH moved AS (
     UPDATE tx_attempt a SET outcome = 'replaced' FROM moved WHERE a.tx_id = moved.id
 ), hist AS (
     INSERT INTO tx_history (tx_id, from_state, to_state, sub_state, reason, owner, fencing_token)
-    SELECT id, from_state, 'FAILED_FINAL', 'nonce_consumed_externally', $7, $4::text, $5::bigint FROM moved
+    SELECT id, from_state, `+moveConsumed.state(txm.StateFailedFinal)+`, 'nonce_consumed_externally', $7, $4::text, $5::bigint FROM moved
 )
-SELECT id::text, chain_id, signer, 'FAILED_FINAL', 'nonce_consumed_externally', nonce, fork, NULL::text, created_at FROM moved ORDER BY nonce`, detail)
+SELECT id::text, chain_id, signer, `+moveConsumed.state(txm.StateFailedFinal)+`, 'nonce_consumed_externally', nonce, fork, NULL::text,
+    created_at FROM moved ORDER BY nonce`, detail)
 }

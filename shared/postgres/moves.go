@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/txfence/txfence/shared/txm"
@@ -33,6 +34,30 @@ var (
 	moves = map[string]move{"broadcast": moveBroadcast, "stuck": moveStuck, "mined": moveMined, "final": moveFinal,
 		"reorg": moveReorg, "reopen": moveReopen, "consumed": moveConsumed}
 )
+
+// state is the SQL literal of target, one of the states the move may leave
+// a row in: every statement writes its target states through it, so that
+// what the SQL writes is what the table says (and the test checks against
+// the domain). A target outside the move is a programming error: it panics
+// when the statement is built, which the first test of that store method
+// meets.
+func (m move) state(target txm.State) string {
+	for _, s := range m.to {
+		if s == target {
+			return "'" + string(s) + "'"
+		}
+	}
+	panic(fmt.Sprintf("postgres: %s is not a target of the move %v → %v", target, m.from, m.to))
+}
+
+// source is the SQL literal of the one state the move starts from (for a
+// history row whose statement moves from that state alone).
+func (m move) source() string {
+	if len(m.from) != 1 {
+		panic(fmt.Sprintf("postgres: the move %v → %v has several sources", m.from, m.to))
+	}
+	return "'" + string(m.from[0]) + "'"
+}
 
 // guard is the SQL condition "t.state may make this move".
 func (m move) guard() string {

@@ -151,7 +151,7 @@ func (s *Store) MarkTracking(ctx context.Context, l txm.Lease, done []txm.Broadc
 WITH u AS (
     SELECT * FROM unnest($6::uuid[], $7::int[], $8::text[]) AS u(id, no, outcome)
 ), moved AS (
-    UPDATE managed_tx t SET state = 'TRACKING', sub_state = coalesce(t.refusal, u.outcome), last_error = NULL,
+    UPDATE managed_tx t SET state = `+moveBroadcast.state(txm.StateTracking)+`, sub_state = coalesce(t.refusal, u.outcome), last_error = NULL,
         broadcast_count = t.broadcast_count + 1, last_broadcast_at = clock_timestamp(),
         failures = 0, failing_since = NULL, next_attempt_at = NULL, stuck_since = NULL,
         fencing_token = $5::bigint, updated_at = clock_timestamp()
@@ -163,8 +163,8 @@ WITH u AS (
     FROM moved WHERE at.tx_id = moved.id AND at.attempt_no = moved.no
 ), hist AS (
     INSERT INTO tx_history (tx_id, from_state, to_state, sub_state, reason, owner, fencing_token)
-    SELECT id, from_state, 'TRACKING', sub_state, 'broadcast', $4::text, $5::bigint FROM moved
-    WHERE from_state <> 'TRACKING'
+    SELECT id, from_state, `+moveBroadcast.state(txm.StateTracking)+`, sub_state, 'broadcast', $4::text, $5::bigint FROM moved
+    WHERE from_state <> `+moveBroadcast.state(txm.StateTracking)+`
 ), receipt AS (
     INSERT INTO outbox (topic, ordering_key, payload)
     SELECT $9, $2, $11 WHERE EXISTS (SELECT 1 FROM moved)
@@ -250,7 +250,7 @@ func (s *Store) MarkStuck(ctx context.Context, l txm.Lease, txID string, subStat
 		var from string
 		err := tx.QueryRow(ctx, `
 WITH moved AS (
-    UPDATE managed_tx t SET state = 'STUCK', sub_state = $7, last_error = $8,
+    UPDATE managed_tx t SET state = `+moveStuck.state(txm.StateStuck)+`, sub_state = $7, last_error = $8,
         stuck_since = coalesce(t.stuck_since, clock_timestamp()),
         fencing_token = $5::bigint, updated_at = clock_timestamp()
     WHERE t.id = $6::uuid AND `+moveStuck.guard()+` AND `+fenceHeld+`
@@ -259,7 +259,7 @@ WITH moved AS (
         (SELECT o.fork_pending FROM managed_tx o WHERE o.id = t.id) AS fork
 ), hist AS (
     INSERT INTO tx_history (tx_id, from_state, to_state, sub_state, reason, owner, fencing_token)
-    SELECT id, from_state, 'STUCK', $7, $8, $4::text, $5::bigint FROM moved
+    SELECT id, from_state, `+moveStuck.state(txm.StateStuck)+`, $7, $8, $4::text, $5::bigint FROM moved
 )
 SELECT id::text, chain_id, signer, nonce, from_state, fork FROM moved`,
 			append(fenceArgs(l), txID, subState, detail)...).Scan(&f.id, &f.chainID, &f.signer, &f.nonce, &from, &f.fork)
