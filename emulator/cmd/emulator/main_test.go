@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -112,6 +113,18 @@ func TestIssue46_Banner(t *testing.T) {
 	var ext bytes.Buffer
 	printBanner(&ext, b)
 	assert.NotContains(t, ext.String(), "/hold", "another chain cannot be held")
+
+	// The README's walk-through is the banner's, at make dev's ports.
+	readme, err := os.ReadFile(filepath.Join(moduleRoot(t), "README.md"))
+	require.NoError(t, err)
+	b.Simulated = true
+	var def bytes.Buffer
+	printBanner(&def, b)
+	for _, c := range curlCommands(def.String()) {
+		if strings.Contains(c, "/hold") || strings.Contains(c, "/reorg") {
+			assert.Contains(t, string(readme), c)
+		}
+	}
 }
 
 // TestIssue46_AuthFlag: -auth defaults to the caller's TXFENCE_AUTH (the
