@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,6 +22,24 @@ import (
 
 	"github.com/txfence/txfence/emulator/stack"
 )
+
+// syncBuffer is a buffer that a process writes while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
 
 // emulatorRun is a running emulator process and what its banner said.
 type emulatorRun struct {
@@ -60,8 +79,8 @@ func startEmulator(t *testing.T, env ...string) emulatorRun {
 		}
 	}
 	cmd.Env = append(cmd.Env, env...)
-	var logs bytes.Buffer
-	cmd.Stderr = &logs
+	logs := &syncBuffer{}
+	cmd.Stderr = logs
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -95,7 +114,10 @@ func startEmulator(t *testing.T, env ...string) emulatorRun {
 	for ready := false; !ready; {
 		select {
 		case l, ok := <-lines:
-			require.True(t, ok, "the emulator ended before it was ready:\n%s\n%s", banner.String(), logs.String())
+			if !ok {
+				<-exited
+				t.Fatalf("the emulator ended before it was ready:\n%s\n%s", banner.String(), logs.String())
+			}
 			ready = l == "ready"
 			banner.WriteString(l + "\n")
 		case <-deadline:
