@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO    ?= go
 PGBIN ?= /usr/lib/postgresql/15/bin
 
-.PHONY: all test lint deps postgres-bin chromium fmt vet build dev e2e soak fuzz openapi-lint node tf-validate tf-tools
+.PHONY: all test lint deps postgres-bin chromium fmt vet build bin-server bin-emulator bin-soak dev e2e soak fuzz openapi-lint node tf-validate tf-tools
 
 all: test
 
@@ -156,16 +156,22 @@ bench-pipeline: deps
 bench-coldstart: deps
 	$(GO) run ./emulator/cmd/benchcold
 
-## build: the function server (one binary, every function) and the emulator.
-build:
+## build: the function server (one binary, every function), the emulator
+## and the soak; make dev and make soak build only the two each runs.
+build: bin-server bin-emulator bin-soak
+
+bin-server:
 	$(GO) build -o bin/server ./functions/server
+bin-emulator:
 	$(GO) build -o bin/emulator ./emulator/cmd/emulator
+bin-soak:
 	$(GO) build -o bin/soak ./emulator/cmd/soak
 
 ## dev: the whole stack on this machine (PostgreSQL, Pub/Sub, a chain, the
-## functions, schedulers); prints the URLs and a curl. Ctrl-C stops it.
-## Pass flags with ARGS, e.g. make dev ARGS="-servers 2 -block-time 2s".
-dev: deps build
+## functions, schedulers); prints the URLs, an API key and the curls. Ctrl-C
+## stops it. Pass flags with ARGS, e.g. make dev ARGS="-servers 2 -block-time 2s";
+## make dev ARGS="-auth apikey" turns development mode off (API keys only).
+dev: deps bin-server bin-emulator
 	./bin/emulator -server bin/server $(ARGS)
 
 ## e2e: two function-server processes, several signers, one SIGKILLed
@@ -181,5 +187,5 @@ e2e: deps
 ## open=N violations=N faults=N. Flags with ARGS, e.g. ARGS="-txs 500 -seed 7";
 ## the servers' logs with ARGS="-server-log /tmp/soak-servers.log".
 ## (make test runs a short version: TestIssue10_Soak.)
-soak: deps build
+soak: deps bin-server bin-soak
 	./bin/soak -server bin/server -txs 2000 -signers 4 -servers 3 $(ARGS)

@@ -110,7 +110,9 @@ func (s *Stack) RestartDatabase(ctx context.Context) error {
 // Reorg replaces the last depth blocks of the simulated chain with a longer
 // branch (depth + 1 new blocks); transactions of the dropped blocks return
 // to the pool unless drop is set. Transactions waiting in the pool are kept,
-// and with a fault proxy no broadcast reaches the chain while it runs.
+// and with a fault proxy no broadcast reaches the chain while it runs. A
+// chain held (HoldChain) is released: blocks come again, to mine the
+// returned transactions.
 func (s *Stack) Reorg(depth int, drop bool) error {
 	if s.Chain == nil {
 		return errors.New("reorg: only the simulated chain can be reorganised")
@@ -118,7 +120,11 @@ func (s *Stack) Reorg(depth int, drop bool) error {
 	if s.Proxy != nil {
 		defer s.Proxy.Hold("eth_sendRawTransaction")()
 	}
-	return s.Chain.Reorg(depth, drop)
+	if err := s.Chain.Reorg(depth, drop); err != nil {
+		return err
+	}
+	s.ReleaseChain()
+	return nil
 }
 
 // BaseFee returns the base fee per gas of the simulated chain's latest

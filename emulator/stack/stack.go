@@ -26,6 +26,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -64,6 +65,11 @@ const (
 	subDead    = "txfence-deadletter-pull"
 )
 
+// DefaultAuth is the servers' TXFENCE_AUTH unless Options.Auth says
+// otherwise: development mode (a call without a credential is the principal
+// "dev") and API keys.
+const DefaultAuth = "dev,apikey"
+
 // Options shape the stack. Zero values take the defaults noted.
 type Options struct {
 	ServerBinary  string        // the built functions/server binary (required)
@@ -78,9 +84,11 @@ type Options struct {
 	PubSubHost    string        // use this Pub/Sub emulator instead of pstest
 	RPCURL        string        // use this chain instead of the simulated one
 	ScheduleEvery time.Duration // Cloud Scheduler stand-in period (5s)
-	Env           []string      // extra environment for the servers (after the stack's own: it wins)
-	ServerOutput  io.Writer     // where server logs go (discarded when nil)
-	Log           *slog.Logger
+	// Auth is the servers' TXFENCE_AUTH (DefaultAuth when empty).
+	Auth         string
+	Env          []string  // extra environment for the servers (after the stack's own: it wins)
+	ServerOutput io.Writer // where server logs go (discarded when nil)
+	Log          *slog.Logger
 
 	// FaultProxy puts an rpcproxy between the servers and the chain
 	// (Stack.Proxy), to inject JSON-RPC errors, delays, dropped connections
@@ -135,6 +143,7 @@ type Stack struct {
 		stop chan struct{}
 		done chan struct{}
 	}
+	hold holdState // HoldChain
 }
 
 // server is one function-server process. Its port stays across restarts.
@@ -174,6 +183,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if opts.ScheduleEvery == 0 {
 		opts.ScheduleEvery = 5 * time.Second
 	}
+	if opts.Auth == "" {
+		opts.Auth = DefaultAuth
+	}
 	s := &Stack{opts: opts}
 	defer func() {
 		if err != nil {
@@ -199,6 +211,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
+	s.warnOverridden()
 	for i := 0; i < opts.Servers; i++ {
 		port := 0
 		if opts.FirstPort != 0 {
@@ -310,7 +323,7 @@ func (s *Stack) startChain() error {
 			return err
 		}
 		s.Chain, s.RPCURL = c, c.URL
-		stop := c.StartMining(s.opts.BlockTime)
+		stop := s.mine(c, s.opts.BlockTime)
 		s.closers = append(s.closers, func() { s.EndFeeSpike(); stop(); _ = c.Close() })
 	}
 	if s.opts.FaultProxy {
@@ -380,8 +393,26 @@ func (s *Stack) startPubSub(ctx context.Context) (*gpubsub.Client, error) {
 	return srv.Client, nil
 }
 
-// serverEnv is the configuration every function server gets.
+// serverEnv is the configuration every function server gets: the stack's
+// own, then Options.Env.
 func (s *Stack) serverEnv() []string {
+	return append(s.stackEnv(), s.opts.Env...)
+}
+
+// warnOverridden logs each variable of the caller's environment that the
+// stack sets to another value for its servers, so that a setting meant for
+// them is not dropped without a word.
+func (s *Stack) warnOverridden() {
+	for _, kv := range s.stackEnv() {
+		k, v, _ := strings.Cut(kv, "=")
+		if mine, ok := os.LookupEnv(k); ok && mine != v && !slices.ContainsFunc(s.opts.Env, func(e string) bool { return strings.HasPrefix(e, k+"=") }) {
+			s.opts.Log.Warn("the local stack sets this variable for its servers; the environment's value is not used", slog.String("variable", k))
+		}
+	}
+}
+
+// stackEnv is the configuration the stack gives every function server.
+func (s *Stack) stackEnv() []string {
 	var signers []string
 	env := []string{
 		"TXFENCE_DATABASE_URL=" + s.DatabaseURL,
@@ -408,15 +439,14 @@ func (s *Stack) serverEnv() []string {
 		"TXFENCE_CLOCK_SKEW=500ms",
 		"TXFENCE_SUBMIT_BUDGET=20s",
 		"TXFENCE_LOG_LEVEL=info",
-		"TXFENCE_AUTH=dev,apikey", // development: calls without a credential are the principal "dev"
+		"TXFENCE_AUTH=" + s.opts.Auth,
 	}
 	for i, k := range s.keys {
 		v := fmt.Sprintf("TXFENCE_DEV_KEY_%d", i)
 		env = append(env, v+"="+hex.EncodeToString(crypto.FromECDSA(k))) // DEVELOPMENT ONLY keys
 		signers = append(signers, txm.CanonicalAddress(s.Signers[i])+"=local:env:"+v)
 	}
-	env = append(env, "TXFENCE_SIGNERS="+strings.Join(signers, ","))
-	return append(env, s.opts.Env...)
+	return append(env, "TXFENCE_SIGNERS="+strings.Join(signers, ","))
 }
 
 // startServer starts srv's process on its port. The caller holds no lock

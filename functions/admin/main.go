@@ -25,19 +25,8 @@
 // never printed: that is how the admin job of terraform, whose output goes
 // to Cloud Logging, makes the first credential.
 //
-// A policy file is the JSON wire form of txm.Policy, for example:
-//
-//	{"principal": "payments@project.iam.gserviceaccount.com",
-//	 "roles": ["sender"],
-//	 "signers": ["0x..."],                    (or ["*"] for every signer)
-//	 "maxValue": "1000000000000000000",        (wei, per transaction: value + gas limit × fee ceiling)
-//	 "maxGasLimit": 500000,                    (per transaction, given or estimated)
-//	 "maxFeePerGas": "100000000000",           (wei; every attempt's fee ceiling, bumps included)
-//	 "skipEstimation": false,                  (true: a given gas limit is not estimated)
-//	 "hourly": {"value": "5000000000000000000", "count": 100},
-//	 "daily": {"count": 1000},
-//	 "allowlist": ["0x..."],
-//	 "ratePerSecond": 10, "burst": 20, "maxWaits": 5}
+// A policy file is the JSON wire form of txm.Policy; docs/policies.md gives
+// every field, the roles and an example.
 //
 // Unknown fields are refused, so a misspelt limit is not silently dropped.
 //
@@ -88,7 +77,7 @@ const usage = `usage:
   admin apikey create --principal P [--secret projects/PROJECT/secrets/SECRET]
   admin apikey revoke --id k_...
   admin apikey list [--principal P]
-  admin policy put --file policy.json (or - for stdin)
+  admin policy put --file policy.json (or - for stdin; the format: docs/policies.md)
   admin policy show --principal P
   admin audit list [--principal P] [--limit N]
   admin bootstrap --principal P --secret projects/PROJECT/secrets/SECRET

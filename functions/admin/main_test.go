@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -298,4 +299,45 @@ func TestIssue45_FirstAdminCredential(t *testing.T) {
 	require.Len(t, c.secrets.versions[secret], 2)
 	second := c.secrets.versions[secret][1]
 	assert.NotContains(t, stdout+stderr, second)
+}
+
+// TestIssue46_PolicyDoc: docs/policies.md documents every field of a policy
+// file and every rule a refusal names, and its examples are policies the
+// admin command writes as they stand; the README points to it.
+func TestIssue46_PolicyDoc(t *testing.T) {
+	t.Parallel()
+	root := filepath.Join("..", "..")
+	raw, err := os.ReadFile(filepath.Join(root, "docs", "policies.md"))
+	require.NoError(t, err)
+	doc := string(raw)
+	for _, f := range policyFields {
+		assert.Regexp(t, "(?m)^\\| [^|]*`"+f+"`", doc, "the fields table names %s", f)
+	}
+	for _, f := range limitFields {
+		assert.Contains(t, doc, `"`+f+`"`, "hourly and daily show %s", f)
+	}
+	for _, rule := range []string{txm.RuleRole, txm.RuleSigner, txm.RuleMaxValue, txm.RuleMaxGasLimit, txm.RuleMaxFee,
+		txm.RuleAllowlist, txm.RuleHourlyValue, txm.RuleHourlyCount, txm.RuleDailyValue, txm.RuleDailyCount} {
+		assert.Contains(t, doc, "`"+rule+"`", "the refusal rules name %s", rule)
+	}
+	for _, r := range txm.Roles {
+		assert.Regexp(t, "(?m)^\\| `"+string(r)+"` \\|", doc, "the roles table says what %s may do", r)
+	}
+
+	examples := regexp.MustCompile("(?s)```json\n(.*?)```").FindAllStringSubmatch(doc, -1)
+	require.GreaterOrEqual(t, len(examples), 2)
+	c := newCLI(t)
+	for _, ex := range examples {
+		c.stdin = ex[1]
+		stdout, _ := c.ok("policy", "put", "--file", "-")
+		var put, want txm.Policy
+		require.NoError(t, json.Unmarshal([]byte(stdout), &put))
+		require.NoError(t, json.Unmarshal([]byte(ex[1]), &want))
+		assert.Equal(t, want.Principal, put.Principal)
+		assert.Equal(t, 1, put.Version)
+	}
+
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	require.NoError(t, err)
+	assert.Contains(t, string(readme), "(docs/policies.md)", "the README links the policy format")
 }
