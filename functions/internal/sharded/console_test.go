@@ -60,6 +60,13 @@ func TestIssue46_LiveViewTwoShards(t *testing.T) {
 	)
 	browsertest.Poll(t, bctx, "the transaction's page", `document.querySelector('#tx-state')?.dataset.state === 'ALLOCATED'`, 15*time.Second)
 	browsertest.Run(t, bctx, 5*time.Second, chromedp.Evaluate(`window.__loadedOnce = 'yes'`, nil))
+	t.Cleanup(func() {
+		if t.Failed() {
+			var seen any
+			_ = chromedp.Run(bctx, chromedp.Evaluate(`window.__feed`, &seen))
+			t.Logf("what the page saw of the feed: %v", seen)
+		}
+	})
 	listening(t, w.pools["a"], w.pools["b"]) // the console's long poll waits from now on, in both shards
 
 	w.confirm(t, wk, map[common.Address]uint64{inB: 1}, []string{id}, w.pools["a"], w.pools["b"])
