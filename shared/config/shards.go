@@ -44,8 +44,9 @@ const (
 var shardName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
 
 // Sharded reports whether TXFENCE_DATABASES names the databases. When it
-// does not, TXFENCE_DATABASE_URL is the one database and every signer is in
-// it, exactly as before sharding existed.
+// does not, TXFENCE_DATABASE_URL is the one database, an unnamed shard
+// holding every signer. Only the configuration's loading and checks ask:
+// the code that serves is the same for one shard and many.
 func (c Config) Sharded() bool { return len(c.Shards) > 0 }
 
 // ShardDatabase is one database to connect to: its shard name ("" for the
