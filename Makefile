@@ -20,9 +20,10 @@ postgres-bin:
 	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql-15 >/dev/null
 
 ## chromium: Debian's chromium package, when /usr/bin/chromium is missing. The
-## console tests (TestIssue14_*) drive it headless with chromedp; nothing
-## downloads a browser of its own. Under CI (CI=true) a missing browser fails
-## those tests rather than skipping them. About 100 MB the first time.
+## console tests (TestIssue14_*, and TestIssue46_LiveViewTwoShards against two
+## shards) drive it headless with chromedp (functions/internal/browsertest);
+## nothing downloads a browser of its own. Under CI (CI=true) a missing browser
+## fails those tests rather than skipping them. About 100 MB the first time.
 CHROMIUM ?= /usr/bin/chromium
 chromium:
 	@if [ -x "$(CHROMIUM)" ]; then exit 0; fi; \

@@ -36,16 +36,15 @@ type Deps struct {
 	Policies *app.Policies
 	// PolicyStore is where admins change policies.
 	PolicyStore txm.PolicyStore
-	// Create is *app.CreateTx, or *app.ShardedCreate when signers are
-	// sharded; Queries and ActionLog likewise read one store or every
-	// shard (*app.ShardedQueries).
+	// Create is *app.ShardedCreate, which sends each request to its
+	// signer's shard; Queries and ActionLog read every shard
+	// (*app.ShardedQueries). Tests may give one store's use cases.
 	Create  Creator
 	Queries txm.TxQueries
-	// Completions serves the feed of reported outcomes of one database;
-	// ShardedCompletions, set instead when signers are sharded, merges the
-	// shards' feeds under a cursor naming each shard.
-	Completions        *app.FollowCompletions
-	ShardedCompletions *app.MergedCompletions
+	// Completions serves the feed of reported outcomes: every shard's,
+	// merged under a cursor naming each (app.OneDatabase's one shard: its
+	// feed and its numeric cursor).
+	Completions *app.MergedCompletions
 	// Actions records admin actions; ActionLog lists them.
 	Actions   ActionRequester
 	ActionLog txm.ActionStore
@@ -122,8 +121,8 @@ var routes = []route{
 // NewHandler returns the API handler.
 func NewHandler(d Deps) (*Handler, error) {
 	if d.Auth == nil || d.Policies == nil || d.PolicyStore == nil || d.Create == nil || d.Queries == nil ||
-		(d.Completions == nil) == (d.ShardedCompletions == nil) || d.Actions == nil || d.ActionLog == nil || d.Operator == nil || d.Log == nil {
-		return nil, errors.New("new api handler: auth, policies, create, queries, one completions feed, actions, operator and logger are required")
+		d.Completions == nil || d.Actions == nil || d.ActionLog == nil || d.Operator == nil || d.Log == nil {
+		return nil, errors.New("new api handler: auth, policies, create, queries, completions, actions, operator and logger are required")
 	}
 	h := &Handler{deps: d, mux: http.NewServeMux(), limits: newLimits(d.Config.Auth)}
 	for _, rt := range routes {

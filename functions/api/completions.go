@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"time"
@@ -23,57 +24,70 @@ type completionView struct {
 	Hash      *string   `json:"hash"`
 	CreatedAt time.Time `json:"createdAt"`
 	// Shard is the database the outcome was written in, when signers are
-	// sharded: seq counts per shard.
+	// sharded: seq counts per shard. The one database is unnamed.
 	Shard string `json:"shard,omitempty"`
 }
 
 type completionPage struct {
 	Items []completionView `json:"items"`
-	// Next is the seq to pass as after for the following page: the last
-	// item's seq, or the request's after when there were none.
-	Next int64 `json:"next"`
-}
-
-// shardedCompletionPage is a page of the feed of a sharded deployment.
-type shardedCompletionPage struct {
-	Items []completionView `json:"items"`
 	// Next is the cursor to pass as after for the following page: each
-	// shard's last delivered seq, "a:12,b:40".
-	Next string `json:"next"`
+	// shard's last delivered seq, or the request's where it had none.
+	Next feedCursor `json:"next"`
 	// UnavailableShards could not be read; their items come on a later
 	// page (Next did not move past them).
 	UnavailableShards []string `json:"unavailableShards,omitempty"`
+}
+
+// feedCursor is a cursor on the wire: the one database's is a seq, a JSON
+// number as it always was; a cursor naming shards ("a:12,b:40") is a
+// string.
+type feedCursor string
+
+func (c feedCursor) MarshalJSON() ([]byte, error) {
+	if _, err := strconv.ParseUint(string(c), 10, 64); err == nil {
+		return []byte(c), nil
+	}
+	return json.Marshal(string(c))
+}
+
+// UnmarshalJSON reads either form back.
+func (c *feedCursor) UnmarshalJSON(b []byte) error {
+	var n json.Number
+	if err := json.Unmarshal(b, &n); err == nil {
+		*c = feedCursor(n)
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	*c = feedCursor(s)
+	return nil
 }
 
 // maxWait bounds a long poll.
 const maxWait = 30 * time.Second
 
 // completions serves the ordered feed of outcomes of the caller's signers:
-// items with seq > after, oldest first (after=latest: from the newest seq
-// on, so that only what happens from now is answered). With wait, an empty answer is held
-// back until an item arrives or wait passes (at most 30s); a caller holds
-// at most its policy's number of waits at once (429 beyond). Consumers
-// remember the last seq they processed and deduplicate redeliveries by seq.
+// items after the cursor after, oldest first (after=latest: from every
+// shard's newest seq on, so that only what happens from now is answered).
+// With wait, an empty answer is held back until an item arrives or wait
+// passes (at most 30s); a caller holds at most its policy's number of
+// waits at once (429 beyond). Consumers remember the last cursor they
+// processed and deduplicate redeliveries by (shard, seq).
 func (h *Handler) completions(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
+	feed := h.deps.Completions
 	var errs []fieldError
-	after, limit, wait := int64(0), 100, time.Duration(0)
-	var cursor app.FeedCursor
-	latest := false
-	if merged := h.deps.ShardedCompletions; merged != nil {
-		c, err := merged.ParseCursor(q.Get("after"))
+	limit, wait := 100, time.Duration(0)
+	var after app.FeedCursor
+	latest := q.Get("after") == "latest"
+	if !latest {
+		c, err := feed.ParseCursor(q.Get("after"))
 		if err != nil {
 			errs = append(errs, fieldError{Field: "after", Message: err.Error()})
 		}
-		cursor = c
-	} else if s := q.Get("after"); s == "latest" {
-		latest = true
-	} else if s != "" {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || n < 0 {
-			errs = append(errs, fieldError{Field: "after", Message: "must be a non-negative integer or latest"})
-		}
-		after = n
+		after = c
 	}
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
@@ -104,37 +118,23 @@ func (h *Handler) completions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if latest { // only what happens from now on (a console that wants to be woken)
-		n, err := h.deps.Completions.Latest(r.Context())
+		c, err := feed.Latest(r.Context())
 		if err != nil {
 			writeProblem(w, problemFor(err))
 			return
 		}
-		after = n
+		after = c
 	}
 	c := callerOf(r)
-	if merged := h.deps.ShardedCompletions; merged != nil {
-		items, next, unavailable, err := merged.Page(r.Context(), c.who, c.pol, cursor, limit, wait)
-		if err != nil {
-			writeProblem(w, problemFor(err))
-			return
-		}
-		page := shardedCompletionPage{Items: make([]completionView, len(items)), Next: merged.FormatCursor(next), UnavailableShards: unavailable}
-		for i, it := range items {
-			page.Items[i] = viewOf(it.Completion)
-			page.Items[i].Shard = it.Shard
-		}
-		writeJSON(w, http.StatusOK, page)
-		return
-	}
-	items, err := h.deps.Completions.Page(r.Context(), c.who, c.pol, after, limit, wait)
+	items, next, unavailable, err := feed.Page(r.Context(), c.who, c.pol, after, limit, wait)
 	if err != nil {
 		writeProblem(w, problemFor(err))
 		return
 	}
-	page := completionPage{Items: make([]completionView, len(items)), Next: after}
-	for i, c := range items {
-		page.Items[i] = viewOf(c)
-		page.Next = c.Seq
+	page := completionPage{Items: make([]completionView, len(items)), Next: feedCursor(feed.FormatCursor(next)), UnavailableShards: unavailable}
+	for i, it := range items {
+		page.Items[i] = viewOf(it.Completion)
+		page.Items[i].Shard = it.Shard
 	}
 	writeJSON(w, http.StatusOK, page)
 }

@@ -1,9 +1,8 @@
 package api_test
 
-// The operator console in a real headless Chromium (Debian's chromium
-// package, installed by make chromium), driven with chromedp against the
-// in-process stack: a simulated chain, PostgreSQL, and a node whose API
-// serves the console.
+// The operator console in a real headless Chromium (browsertest), driven
+// with chromedp against the in-process stack: a simulated chain,
+// PostgreSQL, and a node whose API serves the console.
 
 import (
 	"context"
@@ -13,8 +12,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,6 +22,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/txfence/txfence/functions/internal/browsertest"
 	"github.com/txfence/txfence/functions/internal/stacktest"
 	"github.com/txfence/txfence/shared/app"
 	"github.com/txfence/txfence/shared/auth"
@@ -33,91 +31,6 @@ import (
 	"github.com/txfence/txfence/shared/postgres"
 	"github.com/txfence/txfence/shared/txm"
 )
-
-// chromiumPath is the browser the tests drive: Debian's, never a download.
-func chromiumPath(t *testing.T) string {
-	t.Helper()
-	p := os.Getenv("TXFENCE_CHROMIUM")
-	if p == "" {
-		p = "/usr/bin/chromium"
-	}
-	if _, err := os.Stat(p); err != nil {
-		msg := fmt.Sprintf("headless Chromium not found at %s: install Debian's chromium package (make chromium) or set TXFENCE_CHROMIUM", p)
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg) // CI must run these: a missing browser is a broken machine, not a pass
-		}
-		t.Skip(msg)
-	}
-	return p
-}
-
-// newBrowser starts a headless Chromium for the test and returns its tab.
-// Page exceptions and console errors go to the test log.
-func newBrowser(t *testing.T) context.Context {
-	t.Helper()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromiumPath(t)), chromedp.WindowSize(1440, 900))
-	if os.Geteuid() == 0 {
-		opts = append(opts, chromedp.NoSandbox) // Chromium refuses to run as root with its sandbox
-	}
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	var done atomic.Bool
-	ctx, cancelTab := chromedp.NewContext(alloc, chromedp.WithErrorf(func(format string, args ...any) {
-		// This chromedp does not know every event of Debian's newer
-		// Chromium; those are noise, anything else is worth seeing.
-		if msg := fmt.Sprintf(format, args...); !done.Load() && !strings.Contains(msg, "unhandled node event") {
-			t.Logf("chromedp: %s", msg)
-		}
-	}))
-	t.Cleanup(func() {
-		done.Store(true)
-		cancelTab()
-		cancelAlloc()
-	})
-	chromedp.ListenTarget(ctx, func(ev any) {
-		if done.Load() {
-			return
-		}
-		switch e := ev.(type) {
-		case *runtime.EventExceptionThrown:
-			t.Logf("page exception: %s", e.ExceptionDetails.Error())
-		case *runtime.EventConsoleAPICalled:
-			if e.Type == runtime.APITypeError {
-				var parts []string
-				for _, a := range e.Args {
-					parts = append(parts, string(a.Value))
-				}
-				t.Logf("page console error: %s", strings.Join(parts, " "))
-			}
-		}
-	})
-	start := time.Now()
-	require.NoError(t, chromedp.Run(ctx), "start Chromium")
-	t.Logf("Chromium started in %s", time.Since(start).Round(time.Millisecond))
-	return ctx
-}
-
-// run runs browser actions with a bound, failing the test on error.
-func run(t *testing.T, ctx context.Context, within time.Duration, actions ...chromedp.Action) {
-	t.Helper()
-	c, cancel := context.WithTimeout(ctx, within)
-	defer cancel()
-	require.NoError(t, chromedp.Run(c, actions...))
-}
-
-// poll evaluates expr until it is true.
-func poll(t *testing.T, ctx context.Context, what, expr string, within time.Duration) {
-	t.Helper()
-	c, cancel := context.WithTimeout(ctx, within)
-	defer cancel()
-	require.NoError(t, chromedp.Run(c, chromedp.Poll(expr, nil, chromedp.WithPollingInterval(50*time.Millisecond))), "waiting for %s", what)
-}
-
-func eval[T any](t *testing.T, ctx context.Context, expr string) T {
-	t.Helper()
-	var out T
-	run(t, ctx, 10*time.Second, chromedp.Evaluate(expr, &out))
-	return out
-}
 
 // artifact writes a test artifact under $TXFENCE_ARTIFACTS (default
 // testdata-out/ at the repository root, gitignored) and logs where.
@@ -222,13 +135,13 @@ func apiKey(t testing.TB, w *stacktest.World, principal string, roles ...txm.Rol
 // signIn opens the console and gives it token as an operator would.
 func signIn(t *testing.T, ctx context.Context, apiURL, token string) {
 	t.Helper()
-	run(t, ctx, 20*time.Second,
+	browsertest.Run(t, ctx, 20*time.Second,
 		chromedp.Navigate(apiURL+"/console/"),
 		chromedp.WaitVisible(`#token`, chromedp.ByQuery),
 		chromedp.SendKeys(`#token`, token, chromedp.ByQuery),
 		chromedp.Click(`#auth button[type="submit"]`, chromedp.ByQuery),
 	)
-	poll(t, ctx, "the console to know the caller", `document.getElementById('who').textContent.includes('·')`, 10*time.Second)
+	browsertest.Poll(t, ctx, "the console to know the caller", `document.getElementById('who').textContent.includes('·')`, 10*time.Second)
 }
 
 // pageRow is a signer row as the page shows it.
@@ -303,11 +216,11 @@ func TestIssue14_SignersView(t *testing.T) {
 		require.Equal(t, string(txm.StateAllocated), s, "nonces behind the stuck one wait")
 	}
 
-	ctx := newBrowser(t)
-	run(t, ctx, 20*time.Second, chromedp.Navigate(a.APIURL+"/console/")) // development mode: no token needed
-	poll(t, ctx, "three signer rows", `document.querySelectorAll('#signer-rows tr[data-signer]').length === 3`, 15*time.Second)
+	ctx := browsertest.New(t)
+	browsertest.Run(t, ctx, 20*time.Second, chromedp.Navigate(a.APIURL+"/console/")) // development mode: no token needed
+	browsertest.Poll(t, ctx, "three signer rows", `document.querySelectorAll('#signer-rows tr[data-signer]').length === 3`, 15*time.Second)
 	var rows []pageRow
-	run(t, ctx, 10*time.Second, chromedp.Evaluate(readRows, &rows))
+	browsertest.Run(t, ctx, 10*time.Second, chromedp.Evaluate(readRows, &rows))
 	want := dbLanes(t, w)
 	require.Len(t, rows, 3)
 	for _, r := range rows {
@@ -327,23 +240,23 @@ func TestIssue14_SignersView(t *testing.T) {
 			assert.Equal(t, "rgba(0, 0, 0, 0)", r.Background)
 		}
 	}
-	label := eval[string](t, ctx, `document.querySelector('tr.stuck .badge').textContent`)
+	label := browsertest.Eval[string](t, ctx, `document.querySelector('tr.stuck .badge').textContent`)
 	assert.Equal(t, "STUCK", label, "stuck is said in words, not by colour alone")
-	lastErr := eval[string](t, ctx, `document.querySelector('tr.stuck .lasterr').textContent`)
+	lastErr := browsertest.Eval[string](t, ctx, `document.querySelector('tr.stuck .lasterr').textContent`)
 	assert.Contains(t, lastErr, "insufficient funds")
 	assert.NotContains(t, lastErr, w.Proxy.URL, "no RPC URL reaches the page")
 
 	var png []byte
-	run(t, ctx, 20*time.Second, chromedp.FullScreenshot(&png, 100))
+	browsertest.Run(t, ctx, 20*time.Second, chromedp.FullScreenshot(&png, 100))
 	artifact(t, "issue14-signers.png", png)
 	if os.Getenv("TXFENCE_UPDATE_DOCS") != "" {
 		require.NoError(t, os.WriteFile(filepath.Join("..", "..", "docs", "console.png"), png, 0o644))
 		t.Log("wrote docs/console.png")
 	}
 	// The transaction view of the stuck one, for the record.
-	run(t, ctx, 10*time.Second, chromedp.Evaluate(`location.hash = '#/tx/`+stuck.ID+`'`, nil))
-	poll(t, ctx, "the transaction view", `document.querySelector('#tx-state') !== null && document.querySelector('#tx-more h3') !== null`, 10*time.Second)
-	run(t, ctx, 20*time.Second, chromedp.FullScreenshot(&png, 100))
+	browsertest.Run(t, ctx, 10*time.Second, chromedp.Evaluate(`location.hash = '#/tx/`+stuck.ID+`'`, nil))
+	browsertest.Poll(t, ctx, "the transaction view", `document.querySelector('#tx-state') !== null && document.querySelector('#tx-more h3') !== null`, 10*time.Second)
+	browsertest.Run(t, ctx, 20*time.Second, chromedp.FullScreenshot(&png, 100))
 	artifact(t, "issue14-stuck-tx.png", png)
 }
 
@@ -366,23 +279,23 @@ func TestIssue14_CancelFromPage(t *testing.T) {
 	admin := apiKey(t, w, "ops@example.com", txm.RoleAdmin)
 
 	// The operator has the transaction open before it goes STUCK.
-	ctx := newBrowser(t)
+	ctx := browsertest.New(t)
 	signIn(t, ctx, a.APIURL, admin)
-	run(t, ctx, 5*time.Second, chromedp.Evaluate(`window.__loadedOnce = 'yes'; location.hash = '#/tx/`+stuck.ID+`'`, nil))
-	poll(t, ctx, "the transaction's page", `document.querySelector('#tx-state')?.dataset.state === 'ALLOCATED'`, 10*time.Second)
+	browsertest.Run(t, ctx, 5*time.Second, chromedp.Evaluate(`window.__loadedOnce = 'yes'; location.hash = '#/tx/`+stuck.ID+`'`, nil))
+	browsertest.Poll(t, ctx, "the transaction's page", `document.querySelector('#tx-state')?.dataset.state === 'ALLOCATED'`, 10*time.Second)
 	stop := w.Run(t, []*stacktest.Node{a}, stacktest.RunOptions{})
 	defer stop()
 	waitState(t, w, stuck.ID, txm.StateStuck, 20*time.Second)
-	poll(t, ctx, "the page to show it STUCK", `document.querySelector('#tx-state')?.dataset.state === 'STUCK'`, 15*time.Second)
-	run(t, ctx, 15*time.Second,
+	browsertest.Poll(t, ctx, "the page to show it STUCK", `document.querySelector('#tx-state')?.dataset.state === 'STUCK'`, 15*time.Second)
+	browsertest.Run(t, ctx, 15*time.Second,
 		chromedp.WaitVisible(`button[data-action="cancel"]`, chromedp.ByQuery),
 		chromedp.Click(`button[data-action="cancel"]`, chromedp.ByQuery),
 		chromedp.WaitVisible(`#act-reason`, chromedp.ByQuery),
 	)
 	// No reason, no action: the dialog says why and stays.
-	run(t, ctx, 5*time.Second, chromedp.Click(`#act-submit`, chromedp.ByQuery))
-	assert.True(t, eval[bool](t, ctx, `document.getElementById('act').open`), "a cancel without a reason is not sent")
-	run(t, ctx, 10*time.Second,
+	browsertest.Run(t, ctx, 5*time.Second, chromedp.Click(`#act-submit`, chromedp.ByQuery))
+	assert.True(t, browsertest.Eval[bool](t, ctx, `document.getElementById('act').open`), "a cancel without a reason is not sent")
+	browsertest.Run(t, ctx, 10*time.Second,
 		chromedp.SendKeys(`#act-reason`, "payout sent another way (console test)", chromedp.ByQuery),
 		chromedp.Click(`#act-submit`, chromedp.ByQuery),
 	)
@@ -395,10 +308,10 @@ func TestIssue14_CancelFromPage(t *testing.T) {
 			t.Logf("on failure: tx %s %s; actions: %s", st, sub, acts)
 		}
 	})
-	poll(t, ctx, "the page to show FAILED_FINAL", `document.querySelector('#tx-state')?.dataset.state === 'FAILED_FINAL'`, 60*time.Second)
-	assert.Equal(t, "cancelled", eval[string](t, ctx, `document.getElementById('tx-substate').textContent`))
-	poll(t, ctx, "the outcome of the action", `document.getElementById('outcome').textContent.startsWith('Cancel done')`, 10*time.Second)
-	assert.Equal(t, "yes", eval[string](t, ctx, `window.__loadedOnce`), "the page was not reloaded")
+	browsertest.Poll(t, ctx, "the page to show FAILED_FINAL", `document.querySelector('#tx-state')?.dataset.state === 'FAILED_FINAL'`, 60*time.Second)
+	assert.Equal(t, "cancelled", browsertest.Eval[string](t, ctx, `document.getElementById('tx-substate').textContent`))
+	browsertest.Poll(t, ctx, "the outcome of the action", `document.getElementById('outcome').textContent.startsWith('Cancel done')`, 10*time.Second)
+	assert.Equal(t, "yes", browsertest.Eval[string](t, ctx, `window.__loadedOnce`), "the page was not reloaded")
 
 	state, sub := txState(t, w, stuck.ID)
 	assert.Equal(t, "FAILED_FINAL", state)
@@ -411,12 +324,12 @@ func TestIssue14_CancelFromPage(t *testing.T) {
 	assert.Equal(t, "ops@example.com", actor)
 	assert.Equal(t, "payout sent another way (console test)", reason)
 	// The history on the page names the action and who took it.
-	poll(t, ctx, "the history to show the cancel", `document.getElementById('tx-more').textContent.includes('cancel by ops@example.com')`, 10*time.Second)
+	browsertest.Poll(t, ctx, "the history to show the cancel", `document.getElementById('tx-more').textContent.includes('cancel by ops@example.com')`, 10*time.Second)
 
 	// The signer's row, reached by the page's own link: nothing open.
-	run(t, ctx, 5*time.Second, chromedp.Evaluate(`location.hash = '#/signers'`, nil))
+	browsertest.Run(t, ctx, 5*time.Second, chromedp.Evaluate(`location.hash = '#/signers'`, nil))
 	sel := `#signer-rows tr[data-signer="` + txm.CanonicalAddress(poorSigner) + `"]`
-	poll(t, ctx, "the signer's row with nothing open",
+	browsertest.Poll(t, ctx, "the signer's row with nothing open",
 		`(() => { const tr = document.querySelector('`+sel+`'); return tr !== null && !tr.classList.contains('stuck') &&
 		 ['mined','tracking','allocated','stuck'].every(k => tr.querySelector('[data-count="' + k + '"]').textContent === '0'); })()`, 20*time.Second)
 }
@@ -431,21 +344,21 @@ func TestIssue14_ReaderNoActions(t *testing.T) {
 	reader := apiKey(t, w, "dashboards@example.com", txm.RoleReader)
 	admin := apiKey(t, w, "ops@example.com", txm.RoleAdmin)
 
-	ctx := newBrowser(t)
+	ctx := browsertest.New(t)
 	// Under /Api, as the function server mounts the API locally: the page
 	// finds the API beside itself.
 	signIn(t, ctx, a.APIURL+"/Api", reader)
-	assert.Contains(t, eval[string](t, ctx, `document.getElementById('who').textContent`), "reader")
-	poll(t, ctx, "the reader's signer list", `document.querySelectorAll('#signer-rows tr[data-signer]').length === 1`, 10*time.Second)
-	run(t, ctx, 5*time.Second, chromedp.Evaluate(`location.hash = '#/tx/`+tx.ID+`'`, nil))
-	poll(t, ctx, "the transaction page", `document.querySelector('#tx-state')?.dataset.state === 'ALLOCATED' && document.querySelector('#tx-more h3') !== null`, 10*time.Second)
-	assert.Zero(t, eval[int](t, ctx, `document.querySelectorAll('button[data-action]').length`), "a reader gets no action buttons")
+	assert.Contains(t, browsertest.Eval[string](t, ctx, `document.getElementById('who').textContent`), "reader")
+	browsertest.Poll(t, ctx, "the reader's signer list", `document.querySelectorAll('#signer-rows tr[data-signer]').length === 1`, 10*time.Second)
+	browsertest.Run(t, ctx, 5*time.Second, chromedp.Evaluate(`location.hash = '#/tx/`+tx.ID+`'`, nil))
+	browsertest.Poll(t, ctx, "the transaction page", `document.querySelector('#tx-state')?.dataset.state === 'ALLOCATED' && document.querySelector('#tx-more h3') !== null`, 10*time.Second)
+	assert.Zero(t, browsertest.Eval[int](t, ctx, `document.querySelectorAll('button[data-action]').length`), "a reader gets no action buttons")
 
 	var forged struct {
 		Status int    `json:"status"`
 		Rule   string `json:"rule"`
 	}
-	run(t, ctx, 10*time.Second, chromedp.Evaluate(`fetch('/v1/transactions/`+tx.ID+`/cancel', {method: 'POST',
+	browsertest.Run(t, ctx, 10*time.Second, chromedp.Evaluate(`fetch('/v1/transactions/`+tx.ID+`/cancel', {method: 'POST',
   headers: {'Authorization': 'Bearer ' + sessionStorage.getItem('txfence.token'), 'Content-Type': 'application/json'},
   body: JSON.stringify({actionId: 'forged', reason: 'forged from the page'})}).then(async r => ({status: r.status, rule: (await r.json()).rule}))`,
 		&forged, func(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }))
@@ -457,11 +370,11 @@ func TestIssue14_ReaderNoActions(t *testing.T) {
 
 	// The same page with an admin's key offers the actions: the reader's
 	// page lacked them because of the role, not by accident.
-	run(t, ctx, 10*time.Second, chromedp.Click(`#forget`, chromedp.ByQuery),
+	browsertest.Run(t, ctx, 10*time.Second, chromedp.Click(`#forget`, chromedp.ByQuery),
 		chromedp.SendKeys(`#token`, admin, chromedp.ByQuery), chromedp.Click(`#auth button[type="submit"]`, chromedp.ByQuery))
-	poll(t, ctx, "the admin's buttons", `document.querySelectorAll('button[data-action]').length === 2`, 10*time.Second)
+	browsertest.Poll(t, ctx, "the admin's buttons", `document.querySelectorAll('button[data-action]').length === 2`, 10*time.Second)
 	var kinds []string
-	run(t, ctx, 5*time.Second, chromedp.Evaluate(`Array.from(document.querySelectorAll('button[data-action]')).map(b => b.dataset.action)`, &kinds))
+	browsertest.Run(t, ctx, 5*time.Second, chromedp.Evaluate(`Array.from(document.querySelectorAll('button[data-action]')).map(b => b.dataset.action)`, &kinds))
 	assert.Equal(t, []string{"cancel", "resubmit"}, kinds, "an unsent transaction can be cancelled or resubmitted, not fee-bumped")
 }
 
@@ -504,19 +417,19 @@ FROM generate_series(1, 1000) g, generate_series(0, 5) n`, evmtest.ChainID)
 	require.Equal(t, 1001, page.Total, "1,000 in the database and the configured one")
 	require.Len(t, page.Items, 100)
 
-	bctx := newBrowser(t)
+	bctx := browsertest.New(t)
 	start = time.Now()
-	run(t, bctx, 30*time.Second, chromedp.Navigate(a.APIURL+"/console/"))
-	poll(t, bctx, "the first screen", `document.querySelectorAll('#signer-rows tr[data-signer]').length === 100`, 30*time.Second)
+	browsertest.Run(t, bctx, 30*time.Second, chromedp.Navigate(a.APIURL+"/console/"))
+	browsertest.Poll(t, bctx, "the first screen", `document.querySelectorAll('#signer-rows tr[data-signer]').length === 100`, 30*time.Second)
 	wall := time.Since(start)
-	firstRender := eval[string](t, bctx, `document.body.dataset.firstRender`)
-	stuckRows := eval[int](t, bctx, `document.querySelectorAll('#signer-rows tr.stuck').length`)
+	firstRender := browsertest.Eval[string](t, bctx, `document.body.dataset.firstRender`)
+	stuckRows := browsertest.Eval[int](t, bctx, `document.querySelectorAll('#signer-rows tr.stuck').length`)
 	assert.Equal(t, 2, stuckRows, "signers 50 and 100 of the first 100 have a STUCK transaction")
-	assert.Contains(t, eval[string](t, bctx, `document.getElementById('range').textContent`), "of 1001")
+	assert.Contains(t, browsertest.Eval[string](t, bctx, `document.getElementById('range').textContent`), "of 1001")
 	// The next page is one click away.
 	start = time.Now()
-	run(t, bctx, 10*time.Second, chromedp.Click(`#next`, chromedp.ByQuery))
-	poll(t, bctx, "the second page", `document.getElementById('range').textContent.startsWith('101–200')`, 10*time.Second)
+	browsertest.Run(t, bctx, 10*time.Second, chromedp.Click(`#next`, chromedp.ByQuery))
+	browsertest.Poll(t, bctx, "the second page", `document.getElementById('range').textContent.startsWith('101–200')`, 10*time.Second)
 	nextPage := time.Since(start)
 
 	report := fmt.Sprintf("issue 14: 1,000 signers: first screen (100 rows) rendered %s ms after navigation start (page's own clock); "+
@@ -526,6 +439,6 @@ FROM generate_series(1, 1000) g, generate_series(0, 5) n`, evmtest.ChainID)
 	fmt.Print(report) // printed with or without -v
 	artifact(t, "issue14-render-time.txt", []byte(report))
 	var png []byte
-	run(t, bctx, 20*time.Second, chromedp.CaptureScreenshot(&png))
+	browsertest.Run(t, bctx, 20*time.Second, chromedp.CaptureScreenshot(&png))
 	artifact(t, "issue14-1000-signers.png", png)
 }

@@ -16,11 +16,11 @@ func init() { functions.HTTP("Api", Serve) }
 
 var lazy = deps.Lazy[*Handler]{Build: Build}
 
-// Build is the API handler over the process's dependencies. With one
-// database it is as it always was; with shards, each shard has its own
-// create, actions and feed use cases, and the handler routes a signer's
-// work to its shard, looks transaction ids up in every shard, and merges
-// the feeds.
+// Build is the API handler over the process's dependencies: each shard
+// (the one database being the one shard) has its own create, actions and
+// feed use cases, and the handler routes a signer's work to its shard,
+// looks transaction ids up in the shard that holds them, and merges the
+// feeds.
 func Build(ctx context.Context, p *deps.Process) (*Handler, error) {
 	readers := map[uint64]app.ChainReader{}
 	nonces := map[uint64]txm.NonceSource{}
@@ -52,13 +52,13 @@ func Build(ctx context.Context, p *deps.Process) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !p.Config.Sharded() {
-		d.Create, d.Actions, d.Completions, d.Queries, d.ActionLog, d.Operator = creates[""], actions[""], feeds[""], p.Store, p.Store, p.Store
-		return NewHandler(d)
+	stores, err := deps.PerShard(p, func(sh *deps.Shard) (app.ShardStore, error) { return sh.Store, nil })
+	if err != nil {
+		return nil, err
 	}
-	stores := map[string]app.ShardStore{}
-	for _, sh := range p.Shards {
-		stores[sh.Name] = sh.Store
+	operators, err := deps.PerShard(p, func(sh *deps.Shard) (txm.OperatorQueries, error) { return sh.Store, nil })
+	if err != nil {
+		return nil, err
 	}
 	queries, err := app.NewShardedQueries(p.Router, stores)
 	if err != nil {
@@ -70,12 +70,8 @@ func Build(ctx context.Context, p *deps.Process) (*Handler, error) {
 	if d.Actions, err = app.NewShardedActions(queries, actions); err != nil {
 		return nil, err
 	}
-	if d.ShardedCompletions, err = app.NewMergedCompletions(p.Router, feeds); err != nil {
+	if d.Completions, err = app.NewMergedCompletions(p.Router, feeds); err != nil {
 		return nil, err
-	}
-	operators := map[string]txm.OperatorQueries{}
-	for _, sh := range p.Shards {
-		operators[sh.Name] = sh.Store
 	}
 	if d.Operator, err = app.NewShardedOperator(p.Router, operators, queries); err != nil {
 		return nil, err

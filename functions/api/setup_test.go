@@ -177,8 +177,10 @@ func (b *bundle) newInstance(t *testing.T, name, url string) *instance {
 	require.NoError(t, err)
 	follow, err := app.NewFollowCompletions(b.countFeed(store), store, cfg.Auth.MaxWaits, log)
 	require.NoError(t, err)
+	feed, err := app.NewMergedCompletions(app.OneDatabase(), map[string]*app.FollowCompletions{"": follow})
+	require.NoError(t, err)
 	h, err := NewHandler(Deps{Config: cfg, Auth: authn, Policies: policies, PolicyStore: policyStore, Create: create, Queries: store,
-		Completions: follow, Actions: actions, ActionLog: store, Operator: store, Nonces: map[uint64]txm.NonceSource{testChain: reader}, Metrics: m, Log: log})
+		Completions: feed, Actions: actions, ActionLog: store, Operator: store, Nonces: map[uint64]txm.NonceSource{testChain: reader}, Metrics: m, Log: log})
 	require.NoError(t, err)
 	var served http.Handler = h
 	if b.mount != "" {

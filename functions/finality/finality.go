@@ -20,8 +20,8 @@ import (
 	"github.com/txfence/txfence/shared/app"
 )
 
-// Sweeper sweeps for a budget: *app.SweepFinality, or
-// *app.ShardedFinality, which sweeps every shard at once.
+// Sweeper sweeps for a budget: *app.ShardedFinality, which sweeps every
+// shard's *app.SweepFinality at once (tests may give one).
 type Sweeper interface {
 	Run(ctx context.Context, budget, interval time.Duration) (app.PassStats, error)
 }
@@ -54,16 +54,13 @@ func init() { functions.HTTP("FinalitySweep", serve) }
 var lazy = deps.Lazy[*Handler]{Build: Build}
 
 // Build is the FinalitySweep handler over the process's dependencies: one
-// sweep per shard, all run at once.
+// sweep per shard (the one database being the one shard), all run at once.
 func Build(_ context.Context, p *deps.Process) (*Handler, error) {
 	by, err := deps.PerShard(p, func(sh *deps.Shard) (*app.SweepFinality, error) {
 		return app.NewSweepFinality(sh.Store, sh.Store.Leases(), p.ChainPorts(), sh.Relay, p.Config, p.Metrics, p.Log)
 	})
 	if err != nil {
 		return nil, err
-	}
-	if !p.Config.Sharded() {
-		return NewHandler(by[""], p.Config.FinalityBudget, p.Config.FinalityInterval, p.Log)
 	}
 	sweep, err := app.NewShardedFinality(p.Router, by)
 	if err != nil {

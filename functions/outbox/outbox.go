@@ -25,8 +25,8 @@ import (
 
 func init() { functions.HTTP("OutboxSweep", serve) }
 
-// Relayer publishes left-behind rows: *app.Relay, or *app.ShardedRelay,
-// which sweeps every shard's outbox.
+// Relayer publishes left-behind rows: *app.ShardedRelay, which sweeps every
+// shard's outbox with its *app.Relay (tests may give one).
 type Relayer interface {
 	Sweep(ctx context.Context, olderThan time.Duration, limit int) (int, error)
 	// Backlogs says what waits in each shard's outbox ("" for the one
@@ -118,18 +118,18 @@ func (s *Sweeper) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 var lazy = deps.Lazy[*Sweeper]{Build: Build}
 
 // Build is the OutboxSweep over the process's dependencies: every shard's
-// outbox.
+// outbox (the one database's being the one shard's).
 func Build(_ context.Context, p *deps.Process) (*Sweeper, error) {
-	if !p.Config.Sharded() {
-		return NewSweeper(p.Relay, p.Metrics, p.Log)
-	}
 	by := map[string]*app.Relay{}
 	for _, sh := range p.Shards {
+		if sh.Relay == nil {
+			return nil, errors.New("outbox sweep: no Pub/Sub project is configured to publish to")
+		}
 		by[sh.Name] = sh.Relay
 	}
 	relay, err := app.NewShardedRelay(p.Router, by)
 	if err != nil {
-		return nil, fmt.Errorf("outbox sweep: %w (is a Pub/Sub project configured?)", err)
+		return nil, fmt.Errorf("outbox sweep: %w", err)
 	}
 	return NewSweeper(relay, p.Metrics, p.Log)
 }

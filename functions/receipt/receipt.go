@@ -30,8 +30,8 @@ import (
 	"github.com/txfence/txfence/shared/metrics"
 )
 
-// Checker checks one signer's receipts: *app.CheckReceipts, or
-// *app.ShardedReceipts, which sends the signer to its shard's.
+// Checker checks one signer's receipts: *app.ShardedReceipts, which sends
+// the signer to its shard's *app.CheckReceipts (tests may give one).
 type Checker interface {
 	Execute(ctx context.Context, chainID uint64, signer common.Address) (int, error)
 }
@@ -69,16 +69,14 @@ func init() {
 var lazy = deps.Lazy[*Handler]{Build: Build}
 
 // Build is the Receipt handler over the process's dependencies: one
-// CheckReceipts per shard, each signer's prompt routed to its shard's.
+// CheckReceipts per shard (the one database being the one shard), each
+// signer's prompt routed to its shard's.
 func Build(_ context.Context, p *deps.Process) (*Handler, error) {
 	by, err := deps.PerShard(p, func(sh *deps.Shard) (*app.CheckReceipts, error) {
 		return app.NewCheckReceipts(sh.Store, sh.Store.Leases(), p.ChainPorts(), sh.Relay, p.Config, p.Metrics, p.Log)
 	})
 	if err != nil {
 		return nil, err
-	}
-	if !p.Config.Sharded() {
-		return NewHandler(by[""], p.Metrics, p.Log)
 	}
 	check, err := app.NewShardedReceipts(p.Router, by)
 	if err != nil {

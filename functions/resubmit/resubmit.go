@@ -21,8 +21,8 @@ import (
 	"github.com/txfence/txfence/shared/app"
 )
 
-// Sweeper sweeps for a budget: *app.SweepResubmit, or
-// *app.ShardedResubmit, which sweeps every shard at once.
+// Sweeper sweeps for a budget: *app.ShardedResubmit, which sweeps every
+// shard's *app.SweepResubmit at once (tests may give one).
 type Sweeper interface {
 	Run(ctx context.Context, budget, interval time.Duration) (app.ResubmitStats, error)
 }
@@ -55,7 +55,7 @@ func init() { functions.HTTP("ResubmitSweep", serve) }
 var lazy = deps.Lazy[*Handler]{Build: Build}
 
 // Build is the ResubmitSweep handler over the process's dependencies: one
-// sweep per shard, all run at once.
+// sweep per shard (the one database being the one shard), all run at once.
 func Build(ctx context.Context, p *deps.Process) (*Handler, error) {
 	signers, err := p.Signers(ctx)
 	if err != nil {
@@ -70,9 +70,6 @@ func Build(ctx context.Context, p *deps.Process) (*Handler, error) {
 	})
 	if err != nil {
 		return nil, err
-	}
-	if !p.Config.Sharded() {
-		return NewHandler(by[""], p.Config.ResubmitBudget, p.Config.ResubmitPass, p.Log)
 	}
 	sweep, err := app.NewShardedResubmit(p.Router, by)
 	if err != nil {

@@ -22,7 +22,8 @@ func init() {
 var lazy = deps.Lazy[*Handler]{Build: Build}
 
 // Build is the Submit handler over the process's dependencies: one
-// DrainSigner per shard, each signer's prompt routed to its shard's.
+// DrainSigner per shard (the one database being the one shard), each
+// signer's prompt routed to its shard's.
 func Build(ctx context.Context, p *deps.Process) (*Handler, error) {
 	signers, err := p.Signers(ctx)
 	if err != nil {
@@ -33,9 +34,6 @@ func Build(ctx context.Context, p *deps.Process) (*Handler, error) {
 	})
 	if err != nil {
 		return nil, err
-	}
-	if !p.Config.Sharded() {
-		return NewHandler(by[""], p.Config.ResubmitInterval, p.Metrics, p.Log)
 	}
 	drain, err := app.NewShardedDrain(p.Router, by)
 	if err != nil {

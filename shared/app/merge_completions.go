@@ -12,10 +12,10 @@ import (
 	"github.com/txfence/txfence/shared/txm"
 )
 
-// FeedCursor is a position in the completions feed of a sharded
-// deployment: the last seq delivered from each shard (absent: none yet).
-// Each shard numbers its completions itself, so one number cannot say
-// where a reader is.
+// FeedCursor is a position in the completions feed: the last seq delivered
+// from each shard (absent: none yet). Each shard numbers its completions
+// itself, so with several shards one number cannot say where a reader is;
+// with one database the cursor is that database's seq.
 type FeedCursor map[string]int64
 
 // ShardCompletion is a completion and the shard it was written in; (Shard,
@@ -25,14 +25,20 @@ type ShardCompletion struct {
 	txm.Completion
 }
 
-// MergedCompletions serves the completions feeds of every shard as one.
-// A page holds, for each shard, items after the cursor's seq of that shard
-// in seq order; between shards they are merged by the time they were
-// written (ties: configuration order). The next cursor advances each shard
-// to the last of its items on the page, so every outcome is delivered
-// exactly once whatever the merge order. A shard that cannot be read is
-// left where the cursor had it and named in the answer; the others are
-// served.
+// MergedCompletions serves the completions feeds of every shard as one (of
+// the one database: its feed as it is). A page holds, for each shard, items
+// after the cursor's seq of that shard in seq order; between shards they
+// are merged by the time they were written (ties: configuration order). The
+// next cursor advances each shard to the last of its items on the page, so
+// every outcome is delivered exactly once whatever the merge order. A shard
+// that cannot be read is left where the cursor had it and named in the
+// answer; the others are served.
+//
+// A cursor's text is SHARD:SEQ pairs separated by commas ("a:12,b:40"), a
+// shard not named being at its start. A bare SEQ is the home shard's (the
+// first): the one database's cursor is a plain number, as it always was,
+// and a consumer's numeric cursor keeps its place when a deployment moves
+// from one database to shards, the database becoming the home shard.
 type MergedCompletions struct {
 	r  *ShardRouter
 	by map[string]*FollowCompletions
@@ -47,44 +53,86 @@ func NewMergedCompletions(r *ShardRouter, by map[string]*FollowCompletions) (*Me
 	return &MergedCompletions{r: r, by: by}, nil
 }
 
-// ParseCursor reads a cursor: "" or "0" is the start of every shard,
-// otherwise SHARD:SEQ pairs separated by commas ("a:12,b:40"); a shard
-// not named is at its start.
+// ParseCursor reads a cursor: "" is the start of every shard; otherwise
+// comma-separated entries, each SHARD:SEQ or a bare SEQ for the home shard
+// ("12", "a:12,b:40", "12,b:40"), a shard named at most once.
 func (m *MergedCompletions) ParseCursor(s string) (FeedCursor, error) {
 	c := FeedCursor{}
 	s = strings.TrimSpace(s)
-	if s == "" || s == "0" {
+	if s == "" {
 		return c, nil
 	}
-	known := map[string]bool{}
-	for _, n := range m.r.names {
-		known[n] = true
-	}
-	seen := map[string]bool{}
+	home := m.r.names[0]
 	for _, part := range strings.Split(s, ",") {
-		name, seq, ok := strings.Cut(part, ":")
+		name, seq, named := strings.Cut(part, ":")
+		if !named {
+			name, seq = home, part
+		}
 		n, err := strconv.ParseInt(seq, 10, 64)
 		switch {
-		case !ok || err != nil || n < 0:
-			return nil, fmt.Errorf("must be the next cursor of a previous page, SHARD:SEQ[,SHARD:SEQ...] (e.g. %s:12), got %q", m.r.names[0], part)
-		case !known[name]:
+		case err != nil || n < 0 || (named && name == ""):
+			return nil, m.cursorError(part)
+		case !m.known(name):
 			return nil, fmt.Errorf("names shard %q, which this deployment does not have", name)
-		case seen[name]:
-			return nil, fmt.Errorf("names shard %q twice", name)
 		}
-		seen[name] = true
+		if _, twice := c[name]; twice {
+			return nil, fmt.Errorf("gives shard %q twice (a bare number is the home shard %q)", name, home)
+		}
 		c[name] = n
 	}
 	return c, nil
 }
 
-// FormatCursor renders c with every shard, in configuration order.
+// cursorError says what a cursor must be, in the deployment's terms.
+func (m *MergedCompletions) cursorError(part string) error {
+	if m.r.names[0] == "" {
+		return errors.New("must be a non-negative integer or latest")
+	}
+	return fmt.Errorf("must be latest or the next cursor of a previous page, SHARD:SEQ[,SHARD:SEQ...] (e.g. %s:12; a bare number is the home shard's seq), got %q",
+		m.r.names[0], part)
+}
+
+func (m *MergedCompletions) known(name string) bool {
+	for _, n := range m.r.names {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// FormatCursor renders c with every shard, in configuration order: the one
+// database's cursor is its seq alone.
 func (m *MergedCompletions) FormatCursor(c FeedCursor) string {
 	parts := make([]string, len(m.r.names))
 	for i, n := range m.r.names {
-		parts[i] = n + ":" + strconv.FormatInt(c[n], 10)
+		parts[i] = strconv.FormatInt(c[n], 10)
+		if n != "" {
+			parts[i] = n + ":" + parts[i]
+		}
 	}
 	return strings.Join(parts, ",")
+}
+
+// Latest is the cursor at every shard's newest seq: where a caller that
+// wants only what happens from now on starts (after=latest). Every shard
+// must answer: one left at its start would replay its whole past.
+func (m *MergedCompletions) Latest(ctx context.Context) (FeedCursor, error) {
+	var mu sync.Mutex
+	c := FeedCursor{}
+	errs := m.r.each(ctx, m.r.names, func(ctx context.Context, name string) error {
+		n, err := m.by[name].Latest(ctx)
+		if err == nil {
+			mu.Lock()
+			c[name] = n
+			mu.Unlock()
+		}
+		return err
+	})
+	if len(errs) > 0 {
+		return nil, m.r.joinShardErrors(errs)
+	}
+	return c, nil
 }
 
 // Page returns up to limit completions after the cursor, of the policy's
@@ -105,28 +153,35 @@ func (m *MergedCompletions) Page(ctx context.Context, who txm.Principal, pol txm
 	defer cancel()
 	var mu sync.Mutex
 	results := map[string]result{}
-	var wg sync.WaitGroup
-	for _, name := range m.r.names {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := m.r.Ready(wctx, name)
-			var got []txm.Completion
-			if err == nil {
-				got, err = m.by[name].Page(wctx, who, pol, after[name], limit, wait)
-			}
-			if errors.Is(err, context.Canceled) && wctx.Err() != nil && ctx.Err() == nil {
-				err = nil // its wait was cut short because another shard answered
-			}
-			mu.Lock()
-			results[name] = result{items: got, err: err}
-			mu.Unlock()
-			if len(got) > 0 && wait > 0 {
-				cancel()
-			}
-		}()
+	read := func(name string) {
+		err := m.r.Ready(wctx, name)
+		var got []txm.Completion
+		if err == nil {
+			got, err = m.by[name].Page(wctx, who, pol, after[name], limit, wait)
+		}
+		if errors.Is(err, context.Canceled) && wctx.Err() != nil && ctx.Err() == nil {
+			err = nil // its wait was cut short because another shard answered
+		}
+		mu.Lock()
+		results[name] = result{items: got, err: err}
+		mu.Unlock()
+		if len(got) > 0 && wait > 0 {
+			cancel()
+		}
 	}
-	wg.Wait()
+	if len(m.r.names) == 1 {
+		read(m.r.names[0])
+	} else {
+		var wg sync.WaitGroup
+		for _, name := range m.r.names {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				read(name)
+			}()
+		}
+		wg.Wait()
+	}
 
 	next = FeedCursor{}
 	for n, seq := range after {
@@ -144,7 +199,7 @@ func (m *MergedCompletions) Page(ctx context.Context, who txm.Principal, pol txm
 		}
 		unavailable = append(unavailable, name)
 		if firstErr == nil {
-			firstErr = fmt.Errorf("shard %s: %w", name, err)
+			firstErr = shardError(name, err)
 		}
 	}
 	if len(unavailable) == len(m.r.names) {

@@ -105,11 +105,14 @@ func TestIssue12_MergedFeed(t *testing.T) {
 	_, _, _, err = m.Page(ctx, who, pol, FeedCursor{}, 10, 0)
 	require.ErrorIs(t, err, txm.ErrUnavailable, "no shard answered")
 
-	for _, bad := range []string{"12", "a:1,c:2", "a:1,a:2", "a:-1", "a", "a:x"} {
+	for _, bad := range []string{"a:1,c:2", "a:1,a:2", "a:-1", "a", "a:x", "12,a:1", ":3", "-1", "latest"} {
 		_, err := m.ParseCursor(bad)
 		assert.Error(t, err, bad)
 	}
 	c, err := m.ParseCursor("b:4")
 	require.NoError(t, err)
 	assert.Equal(t, "a:0,b:4", m.FormatCursor(c), "a shard not named starts at 0")
+	c, err = m.ParseCursor("12")
+	require.NoError(t, err)
+	assert.Equal(t, "a:12,b:0", m.FormatCursor(c), "a bare number is the home shard's seq")
 }

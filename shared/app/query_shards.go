@@ -20,8 +20,9 @@ type ShardStore interface {
 
 // ShardedQueries answers the API's reads over every shard: by signer from
 // its shard; by transaction id from whichever shard has it (ids are UUIDs
-// and name no shard, so every shard is asked, at once); lists merged in id
-// order. It implements txm.TxQueries and txm.ActionStore.
+// and name no shard, so every shard is asked, at once; the one shard of a
+// single database holds them all); lists merged in id order. It implements
+// txm.TxQueries and txm.ActionStore.
 type ShardedQueries struct {
 	r  *ShardRouter
 	by map[string]ShardStore
@@ -40,11 +41,17 @@ func NewShardedQueries(r *ShardRouter, by map[string]ShardStore) (*ShardedQuerie
 	return &ShardedQueries{r: r, by: by}, nil
 }
 
-// locate asks every shard for the transaction id, at once. A shard that
-// cannot answer matters only when no other one has the transaction: then
-// its error (unavailable) is returned, never ErrNotFound, for the
-// transaction may be there.
+// locate finds the shard of transaction id. A single shard holds every
+// transaction: it is the answer without a read (and the transaction nil).
+// Otherwise every shard is asked at once, and the transaction comes with
+// its shard. A shard that cannot answer matters only when no other one has
+// the transaction: then its error (unavailable) is returned, never
+// ErrNotFound, for the transaction may be there.
 func (q *ShardedQueries) locate(ctx context.Context, id string) (string, *txm.Tx, error) {
+	if len(q.r.names) == 1 {
+		name := q.r.names[0]
+		return name, nil, q.r.Ready(ctx, name)
+	}
 	var mu sync.Mutex
 	var found *txm.Tx
 	var where string
@@ -70,8 +77,11 @@ func (q *ShardedQueries) locate(ctx context.Context, id string) (string, *txm.Tx
 
 // GetTx implements txm.TxQueries.
 func (q *ShardedQueries) GetTx(ctx context.Context, id string) (*txm.Tx, error) {
-	_, t, err := q.locate(ctx, id)
-	return t, err
+	name, t, err := q.locate(ctx, id)
+	if err != nil || t != nil {
+		return t, err
+	}
+	return q.by[name].GetTx(ctx, id)
 }
 
 // FindByRequestID implements txm.TxQueries: in the signer's shard.

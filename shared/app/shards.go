@@ -13,11 +13,13 @@ import (
 )
 
 // ShardRouter knows which database (shard) holds each signer, and whether a
-// shard may be used yet. Every use case of a sharded deployment exists once
-// per shard, over that shard's store, leases and outbox; the Sharded* types
-// route each signer's work to its shard's instance, and the sweeps run every
-// shard's. Nothing crosses shards: a signer's nonces, leases, fencing
-// tokens, transactions and completions live in its shard only.
+// shard may be used yet. Every use case exists once per shard, over that
+// shard's store, leases and outbox; the Sharded* types route each signer's
+// work to its shard's instance, and the sweeps run every shard's. One
+// database is the one-shard case: a single shard named "" holding every
+// signer (OneDatabase), served by the same types. Nothing crosses shards: a
+// signer's nonces, leases, fencing tokens, transactions and completions live
+// in its shard only.
 type ShardRouter struct {
 	names   []string
 	shardOf func(common.Address) (string, bool)
@@ -35,8 +37,11 @@ func NewShardRouter(names []string, shardOf func(common.Address) (string, bool),
 	return &ShardRouter{names: append([]string(nil), names...), shardOf: shardOf, ready: ready}, nil
 }
 
-// Names lists the shards in configuration order.
-func (r *ShardRouter) Names() []string { return append([]string(nil), r.names...) }
+// OneDatabase is the router of a deployment with one database: a single
+// shard, named "", that holds every signer and is always ready.
+func OneDatabase() *ShardRouter {
+	return &ShardRouter{names: []string{""}, shardOf: func(common.Address) (string, bool) { return "", true }}
+}
 
 // Ready returns nil when shard may be used.
 func (r *ShardRouter) Ready(ctx context.Context, shard string) error {
@@ -61,10 +66,20 @@ func (r *ShardRouter) For(ctx context.Context, signer common.Address) (string, e
 
 // each runs fn for every shard concurrently, each once it is ready, and
 // returns the errors by shard (none: an empty map). It returns when every
-// fn has.
+// fn has. A single shard is run in the caller's goroutine.
 func (r *ShardRouter) each(ctx context.Context, names []string, fn func(ctx context.Context, shard string) error) map[string]error {
-	var mu sync.Mutex
 	errs := map[string]error{}
+	if len(names) == 1 {
+		err := r.Ready(ctx, names[0])
+		if err == nil {
+			err = fn(ctx, names[0])
+		}
+		if err != nil {
+			errs[names[0]] = err
+		}
+		return errs
+	}
+	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, name := range names {
 		wg.Add(1)
@@ -85,15 +100,28 @@ func (r *ShardRouter) each(ctx context.Context, names []string, fn func(ctx cont
 	return errs
 }
 
-// joinShardErrors names each shard's error, in configuration order.
+// joinShardErrors names each shard's error, in configuration order (the
+// one database's, unnamed, as it is).
 func (r *ShardRouter) joinShardErrors(errs map[string]error) error {
 	var out []error
 	for _, name := range r.names {
 		if err := errs[name]; err != nil {
-			out = append(out, fmt.Errorf("shard %s: %w", name, err))
+			out = append(out, shardError(name, err))
 		}
 	}
+	if len(out) == 1 {
+		return out[0]
+	}
 	return errors.Join(out...)
+}
+
+// shardError names the shard err comes from (the one database's is
+// unnamed).
+func shardError(name string, err error) error {
+	if name == "" {
+		return err
+	}
+	return fmt.Errorf("shard %s: %w", name, err)
 }
 
 // checkShards verifies that by has exactly one use case per shard.

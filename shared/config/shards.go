@@ -44,8 +44,9 @@ const (
 var shardName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
 
 // Sharded reports whether TXFENCE_DATABASES names the databases. When it
-// does not, TXFENCE_DATABASE_URL is the one database and every signer is in
-// it, exactly as before sharding existed.
+// does not, TXFENCE_DATABASE_URL is the one database, an unnamed shard
+// holding every signer. Only the configuration's loading and checks ask:
+// the code that serves is the same for one shard and many.
 func (c Config) Sharded() bool { return len(c.Shards) > 0 }
 
 // ShardDatabase is one database to connect to: its shard name ("" for the
@@ -75,16 +76,37 @@ func (c Config) Databases() []ShardDatabase {
 // deployment with one database (or one shard and no map) puts every signer
 // in it.
 func (c Config) ShardFor(signer common.Address) (string, bool) {
-	if !c.Sharded() {
-		return "", true
-	}
-	if len(c.Shards) == 1 && c.ShardMap.Version == 0 {
-		return c.Shards[0].Name, true // one shard needs no map
-	}
-	if s, ok := c.ShardMap.Signers[signer]; ok {
+	rules, def, ok := c.shardRules()
+	if s, found := rules[signer]; found {
 		return s, true
 	}
-	return c.ShardMap.Default, c.ShardMap.Default != ""
+	return def, ok
+}
+
+// ShardLookup is ShardFor reduced to one map lookup, for routing every
+// call: the configuration is read once, here.
+func (c Config) ShardLookup() func(common.Address) (string, bool) {
+	rules, def, ok := c.shardRules()
+	return func(signer common.Address) (string, bool) {
+		if s, found := rules[signer]; found {
+			return s, true
+		}
+		return def, ok
+	}
+}
+
+// shardRules are the explicit signer → shard rules and the default shard
+// (ok false: a signer without a rule is in no shard). The one database of
+// TXFENCE_DATABASE_URL, named "", holds every signer; so does a single
+// shard without a map.
+func (c Config) shardRules() (rules map[common.Address]string, def string, ok bool) {
+	switch {
+	case !c.Sharded():
+		return nil, "", true
+	case len(c.Shards) == 1 && c.ShardMap.Version == 0:
+		return nil, c.Shards[0].Name, true
+	}
+	return c.ShardMap.Signers, c.ShardMap.Default, c.ShardMap.Default != ""
 }
 
 // databases parses NAME[@PROJECT:REGION:INSTANCE]=URL[|...].

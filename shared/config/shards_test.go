@@ -138,3 +138,25 @@ func TestIssue12_LoadDatabases(t *testing.T) {
 	require.ErrorIs(t, err, ErrConfig)
 	assert.Contains(t, err.Error(), "exclusive")
 }
+
+// TestShardLookupIsShardFor: the routing lookup answers as ShardFor for
+// one database, a single shard without a map, and a map with a default
+// and without one.
+func TestShardLookupIsShardFor(t *testing.T) {
+	noDefault := shardedEnv()
+	noDefault[EnvShardMap] = "v3:" + signerA1 + "=b," + signerUS + "=a"
+	single := validEnv()
+	delete(single, EnvDatabaseURL)
+	single[EnvDatabases] = "main=postgres://u@db/txfence"
+	for name, e := range map[string]map[string]string{"one database": validEnv(), "one shard": single, "sharded": shardedEnv(),
+		"no default": noDefault} {
+		c, err := Load(env(e))
+		require.NoError(t, err, name)
+		lookup := c.ShardLookup()
+		for _, a := range []string{signerA1, signerUS, "0x1234"} {
+			s, ok := c.ShardFor(common.HexToAddress(a))
+			ls, lok := lookup(common.HexToAddress(a))
+			assert.Equal(t, []any{s, ok}, []any{ls, lok}, "%s: %s", name, a)
+		}
+	}
+}

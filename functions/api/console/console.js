@@ -458,13 +458,14 @@ ${rows ? `<table><thead><tr><th class="num">Nonce</th><th>State</th><th>Transact
 
   // follow long-polls the completions feed from now on: each outcome
   // (confirmed, failed, stuck) refreshes the view at once; a timer catches
-  // the changes the feed does not carry (allocations, broadcasts).
+  // the changes the feed does not carry (allocations, broadcasts). The
+  // cursor is opaque: a number with one database, "a:12,b:40" with shards.
   async function follow() {
     const gen = ++feedGen;
     let after = 'latest';
     while (gen === feedGen) {
       try {
-        const page = await api(`/v1/completions?after=${after}&wait=25s&limit=100`);
+        const page = await api(`/v1/completions?after=${encodeURIComponent(after)}&wait=25s&limit=100`);
         if (gen !== feedGen) return;
         after = String(page.next);
         if (page.items.length) refreshNow();

@@ -35,17 +35,13 @@ import (
 // Process is what one process shares across invocations.
 type Process struct {
 	Config config.Config
-	// DB is the one database or, when sharded, the home shard (the first
-	// of TXFENCE_DATABASES), which also holds policies, API keys and the
-	// audit log.
-	DB *postgres.DB
-	// Store and Relay are the one database's; nil when sharded, where
-	// every signer's work must go through its shard (Shards, Router).
-	Store  *postgres.Store
+	// DB is the home shard's (the first of TXFENCE_DATABASES, or the one
+	// database), which also holds policies, API keys and the audit log.
+	DB     *postgres.DB
 	Chains map[uint64]*evm.Client
-	Relay  *app.Relay // nil when no Pub/Sub project is configured
 	// Shards are the databases in configuration order: one, named "",
-	// without TXFENCE_DATABASES. Router maps signers to them.
+	// without TXFENCE_DATABASES. Router maps signers to them; every
+	// signer's work goes through its shard.
 	Shards []*Shard
 	Router *app.ShardRouter
 	// mapCheck is the check of the signer map against the home shard's
@@ -177,9 +173,6 @@ func Build(ctx context.Context, cfg config.Config) (*Process, error) {
 				p.Close()
 				return nil, err
 			}
-		}
-		if !cfg.Sharded() {
-			p.Relay = p.Shards[0].Relay
 		}
 	}
 	for _, ch := range cfg.Chains {

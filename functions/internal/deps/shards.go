@@ -26,15 +26,17 @@ type Shard struct {
 	claimed atomic.Bool // both the map and this shard passed their checks
 }
 
-// openShards builds the pool and store of every database. One database is
-// opened as before sharding (a ping: the process does not start without
-// it). Shards are connected lazily and checked on first use (ready), so
-// that a shard that is down fails only its own signers' work.
+// openShards builds the pool and store of every database. The home shard
+// (the one database, or the first shard) is opened with a ping: it holds
+// the API keys, the policies and the history of signer maps, so nothing is
+// served without it and the process does not start. The other shards are
+// connected lazily and checked on first use (ready), so that a shard that
+// is down fails only its own signers' work.
 func (p *Process) openShards(ctx context.Context) error {
 	cfg := p.Config
-	for _, d := range cfg.Databases() {
+	for i, d := range cfg.Databases() {
 		open := postgres.Connect
-		if !cfg.Sharded() {
+		if i == 0 {
 			open = postgres.Open
 		}
 		db, err := open(ctx, d.Database)
@@ -45,6 +47,9 @@ func (p *Process) openShards(ctx context.Context) error {
 			return fmt.Errorf("open shard %s: %w", d.Name, err)
 		}
 		sh := &Shard{Name: d.Name, DB: db}
+		// The one database of TXFENCE_DATABASE_URL has no name to claim
+		// and no map to check: it is ready once open.
+		sh.claimed.Store(d.Name == "")
 		p.Shards = append(p.Shards, sh)
 		if sh.Store, err = postgres.NewStoreFromConfig(db.Pool, cfg, p.Metrics, p.Log); err != nil {
 			return err
@@ -52,12 +57,7 @@ func (p *Process) openShards(ctx context.Context) error {
 		sh.Store.SetShard(d.Name)
 	}
 	p.DB = p.Shards[0].DB
-	ready := p.ready
-	if !cfg.Sharded() {
-		p.Store = p.Shards[0].Store
-		ready = nil
-	}
-	r, err := app.NewShardRouter(p.ShardNames(), cfg.ShardFor, ready)
+	r, err := app.NewShardRouter(p.ShardNames(), cfg.ShardLookup(), p.ready)
 	if err != nil {
 		return err
 	}

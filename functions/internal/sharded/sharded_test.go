@@ -301,8 +301,16 @@ func TestIssue12_TwoShards(t *testing.T) {
 	}
 	require.Len(t, seen, len(created), "every outcome delivered")
 
-	resp := call(t, http.MethodGet, urls[0]+"/v1/completions?after=12", nil, nil)
-	assert.Equal(t, http.StatusBadRequest, resp.StatusCode, "one number cannot say where a reader of two shards is")
+	// A bare number is the home shard's seq (a consumer's cursor from
+	// before the deployment had shards): every other shard from its start.
+	var fromHome feedPage
+	resp := call(t, http.MethodGet, fmt.Sprintf("%s/v1/completions?after=%d&limit=1000", urls[0], last["a"]), nil, &fromHome)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.NotEmpty(t, fromHome.Items)
+	for _, it := range fromHome.Items {
+		require.Equal(t, "b", it.Shard, "shard a's outcomes are behind the cursor")
+	}
+	assert.Equal(t, fmt.Sprintf("a:%d,b:%d", last["a"], last["b"]), fromHome.Next)
 	resp = call(t, http.MethodGet, urls[0]+"/v1/completions?after=c:1", nil, nil)
 	assert.Equal(t, http.StatusBadRequest, resp.StatusCode, "an unknown shard")
 }

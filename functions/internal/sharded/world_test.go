@@ -121,7 +121,13 @@ type worker struct {
 
 func (w *world) worker(t *testing.T, name string) *worker {
 	t.Helper()
-	p := w.process(t, name)
+	return w.workerWith(t, name, w.Cfg)
+}
+
+// workerWith is a worker of a process with another configuration.
+func (w *world) workerWith(t *testing.T, name string, cfg config.Config) *worker {
+	t.Helper()
+	p := w.processWith(t, name, cfg)
 	s, err := submit.Build(ctx, p)
 	require.NoError(t, err)
 	r, err := receipt.Build(ctx, p)

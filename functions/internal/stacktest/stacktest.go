@@ -228,8 +228,10 @@ func (w *World) Node(t *testing.T, name string) *Node {
 	require.NoError(t, err)
 	follow, err := app.NewFollowCompletions(store, store, cfg.Auth.MaxWaits, log)
 	require.NoError(t, err)
+	feed, err := app.NewMergedCompletions(app.OneDatabase(), map[string]*app.FollowCompletions{"": follow})
+	require.NoError(t, err)
 	h, err := api.NewHandler(api.Deps{Config: cfg, Auth: authn, Policies: n.Policies, PolicyStore: policyStore, Create: n.Create,
-		Queries: store, Completions: follow, Actions: actions, ActionLog: store, Operator: store,
+		Queries: store, Completions: feed, Actions: actions, ActionLog: store, Operator: store,
 		Views: map[uint64]txm.ChainView{evmtest.ChainID: client}, Metrics: m, Log: log})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
