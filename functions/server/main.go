@@ -64,8 +64,9 @@ func flushOnStop() {
 }
 
 // servePprof serves Go's profiles on addr, which must be a loopback
-// address: profiling is for benchmarks on this machine (make bench-api
-// PROFILE=1), never reachable from outside.
+// address: the benchmarks set TXFENCE_PPROF_ADDR to profile a server on
+// this machine (bench-api's -profile, bench-pipeline's -pprof), and the
+// profiles are never reachable from outside.
 func servePprof(addr string) {
 	host, _, err := net.SplitHostPort(addr)
 	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {

@@ -50,10 +50,9 @@ func NewCheckReceipts(store txm.ReceiptStore, leases txm.LeaseStore, chains map[
 // then returns ErrNotMined (retry); it returns an error on RPC failure. Its
 // spans (children of ctx's): the lease, "receipt.lookup" (the chain's
 // latest nonce and the receipts) and "receipt.persist" (MINED, fenced).
-// Returning ErrNotMined at once left the next look to the prompt's retry
-// backoff (1 s doubling on Pub/Sub in terraform), so a receipt was written
-// up to a backoff after its block (bench-pipeline: receipt lag p99 2.1-2.3
-// s with 1 s blocks).
+// Returning ErrNotMined at once would leave the next look to the prompt's
+// retry backoff (1 s doubling on Pub/Sub in terraform), writing a receipt
+// up to a backoff after its block.
 //
 // A check of a signer that is already being checked in this process returns
 // at once (0, nil): the running one goes round once more.
@@ -233,10 +232,9 @@ func findEach(ctx context.Context, chain txm.Chain, tracked []txm.Tracked) ([]tx
 // goes through their blocks' receipts, and blockReceiptsMost how many
 // blocks it reads so at most. A node finds a receipt by its transaction's
 // hash by hashing the transactions of its block up to it (geth's
-// findTxInBlockBody): a hot signer's receipts, hundreds in a block of
-// thousands, took 29% of the simulated node's CPU while bench-pipeline's
-// backlogs drained, against 4% for taking the transactions in
-// (sendRawTransaction). A block's receipts come whole in one call.
+// findTxInBlockBody), so hundreds of a hot signer's receipts in a large
+// block cost the node far more than the block's receipts, which come whole
+// in one call.
 const (
 	blockReceiptsFrom = 32
 	blockReceiptsMost = 8

@@ -84,10 +84,8 @@ type DrainResult struct {
 // DrainBatch bounds how many transactions are signed, persisted and
 // broadcast together (the broadcast in JSON-RPC batches of the client's
 // MaxBatch). Each batch costs two commits and a few round trips whatever
-// its size: on the local stack a hot signer's backlog went to TRACKING at
-// 0.32-0.37 of the node's own ingestion rate in batches of 64, 0.60-0.73 in
-// batches of 256 and 0.85-0.96 in batches of 512 (make bench-pipeline).
-// MaxInFlight bounds it first (64 by default).
+// its size, so larger batches let a hot signer's backlog keep up with the
+// node. MaxInFlight bounds it first (64 by default).
 const DrainBatch = 512
 
 // signBudget bounds the time one batch spends signing: a remote signer
@@ -105,11 +103,8 @@ const signBudget = chainLeaseWait / 4
 // Nobody waiting, it drains on until the budget: handing the lease on
 // every drainHold regardless cost a hot signer most of its broadcast rate.
 // A confirmation (a mark first) is let in after the batch the drain is on
-// (see drainHeld).
-// 250 ms rather than 500: once drains stopped taking back a wanted lease
-// (AcquireYielding), four alternate bench-pipeline runs each gave a lower
-// finality lag p99 (2.1/1.8/2.0/2.8 s against 2.4/3.0/2.3/3.6 s) and the
-// same broadcast ratio (0.76-0.92 against 0.78-0.97).
+// (see drainHeld). A quarter of chainLeaseWait lowers the confirmations'
+// wait for the lease without costing the drain's broadcast rate.
 const drainHold = chainLeaseWait / 4
 
 // Execute drains one signer. It returns an error when the prompt should be

@@ -13,8 +13,7 @@ import (
 // fee suggestion another drain asked for. Every drain asked the node
 // (the latest header, then the tip: two round trips) before its first
 // signature; with many signers each drain sends one or two transactions,
-// and under load the suggestion was the slowest step of a small drain
-// (bench-pipeline: 47 ms median of its 180 ms under the lease). A
+// and under load the suggestion is the slowest step of a small drain. A
 // suggestion half a second old is still good: the max fee allows for the
 // base fee to double (BaseFeeMultiplier 2), six full blocks of its
 // largest rise, and an attempt found underpriced is replaced with fresh

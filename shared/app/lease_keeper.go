@@ -88,23 +88,17 @@ const (
 	// before the other waiters: it marks the lease wanted first, so that a
 	// drain lets it go after the batch it is on (not after drainHold) and
 	// the wantIt waiters leave it to the confirmation; and it asks most
-	// often (see longestPause). A hot signer's confirmation waited 76 ms at
-	// the median and 355 ms at p90 for the lease in bench-pipeline, behind
-	// drains held 0.2-0.6 s and the receipt writes that took the lease as
-	// a drain let it go.
+	// often (see longestPause), so that it does not queue behind the
+	// drains and receipt writes of a hot signer.
 	wantItFirst
 )
 
 // longestPause is how long a waiter waits at most between two asks. A
 // confirmation (wantItFirst) asks every 25 ms, the others every 100 ms:
-// the holder lets the lease go once its batch is done, and asked every
-// 100 ms the confirmation took it 50 ms later on average, when a receipt
-// write did not take it first (a hot signer's lease is busy most of the
-// time, and its finality lag p99 was a confirmation's wait in that queue).
-// Four alternate bench-pipeline runs, every waiter with work at 100 ms
-// and the confirmation at 25: lag p99 1.39/1.18/2.36/1.42 s against
-// 1.02/0.97/1.54/1.06 s; all of them at 25 ms and only the confirmation:
-// 1.73/1.38/0.91/1.66 s against 1.27/0.99/0.98/1.12 s.
+// the holder lets the lease go once its batch is done, and a hot signer's
+// lease is busy most of the time, so the confirmation asks often enough to
+// take it before a receipt write does, and the others ask less so as not
+// to crowd it.
 func (c claim) longestPause() time.Duration {
 	if c == wantItFirst {
 		return 25 * time.Millisecond
@@ -124,9 +118,8 @@ func withChainLease(ctx context.Context, leases txm.LeaseStore, key txm.LeaseKey
 // invocation may do meanwhile: after each refusal it asks needed, and once
 // that says no it stops waiting and returns nil without running fn. Two
 // processes' receipt checks of a hot signer find the same receipts at the
-// same block; the second waited for the lease only to write nothing (19
-// of the hot signer's 47 receipt writes in a bench-pipeline run, each a
-// holding of its busy lease).
+// same block; the second would wait for the busy lease only to write
+// nothing.
 func withChainLeaseIf(ctx context.Context, leases txm.LeaseStore, key txm.LeaseKey, owner string, c claim,
 	needed func(context.Context) (bool, error), renewEvery time.Duration, log *slog.Logger, fn func(l txm.Lease, k *leaseKeeper) error) error {
 	l, err := acquireWaiting(ctx, leases, key, owner, c, chainLeaseWait, needed)

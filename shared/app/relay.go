@@ -57,10 +57,9 @@ func (r *Relay) Publish(ctx context.Context, ids []int64) {
 // RelayDeleteEvery is at most how long PublishDeleteLater's published rows
 // wait to be deleted together with those of the relays after them;
 // deleteMax rows are deleted at once. The create path relays its prompts
-// after every allocation call, and the delete that followed each publish
-// (a round trip and a commit) cost an API instance about a seventh of its
-// creates with 1,000 signers (bench-api -relay, paired). The sweep leaves
-// rows this young alone.
+// after every allocation call, and a delete after each publish (a round
+// trip and a commit) costs an API instance a noticeable share of its
+// creates. The sweep leaves rows this young alone.
 const (
 	RelayDeleteEvery = 50 * time.Millisecond
 	deleteMax        = 1024

@@ -284,8 +284,8 @@ func (s *SweepResubmit) tendTracking(ctx context.Context, l txm.Lease, chain txm
 // A node that does not know it holds every later nonce back, and keeps only
 // some of them (geth: 64 queued per account; a block that lands while more
 // wait for promotion drops the rest), so the sweep rebroadcasts the signer's
-// TRACKING transactions from the head on, in nonce order, at once: waiting
-// ResubmitInterval cost bench-pipeline's hot signer 10 s stalls.
+// TRACKING transactions from the head on, in nonce order, at once, since
+// waiting ResubmitInterval stalls a hot signer for that long.
 func (s *SweepResubmit) recheckHead(ctx context.Context, chain txm.Chain, t txm.Tracked, view *signerView) error {
 	best := txm.BestAccepted(t.Attempts)
 	if best == nil || t.Tx.LastBroadcastAt == nil {

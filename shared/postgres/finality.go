@@ -352,9 +352,9 @@ func (s *Store) report(ctx context.Context, l txm.Lease, op, from string, txIDs 
 //
 // It does not number the outcomes: the caller holds the signer's chain
 // lease, and numbering after the commit (the feed's lock, queued behind
-// every other signer's numbering: 86 ms at the median for small writes in
-// bench-pipeline) held the lease and the sweep's worker that much longer,
-// while the signer's drain and its next confirmations waited. The
+// every other signer's numbering) would hold the lease and the sweep's
+// worker that much longer, while the signer's drain and its next
+// confirmations wait. The
 // finality sweep numbers beside its signers' sweeps (NumberCompletions).
 func (s *Store) reportMoved(ctx context.Context, l txm.Lease, op, from string, want int, txID, sql string, args ...any) ([]finalized, error) {
 	var done []finalized
@@ -395,10 +395,9 @@ func (s *Store) reportMoved(ctx context.Context, l txm.Lease, op, from string, w
 // writeCompletions records one reported outcome per transaction in done,
 // in the caller's transaction (the one that moved them), as pending: the
 // message is built here, its seq and newFork when it is numbered
-// (numberCompletions, after the commit). Numbering inside the moving
-// transaction held the feed's lock through its COMMIT, and every signer's
-// confirmations queued on that one lock (50 ms a call in
-// bench-pipeline -pg-statements).
+// (numberCompletions, after the commit), because numbering inside the
+// moving transaction would hold the feed's lock through its COMMIT and
+// queue every signer's confirmations on that one lock.
 func (s *Store) writeCompletions(ctx context.Context, tx pgx.Tx, done []finalized) error {
 	if len(done) == 0 {
 		return nil
@@ -568,13 +567,12 @@ SELECT id, `+moveReorg.source()+`, `+moveReorg.state(txm.StateTracking)+`, 'reor
 // signer ('s'), grouped by signer; and the distinct blocks of the outcomes
 // reported within the watch ($2) on each chain ('r', no signer), from
 // reported_block (migration 00020: the minute of a block's last outcome
-// counts, so the watch is at least $2). One row
-// per MINED transaction and per signer's reported block was about a
-// thousand rows a pass in bench-pipeline (37 ms at the median, 85 ms p90,
-// before any signer's sweep could start). The watch window's start is a
-// subquery so that it is computed once and bounds managed_tx_finalized
-// (clock_timestamp() itself is volatile: compared row by row, it read
-// every finished transaction).
+// counts, so the watch is at least $2), because one row per MINED
+// transaction and per signer's reported block is thousands of rows a pass
+// under load, read before any signer's sweep can start. The watch
+// window's start is a subquery so that it is computed once and bounds
+// managed_tx_finalized (clock_timestamp() itself is volatile: compared row
+// by row, it read every finished transaction).
 const signersWithWorkSQL = `
 SELECT chain_id, signer, k, block, hash, n FROM (
     SELECT chain_id, signer, 'm' AS k, receipt_block_number AS block, receipt_block_hash::text AS hash, count(*) AS n

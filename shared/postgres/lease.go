@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/attribute"
 
@@ -149,22 +148,6 @@ func (s *Leases) acquire(ctx context.Context, q querier, key txm.LeaseKey, owner
 		return txm.Lease{}, "", err
 	}
 	return l, result, nil
-}
-
-// queueAcquire queues acquire on a batch; when the batch runs, l is the
-// lease taken, or the batch fails (ErrLeaseHeld when another owner holds it).
-func (s *Leases) queueAcquire(ctx context.Context, b *pgx.Batch, key txm.LeaseKey, owner string, l *txm.Lease) {
-	*l = txm.Lease{Key: key, Owner: owner}
-	if err := validAcquire(key, owner); err != nil {
-		b.Queue(`SELECT`).Exec(func(pgconn.CommandTag) error { return err })
-		return
-	}
-	b.Queue(acquireSQL, acquireArgs(s.cfg, key, owner, yields{})...).QueryRow(func(row pgx.Row) error {
-		var prev *int64
-		err := row.Scan(&l.Token, &l.ExpiresAt, &prev)
-		_, err = s.acquired(ctx, key, err, l.Token, prev)
-		return err
-	})
 }
 
 func validAcquire(key txm.LeaseKey, owner string) error {
