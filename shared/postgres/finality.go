@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"math"
 	"time"
 
@@ -225,11 +224,6 @@ func promptPayload(k txm.LeaseKey) []byte {
 	return b
 }
 
-// completionLock serializes writers of tx_completion until they commit, so
-// that seqs become visible in order and a feed reader that has seen seq N
-// never later finds a smaller one appear. numberCompletions takes it.
-const completionLock = `SELECT pg_advisory_xact_lock(7342001)`
-
 // finalized is a transaction that reached a reported outcome.
 type finalized struct {
 	id        string
@@ -392,148 +386,6 @@ func (s *Store) reportMoved(ctx context.Context, l txm.Lease, op, from string, w
 	return done, nil
 }
 
-// writeCompletions records one reported outcome per transaction in done,
-// in the caller's transaction (the one that moved them), as pending: the
-// message is built here, its seq and newFork when it is numbered
-// (numberCompletions, after the commit), because numbering inside the
-// moving transaction would hold the feed's lock through its COMMIT and
-// queue every signer's confirmations on that one lock.
-func (s *Store) writeCompletions(ctx context.Context, tx pgx.Tx, done []finalized) error {
-	if len(done) == 0 {
-		return nil
-	}
-	n := len(done)
-	ids, chains, signers, states, forks := make([]string, n), make([]int64, n), make([]string, n), make([]string, n), make([]bool, n)
-	subs, nonces, hashes := make([]string, n), make([]int64, n), make([]*string, n)
-	for i, f := range done {
-		ids[i], chains[i], signers[i], states[i], forks[i] = f.id, f.chainID, f.signer, f.state, f.fork
-		subs[i], nonces[i], hashes[i] = f.subState, f.nonce, f.hash
-	}
-	tag, err := tx.Exec(ctx, `
-WITH u AS (
-    SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[], $8::bool[])
-        WITH ORDINALITY AS u(id, chain_id, signer, state, sub_state, nonce, hash, fork, ord)
-)
-`+pendingInsert("u", "ord", "$9::text"), ids, chains, signers, states, subs, nonces, hashes, forks, s.shard)
-	if err != nil {
-		return fmt.Errorf("write completions: %w", translate(err))
-	}
-	if tag.RowsAffected() != int64(n) {
-		return fmt.Errorf("write completions: %d rows for %d outcomes", tag.RowsAffected(), n)
-	}
-	return nil
-}
-
-// pendingInsert is the statement (or data-modifying CTE) that records, as
-// pending, one reported outcome for each row of src, a relation with
-// columns id, chain_id, signer, state, sub_state ("" or NULL for none),
-// nonce, hash (NULL for none) and fork, in the order of order; shard is
-// the text expression naming this database's shard ("" with one
-// database). The message is txm.CompletionMessage as JSON (its seq and
-// newFork are set when it is numbered) and the attributes are the
-// completion topic's; both are built here, in SQL, so that a statement
-// that moves transactions can record their outcomes without a round trip
-// back to the process (see FinalizeBlocksLeased).
-func pendingInsert(src, order, shard string) string {
-	return `INSERT INTO completion_pending (tx_id, chain_id, signer, state, new_fork, sub_state, payload, attributes)
-SELECT p.id, p.chain_id, p.signer, p.state, p.fork, nullif(p.sub_state, ''),
-    jsonb_strip_nulls(jsonb_build_object('type', p.type, 'seq', 0, 'txId', p.id::text, 'chainId', p.chain_id,
-        'signer', p.signer, 'state', p.state, 'newFork', false, 'subState', nullif(p.sub_state, ''),
-        'nonce', p.nonce, 'hash', nullif(p.hash, ''), 'shard', nullif(` + shard + `, ''))),
-    jsonb_strip_nulls(jsonb_build_object('chain', p.chain_id::text, 'signer', p.signer, 'state', p.state,
-        'type', p.type, 'subState', coalesce(p.sub_state, ''), 'shard', nullif(` + shard + `, '')))
-FROM (SELECT src.*, ` + eventTypeSQL("src.state") + ` AS type FROM ` + src + ` src) p
-ORDER BY p.` + order
-}
-
-// eventTypeSQL is txm.EventFor of the state expression state, in SQL.
-func eventTypeSQL(state string) string {
-	return fmt.Sprintf("CASE %s WHEN '%s' THEN '%s' WHEN '%s' THEN '%s' ELSE '%s' END", state,
-		txm.StateConfirmed, txm.EventFor(txm.StateConfirmed), txm.StateFailedFinal, txm.EventFor(txm.StateFailedFinal),
-		txm.EventFor(txm.StateStuck))
-}
-
-// numberCompletionsSQL numbers every pending outcome, in the order they
-// were recorded: each becomes a tx_completion row and a completion-topic
-// outbox row carrying its seq and newFork (set when the transaction was
-// reorged since its last report, or was reported before, here or earlier
-// in the same numbering). It runs under completionLock, so seqs become
-// visible in order. Whether a transaction was reported before is one
-// index probe per outcome, a subquery the planner cannot turn into a hash
-// of the whole feed: as an EXISTS it did, since the queue's estimate is
-// its emptied pages' (20,160 rows for a few dozen), and read every
-// tx_completion row on every numbering.
-const numberCompletionsSQL = `
-WITH p AS (
-    DELETE FROM completion_pending RETURNING *
-), q AS (
-    SELECT p.*, row_number() OVER (PARTITION BY p.tx_id ORDER BY p.id) AS k FROM p ORDER BY p.id
-), n AS (
-    SELECT q.*, nextval(pg_get_serial_sequence('tx_completion', 'seq')) AS seq,
-        q.new_fork OR q.k > 1
-            OR (SELECT true FROM tx_completion c WHERE c.tx_id = q.tx_id LIMIT 1) IS NOT NULL AS fork
-    FROM q
-), c AS (
-    INSERT INTO tx_completion (seq, tx_id, chain_id, signer, state, new_fork, sub_state, created_at)
-    OVERRIDING SYSTEM VALUE
-    SELECT n.seq, n.tx_id, n.chain_id, n.signer, n.state, n.fork, n.sub_state, n.created_at FROM n ORDER BY n.seq
-), o AS (
-    INSERT INTO outbox (topic, ordering_key, payload, attributes)
-    SELECT $1, n.signer, n.payload || jsonb_build_object('seq', n.seq, 'newFork', n.fork),
-        n.attributes || jsonb_build_object('seq', n.seq::text, 'newFork', n.fork::text)
-    FROM n ORDER BY n.seq
-    RETURNING id
-), wake AS (
-    SELECT pg_notify('` + completionChannel + `', '') FROM (SELECT 1 FROM n LIMIT 1) x
-)
-SELECT coalesce((SELECT array_agg(id ORDER BY id) FROM o), '{}'), (SELECT count(*) FROM wake)`
-
-// numberCompletions numbers every pending outcome (numberCompletionsSQL)
-// in one round trip: the lock and the statement in one implicit
-// transaction, whose commit wakes waiting feed readers (see Listen) when it
-// numbered any. Writers that commit while one numbering runs are numbered
-// by the next: each waits for the lock and finds its own outcomes numbered
-// already or numbers them, with everyone else's. It returns the outbox rows
-// it wrote, for the caller to relay.
-func (s *Store) numberCompletions(ctx context.Context) ([]int64, error) {
-	var outbox []int64
-	var woke int64
-	b := &pgx.Batch{}
-	b.Queue(completionLock)
-	b.Queue(numberCompletionsSQL, s.topics.Completion).QueryRow(func(row pgx.Row) error { return row.Scan(&outbox, &woke) })
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return nil, fmt.Errorf("number completions: %w", translate(err))
-	}
-	return outbox, nil
-}
-
-// NumberCompletions implements txm.ReceiptStore: it numbers the outcomes
-// recorded as pending (the finality writes leave theirs to it; a stuck
-// mark that crashed or lost the database after its commit leaves its). One
-// read when there are none.
-func (s *Store) NumberCompletions(ctx context.Context) ([]int64, error) {
-	var pending bool
-	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM completion_pending)`).Scan(&pending); err != nil {
-		return nil, fmt.Errorf("pending completions: %w", translate(err))
-	}
-	if !pending {
-		return nil, nil
-	}
-	return s.numberCompletions(ctx)
-}
-
-// numberAfter numbers the outcomes a committed write recorded. Its
-// failure is logged, not returned: the write is done, and the next
-// finality pass numbers what it left.
-func (s *Store) numberAfter(ctx context.Context, op string) []int64 {
-	outbox, err := s.numberCompletions(ctx)
-	if err != nil {
-		s.log.WarnContext(ctx, "outcomes recorded but not numbered yet; the next finality pass numbers them",
-			slog.String("op", op), slog.Any("error", err))
-	}
-	return outbox
-}
-
 // Reorged implements txm.ReceiptStore.
 func (s *Store) Reorged(ctx context.Context, l txm.Lease, txID string, detail string) error {
 	return WithTx(ctx, s.pool, func(tx pgx.Tx) error {
@@ -690,49 +542,6 @@ func scanSignerRefs(rows pgx.Rows) ([]txm.SignerRef, error) {
 		return nil, fmt.Errorf("read signers: %w", translate(err))
 	}
 	return refs, nil
-}
-
-// CompletionsAfter implements txm.CompletionFeed.
-func (s *Store) CompletionsAfter(ctx context.Context, after int64, limit int, f txm.CompletionFilter) ([]txm.Completion, error) {
-	var only []string
-	if f.Signers != nil {
-		only = make([]string, len(f.Signers))
-		for i, a := range f.Signers {
-			only[i] = txm.CanonicalAddress(a)
-		}
-	}
-	rows, err := s.pool.Query(ctx, `
-SELECT c.seq, c.tx_id::text, c.chain_id, c.signer::text, c.state, c.new_fork, coalesce(c.sub_state, ''), t.nonce, a.tx_hash, c.created_at,
-    coalesce(t.principal, '')
-FROM tx_completion c
-JOIN managed_tx t ON t.id = c.tx_id
-LEFT JOIN LATERAL (
-    SELECT tx_hash FROM tx_attempt WHERE tx_id = c.tx_id
-    ORDER BY (attempt_no = t.receipt_attempt_no) DESC, attempt_no DESC LIMIT 1
-) a ON true
-WHERE c.seq > $1 AND ($3::text[] IS NULL OR c.signer = ANY($3::text[])) AND ($4 = '' OR t.principal = $4)
-ORDER BY c.seq LIMIT $2`, after, limit, only, f.Principal)
-	if err != nil {
-		return nil, fmt.Errorf("completions after %d: %w", after, translate(err))
-	}
-	defer rows.Close()
-	var out []txm.Completion
-	for rows.Next() {
-		var c txm.Completion
-		var chainID, nonce int64
-		var signer, state string
-		var hash *string
-		if err := rows.Scan(&c.Seq, &c.TxID, &chainID, &signer, &state, &c.NewFork, &c.SubState, &nonce, &hash, &c.CreatedAt, &c.Principal); err != nil {
-			return nil, fmt.Errorf("completions: %w", translate(err))
-		}
-		c.ChainID, c.Signer, c.State, c.Nonce = uint64(chainID), common.HexToAddress(signer), txm.State(state), uint64(nonce)
-		if hash != nil {
-			h := common.HexToHash(*hash)
-			c.Hash = &h
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
 }
 
 // ReopenBlock implements txm.ReceiptStore.
