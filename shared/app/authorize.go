@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/txfence/txfence/shared/logging"
-	"github.com/txfence/txfence/shared/metrics"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -29,7 +28,7 @@ type Policies struct {
 	store   txm.PolicyStore
 	audit   txm.AuditLog
 	ttl     time.Duration
-	metrics *metrics.Metrics
+	metrics txm.Recorder
 	log     *slog.Logger
 
 	mu    sync.Mutex
@@ -45,11 +44,11 @@ type cachedPolicy struct {
 const policyTTL = 5 * time.Second
 
 // NewPolicies returns the policy source. audit may be nil (no audit rows).
-func NewPolicies(store txm.PolicyStore, audit txm.AuditLog, m *metrics.Metrics, log *slog.Logger) (*Policies, error) {
+func NewPolicies(store txm.PolicyStore, audit txm.AuditLog, m txm.Recorder, log *slog.Logger) (*Policies, error) {
 	if store == nil || log == nil {
 		return nil, errors.New("new policies: store and logger are required")
 	}
-	return &Policies{store: store, audit: audit, ttl: policyTTL, metrics: m, log: log, cache: map[string]cachedPolicy{}}, nil
+	return &Policies{store: store, audit: audit, ttl: policyTTL, metrics: recorderOr(m), log: log, cache: map[string]cachedPolicy{}}, nil
 }
 
 // For is who's policy. Only an unreachable store is an error.

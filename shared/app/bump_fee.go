@@ -9,7 +9,6 @@ import (
 
 	"github.com/txfence/txfence/shared/config"
 	"github.com/txfence/txfence/shared/logging"
-	"github.com/txfence/txfence/shared/metrics"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -38,7 +37,7 @@ type attempter struct {
 	leases  txm.LeaseStore
 	relay   *Relay
 	fees    feeSettings
-	metrics *metrics.Metrics
+	metrics txm.Recorder
 	log     *slog.Logger
 	// beforeSave, a test hook, runs between signing and persisting.
 	beforeSave func()

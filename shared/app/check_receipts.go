@@ -13,7 +13,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/txfence/txfence/shared/config"
-	"github.com/txfence/txfence/shared/metrics"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -28,7 +27,7 @@ type CheckReceipts struct {
 	chains  map[uint64]txm.Chain
 	relay   *Relay
 	cfg     config.Config
-	metrics *metrics.Metrics
+	metrics txm.Recorder
 	log     *slog.Logger
 	running coalescer[txm.LeaseKey] // one check per signer at a time in this process
 	heads   *heads                  // the chains' heads, shared by the checks that wait for a block
@@ -36,11 +35,11 @@ type CheckReceipts struct {
 
 // NewCheckReceipts returns the use case. relay may be nil.
 func NewCheckReceipts(store txm.ReceiptStore, leases txm.LeaseStore, chains map[uint64]txm.Chain, relay *Relay,
-	cfg config.Config, m *metrics.Metrics, log *slog.Logger) (*CheckReceipts, error) {
+	cfg config.Config, m txm.Recorder, log *slog.Logger) (*CheckReceipts, error) {
 	if store == nil || leases == nil || log == nil {
 		return nil, errors.New("new check receipts: store, leases and logger are required")
 	}
-	return &CheckReceipts{store: store, leases: leases, chains: chains, relay: relay, cfg: cfg, metrics: m, log: log,
+	return &CheckReceipts{store: store, leases: leases, chains: chains, relay: relay, cfg: cfg, metrics: recorderOr(m), log: log,
 		heads: newHeads(headPoll(cfg.FinalityInterval))}, nil
 }
 
@@ -101,7 +100,7 @@ func (c *CheckReceipts) check(ctx context.Context, chainID uint64, signer common
 	if !ok {
 		return 0, fmt.Errorf("check receipts: chain %d: %w", chainID, ErrNotServed)
 	}
-	lctx, span := c.metrics.StartClient(ctx, "receipt.lookup")
+	lctx, span := c.metrics.StartClientSpan(ctx, "receipt.lookup")
 	latest, err := chain.LatestNonce(lctx, signer)
 	if err != nil {
 		span.End()
@@ -141,7 +140,7 @@ func (c *CheckReceipts) check(ctx context.Context, chainID uint64, signer common
 		err := withChainLeaseIf(ctx, c.leases, key, c.cfg.InstanceID+"/receipt/"+uuid.NewString(), wantIt, needed, c.cfg.Lease.RenewEvery, c.log,
 			func(l txm.Lease, _ *leaseKeeper) error {
 				written = true
-				pctx, span := c.metrics.Start(ctx, "receipt.persist")
+				pctx, span := c.metrics.StartSpan(ctx, "receipt.persist")
 				var err error
 				ids, err = c.store.MarkMined(pctx, l, found)
 				span.End()
@@ -297,8 +296,8 @@ func findInBlocks(ctx context.Context, chain txm.Chain, tracked []txm.Tracked) (
 
 // recordReceiptLatency records, for each transaction found mined, the time
 // since its first accepted broadcast.
-func recordReceiptLatency(ctx context.Context, m *metrics.Metrics, tracked []txm.Tracked, found []txm.Mined) {
-	if m == nil || len(found) == 0 {
+func recordReceiptLatency(ctx context.Context, m txm.Recorder, tracked []txm.Tracked, found []txm.Mined) {
+	if _, nop := m.(txm.NopRecorder); nop || len(found) == 0 {
 		return
 	}
 	mined := make(map[string]bool, len(found))
@@ -316,7 +315,7 @@ func recordReceiptLatency(ctx context.Context, m *metrics.Metrics, tracked []txm
 			}
 		}
 		if first != nil {
-			m.Latency(ctx, metrics.StageReceipt, time.Since(*first).Seconds())
+			m.Latency(ctx, txm.StageReceipt, time.Since(*first).Seconds())
 		}
 	}
 }

@@ -11,12 +11,9 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/txfence/txfence/shared/config"
 	"github.com/txfence/txfence/shared/logging"
-	"github.com/txfence/txfence/shared/metrics"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -46,7 +43,7 @@ type CreateTx struct {
 	chains   map[uint64]ChainReader
 	policies *Policies
 	cfg      config.Config
-	metrics  *metrics.Metrics
+	metrics  txm.Recorder
 	log      *slog.Logger
 	dispatch *dispatcher
 
@@ -61,7 +58,7 @@ type CreateTx struct {
 // NewCreateTx returns the use case. Every configured chain needs a reader.
 // relay may be nil (the outbox sweep then publishes the submit prompts).
 func NewCreateTx(store CreateStore, chains map[uint64]ChainReader, relay *Relay, policies *Policies, cfg config.Config,
-	m *metrics.Metrics, log *slog.Logger) (*CreateTx, error) {
+	m txm.Recorder, log *slog.Logger) (*CreateTx, error) {
 	if store == nil || policies == nil || log == nil {
 		return nil, errors.New("new create tx: store, policies and logger are required")
 	}
@@ -70,7 +67,7 @@ func NewCreateTx(store CreateStore, chains map[uint64]ChainReader, relay *Relay,
 			return nil, fmt.Errorf("new create tx: no chain reader for chain %d", ch.ID)
 		}
 	}
-	return &CreateTx{store: store, relay: relay, chains: chains, policies: policies, cfg: cfg, metrics: m, log: log,
+	return &CreateTx{store: store, relay: relay, chains: chains, policies: policies, cfg: cfg, metrics: recorderOr(m), log: log,
 		dispatch: newDispatcher(cfg.InstanceID, cfg.Workers, cfg.BatchSize), synced: map[signerKey]time.Time{}}, nil
 }
 
@@ -90,13 +87,13 @@ func NewCreateTx(store CreateStore, chains map[uint64]ChainReader, relay *Relay,
 // ("create.allocate", linked to the other requests of the batch).
 func (c *CreateTx) Execute(ctx context.Context, who txm.Principal, r *txm.Request) (txm.Created, error) {
 	start := time.Now()
-	ctx, span := c.metrics.Start(ctx, "create")
+	ctx, span := c.metrics.StartSpan(ctx, "create")
 	defer span.End()
 	created, err := c.execute(ctx, who, r)
 	result := createResult(created, err)
 	c.metrics.TxCreate(ctx, result, 1)
 	c.metrics.CreateLatency(ctx, result, time.Since(start).Seconds())
-	metrics.SetResult(span, result, err != nil && !errors.Is(err, txm.ErrInvalid) && !errors.Is(err, txm.ErrForbidden))
+	span.SetResult(result, err != nil && !errors.Is(err, txm.ErrInvalid) && !errors.Is(err, txm.ErrForbidden))
 	if errors.Is(err, txm.ErrForbidden) {
 		c.policies.Refused(ctx, who, "create", txm.CanonicalAddress(r.From), err)
 	}
@@ -154,7 +151,7 @@ func (c *CreateTx) execute(ctx context.Context, who txm.Principal, r *txm.Reques
 	if r.GasLimit == 0 || !pol.SkipEstimation {
 		// A given gas limit is the call's: the node says whether it is
 		// enough, and whether the call fails at all.
-		gctx, span := c.metrics.StartClient(ctx, "chain.estimate_gas")
+		gctx, span := c.metrics.StartClientSpan(ctx, "chain.estimate_gas")
 		gas, err := c.chains[r.ChainID].EstimateGas(gctx, txm.CallMsg{From: r.From, To: r.To, Value: r.Value, Data: r.Data,
 			Gas: r.GasLimit})
 		span.End()
@@ -323,7 +320,7 @@ func (c *CreateTx) runBatch(ctx context.Context, owner string, batch []*waiter, 
 	defer func() {
 		landed()
 		for _, a := range answers {
-			c.metrics.Latency(ctx, metrics.StageAllocation, time.Since(a.w.enqueued).Seconds())
+			c.metrics.Latency(ctx, txm.StageAllocation, time.Since(a.w.enqueued).Seconds())
 			a.w.done <- a.res
 		}
 		// One submit prompt per signer and batch, published after everyone
@@ -405,22 +402,20 @@ func (c *CreateTx) runBatch(ctx context.Context, owner string, batch []*waiter, 
 // allocate runs one allocation transaction for groups of waiters, one group
 // per signer.
 func (c *CreateTx) allocate(ctx context.Context, owner string, members [][]*waiter, pending []*uint64) ([][]txm.Created, []int64, error) {
-	lead := trace.SpanContextFromContext(ctx)
-	ctx, span := c.metrics.Start(ctx, "create.allocate")
+	ctx, span := c.metrics.StartSpan(ctx, "create.allocate")
 	defer span.End()
-	if span.IsRecording() {
+	if span.Recording() {
 		// The leader's trace holds the transaction; the other requests'
 		// traces are linked to it.
 		size := 0
 		for _, ws := range members {
 			size += len(ws)
 			for _, w := range ws {
-				if w.span.IsValid() && w.span.SpanID() != lead.SpanID() {
-					span.AddLink(trace.Link{SpanContext: w.span})
-				}
+				span.Link(w.ctx)
 			}
 		}
-		span.SetAttributes(attribute.Int("txfence.batch_size", size), attribute.Int("txfence.signers", len(members)))
+		span.SetInt("txfence.batch_size", size)
+		span.SetInt("txfence.signers", len(members))
 	}
 	batches := make([]txm.AllocationBatch, len(members))
 	for g, ws := range members {
@@ -500,7 +495,7 @@ func (c *CreateTx) chainPending(ctx context.Context, key signerKey) (*uint64, er
 		c.markSynced(key, now.Add(c.cfg.NonceStateTimeout-cur.SyncAge))
 		return nil, nil
 	}
-	pctx, span := c.metrics.StartClient(ctx, "chain.pending_nonce")
+	pctx, span := c.metrics.StartClientSpan(ctx, "chain.pending_nonce")
 	n, err := c.chains[key.chainID].PendingNonce(pctx, key.signer)
 	span.End()
 	if err != nil {

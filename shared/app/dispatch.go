@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/txfence/txfence/shared/txm"
 )
@@ -25,11 +24,11 @@ type waiter struct {
 	caps     map[string]txm.Policy // rolling caps to pass
 	key      signerKey
 	enqueued time.Time
-	wait     trace.Span        // create.batch_wait: ends when its batch starts
-	span     trace.SpanContext // the request's create span, linked from its batch
-	done     chan result       // buffered 1: the outcome
-	lead     chan *job         // buffered 1: run this batch (w is in it)
-	taken    bool              // under dispatcher.mu: in a batch, no longer queued
+	wait     txm.Span        // create.batch_wait: ends when its batch starts
+	ctx      context.Context // the request's: its create span is linked from its batch
+	done     chan result     // buffered 1: the outcome
+	lead     chan *job       // buffered 1: run this batch (w is in it)
+	taken    bool            // under dispatcher.mu: in a batch, no longer queued
 }
 
 type result struct {
@@ -258,9 +257,9 @@ const batchTimeout = 30 * time.Second
 
 // enqueue queues r, to be created as txID, and waits for its allocation.
 func (c *CreateTx) enqueue(ctx context.Context, r *txm.Request, txID string, caps map[string]txm.Policy) (txm.Created, error) {
-	_, wait := c.metrics.Start(ctx, "create.batch_wait")
+	_, wait := c.metrics.StartSpan(ctx, "create.batch_wait")
 	w := &waiter{req: r, txID: txID, caps: caps, key: signerKey{chainID: r.ChainID, signer: r.From}, enqueued: time.Now(),
-		wait: wait, span: trace.SpanContextFromContext(ctx), done: make(chan result, 1), lead: make(chan *job, 1)}
+		wait: wait, ctx: ctx, done: make(chan result, 1), lead: make(chan *job, 1)}
 
 	d := c.dispatch
 	c.metrics.QueueDepth(ctx, 1)

@@ -12,7 +12,6 @@ import (
 
 	"github.com/txfence/txfence/shared/config"
 	"github.com/txfence/txfence/shared/logging"
-	"github.com/txfence/txfence/shared/metrics"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -50,7 +49,7 @@ type DrainSigner struct {
 	work    *attempter
 	relay   *Relay
 	cfg     config.Config
-	metrics *metrics.Metrics
+	metrics txm.Recorder
 	log     *slog.Logger
 	hooks   SubmitHooks
 	running coalescer[txm.LeaseKey] // one drain per signer at a time in this process
@@ -59,12 +58,12 @@ type DrainSigner struct {
 
 // NewDrainSigner returns the use case. relay may be nil.
 func NewDrainSigner(store txm.SubmitStore, leases txm.LeaseStore, chains map[uint64]txm.Chain, signers map[common.Address]txm.Signer,
-	relay *Relay, cfg config.Config, m *metrics.Metrics, log *slog.Logger) (*DrainSigner, error) {
+	relay *Relay, cfg config.Config, m txm.Recorder, log *slog.Logger) (*DrainSigner, error) {
 	if store == nil || leases == nil || log == nil {
 		return nil, errors.New("new drain signer: store, leases and logger are required")
 	}
-	return &DrainSigner{store: store, leases: leases, chains: chains, signers: signers, relay: relay, cfg: cfg, metrics: m, log: log,
-		fees: newFeeCache(feeReuse), work: &attempter{store: store, leases: leases, relay: relay, fees: feeSettingsOf(cfg), metrics: m, log: log}}, nil
+	return &DrainSigner{store: store, leases: leases, chains: chains, signers: signers, relay: relay, cfg: cfg, metrics: recorderOr(m), log: log,
+		fees: newFeeCache(feeReuse), work: &attempter{store: store, leases: leases, relay: relay, fees: feeSettingsOf(cfg), metrics: recorderOr(m), log: log}}, nil
 }
 
 // SetHooks installs test hooks.
@@ -286,7 +285,7 @@ func (d *DrainSigner) submitBatch(ctx context.Context, log *slog.Logger, lease t
 		return d.settle(ctx, lease, first.Tx, r, res)
 	}
 	fresh := make([]txm.Attempt, 0, len(items)) // capacity fixed: items point into it
-	sctx, span := d.metrics.Start(ctx, "submit.sign")
+	sctx, span := d.metrics.StartSpan(ctx, "submit.sign")
 	given := len(items)
 	items, signFailed, signErr := d.signFresh(sctx, chain, sig, items, &fresh)
 	span.End()
@@ -298,7 +297,7 @@ func (d *DrainSigner) submitBatch(ctx context.Context, log *slog.Logger, lease t
 		r, err := d.work.failed(ctx, lease, signFailed, reasonSigningFailed, signErr)
 		return d.settleErr(ctx, lease, signFailed, r, err, res)
 	}
-	pctx, span := d.metrics.Start(ctx, "submit.persist")
+	pctx, span := d.metrics.StartSpan(ctx, "submit.persist")
 	err := d.store.SaveAttempts(pctx, lease, fresh)
 	span.End()
 	if err != nil {
@@ -325,10 +324,10 @@ func (d *DrainSigner) submitBatch(ctx context.Context, log *slog.Logger, lease t
 		raws[i] = it.Attempt.Raw
 	}
 	t0 := time.Now()
-	bctx, span := d.metrics.StartClient(ctx, "submit.broadcast")
+	bctx, span := d.metrics.StartClientSpan(ctx, "submit.broadcast")
 	errs := chain.SendRawTransactions(bctx, raws)
 	span.End()
-	d.metrics.Latency(ctx, metrics.StageBroadcast, time.Since(t0).Seconds())
+	d.metrics.Latency(ctx, txm.StageBroadcast, time.Since(t0).Seconds())
 	var done []txm.Broadcasted
 	var refused *txm.SubmitItem
 	var refusal error
@@ -339,7 +338,7 @@ func (d *DrainSigner) submitBatch(ctx context.Context, log *slog.Logger, lease t
 		switch {
 		case err == nil:
 			if a.BroadcastAt == nil { // its first acceptance
-				d.metrics.Latency(ctx, metrics.StageSubmit, time.Since(it.Tx.CreatedAt).Seconds())
+				d.metrics.Latency(ctx, txm.StageSubmit, time.Since(it.Tx.CreatedAt).Seconds())
 			}
 			done = append(done, txm.Broadcasted{TxID: a.TxID, AttemptNo: a.No})
 			continue
@@ -357,7 +356,7 @@ func (d *DrainSigner) submitBatch(ctx context.Context, log *slog.Logger, lease t
 	if h := d.hooks.AfterBroadcast; h != nil {
 		h()
 	}
-	tctx, span := d.metrics.Start(ctx, "submit.track")
+	tctx, span := d.metrics.StartSpan(ctx, "submit.track")
 	ids, err := d.store.MarkTracking(tctx, lease, done)
 	span.End()
 	if err != nil {

@@ -14,7 +14,6 @@ import (
 
 	"github.com/txfence/txfence/shared/config"
 	"github.com/txfence/txfence/shared/logging"
-	"github.com/txfence/txfence/shared/metrics"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -31,7 +30,7 @@ type SweepFinality struct {
 	chains  map[uint64]txm.Chain
 	relay   *Relay
 	cfg     config.Config
-	metrics *metrics.Metrics
+	metrics txm.Recorder
 	log     *slog.Logger
 	hooks   SweepHooks
 
@@ -63,11 +62,11 @@ func (s *SweepFinality) SetHooks(h SweepHooks) { s.hooks = h }
 
 // NewSweepFinality returns the use case. relay may be nil.
 func NewSweepFinality(store txm.ReceiptStore, leases txm.LeaseStore, chains map[uint64]txm.Chain, relay *Relay,
-	cfg config.Config, m *metrics.Metrics, log *slog.Logger) (*SweepFinality, error) {
+	cfg config.Config, m txm.Recorder, log *slog.Logger) (*SweepFinality, error) {
 	if store == nil || leases == nil || log == nil {
 		return nil, errors.New("new sweep finality: store, leases and logger are required")
 	}
-	return &SweepFinality{store: store, leases: leases, chains: chains, relay: relay, cfg: cfg, metrics: m, log: log}, nil
+	return &SweepFinality{store: store, leases: leases, chains: chains, relay: relay, cfg: cfg, metrics: recorderOr(m), log: log}, nil
 }
 
 // PassStats says what one pass did.
@@ -279,7 +278,7 @@ func (s *SweepFinality) finalize(ctx context.Context, l txm.Lease, view *chainVi
 		} else {
 			st.Failed++
 		}
-		s.metrics.Latency(ctx, metrics.StageConfirmation, time.Since(f.CreatedAt).Seconds())
+		s.metrics.Latency(ctx, txm.StageConfirmation, time.Since(f.CreatedAt).Seconds())
 	}
 	return err
 }
@@ -359,7 +358,7 @@ func (s *SweepFinality) finalizeMined(ctx context.Context, l txm.Lease, view *ch
 			} else {
 				st.Failed++
 			}
-			s.metrics.Latency(ctx, metrics.StageConfirmation, time.Since(m.Tx.CreatedAt).Seconds())
+			s.metrics.Latency(ctx, txm.StageConfirmation, time.Since(m.Tx.CreatedAt).Seconds())
 		}
 	}
 	return s.store.Finalize(ctx, l, final)

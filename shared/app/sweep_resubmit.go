@@ -13,7 +13,6 @@ import (
 
 	"github.com/txfence/txfence/shared/config"
 	"github.com/txfence/txfence/shared/logging"
-	"github.com/txfence/txfence/shared/metrics"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -44,7 +43,7 @@ type SweepResubmit struct {
 	work    *attempter
 	relay   *Relay
 	cfg     config.Config
-	metrics *metrics.Metrics
+	metrics txm.Recorder
 	log     *slog.Logger
 
 	// pendingMu guards pending: the signers whose oldest pending age the
@@ -57,7 +56,7 @@ type SweepResubmit struct {
 // NewSweepResubmit returns the use case. relay may be nil; a nil hook is the
 // default (noop) policy.
 func NewSweepResubmit(store txm.ResubmitStore, leases txm.LeaseStore, chains map[uint64]txm.Chain, signers map[common.Address]txm.Signer,
-	hook txm.StuckResolutionHook, relay *Relay, cfg config.Config, m *metrics.Metrics, log *slog.Logger) (*SweepResubmit, error) {
+	hook txm.StuckResolutionHook, relay *Relay, cfg config.Config, m txm.Recorder, log *slog.Logger) (*SweepResubmit, error) {
 	if store == nil || leases == nil || log == nil {
 		return nil, errors.New("new sweep resubmit: store, leases and logger are required")
 	}
@@ -65,8 +64,8 @@ func NewSweepResubmit(store txm.ResubmitStore, leases txm.LeaseStore, chains map
 		hook = NoopPolicy{}
 	}
 	return &SweepResubmit{store: store, leases: leases, chains: chains, signers: signers, hook: hook, relay: relay, cfg: cfg,
-		metrics: m, log: log,
-		work: &attempter{store: store, leases: leases, relay: relay, fees: feeSettingsOf(cfg), metrics: m, log: log}}, nil
+		metrics: recorderOr(m), log: log,
+		work: &attempter{store: store, leases: leases, relay: relay, fees: feeSettingsOf(cfg), metrics: recorderOr(m), log: log}}, nil
 }
 
 // ResubmitHooks let tests stop a sweep at a chosen point. Production

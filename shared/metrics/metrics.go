@@ -21,6 +21,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/resource"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/txfence/txfence/shared/txm"
 )
 
 // Metrics holds every instrument and the tracer. A nil *Metrics is valid
@@ -111,23 +113,16 @@ var counters = [counterCount]struct{ name, description string }{
 
 // Stage names a stage latency histogram (the create call's own,
 // create_latency_seconds, is counted by result: CreateLatency).
-type Stage int
+type Stage = txm.Stage
 
+// The stages, as txm declares them.
 const (
-	// StageAllocation: a create's wait in the dispatcher until its batch commits.
-	StageAllocation Stage = iota
-	// StageSubmit: a transaction's allocation to its first broadcast a node
-	// accepted.
-	StageSubmit
-	// StageBroadcast: one batched sendRawTransaction call.
-	StageBroadcast
-	// StageReceipt: a transaction's first accepted broadcast to its receipt
-	// being recorded (MINED).
-	StageReceipt
-	// StageConfirmation: a transaction's creation to its final outcome
-	// (CONFIRMED or FAILED_FINAL).
-	StageConfirmation
-	stageCount
+	StageAllocation   = txm.StageAllocation
+	StageSubmit       = txm.StageSubmit
+	StageBroadcast    = txm.StageBroadcast
+	StageReceipt      = txm.StageReceipt
+	StageConfirmation = txm.StageConfirmation
+	stageCount        = StageConfirmation + 1
 )
 
 // stageHistograms declares each Stage's histogram.
