@@ -35,7 +35,7 @@ func Build(ctx context.Context, p *deps.Process) (*Handler, error) {
 	d := Deps{Config: p.Config, Auth: authn, Policies: policies, PolicyStore: p.PolicyStore, Nonces: nonces, Views: views,
 		Metrics: p.Metrics, Log: p.Log}
 	creates, err := deps.PerShard(p, func(sh *deps.Shard) (*app.CreateTx, error) {
-		return app.NewCreateTx(sh.Store, readers, sh.Relay, policies, p.Config, p.Metrics, p.Log)
+		return app.NewCreateTx(sh.Store, readers, sh.Relay, policies, p.Config.Create(), p.Metrics, p.Log)
 	})
 	if err != nil {
 		return nil, err
@@ -64,7 +64,7 @@ func Build(ctx context.Context, p *deps.Process) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	if d.Create, err = app.NewShardedCreate(p.Router, creates, p.Config); err != nil {
+	if d.Create, err = app.NewShardedCreate(p.Router, creates, p.Config.Create()); err != nil {
 		return nil, err
 	}
 	if d.Actions, err = app.NewShardedActions(queries, actions); err != nil {

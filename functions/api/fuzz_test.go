@@ -61,7 +61,7 @@ func FuzzDecodeCreate(f *testing.F) {
 			}
 			return
 		}
-		if err := app.ValidateRequest(r, cfg); err != nil {
+		if err := app.ValidateRequest(r, cfg.Create()); err != nil {
 			var v *txm.ValidationError
 			if !errors.As(err, &v) {
 				t.Fatalf("validation failed with %T, want a *txm.ValidationError: %v", err, err)
@@ -75,7 +75,7 @@ func FuzzDecodeCreate(f *testing.F) {
 		if p != nil {
 			t.Fatalf("the re-encoded request is refused: %+v", p)
 		}
-		if err := app.ValidateRequest(again, cfg); err != nil {
+		if err := app.ValidateRequest(again, cfg.Create()); err != nil {
 			t.Fatalf("the re-encoded request is invalid: %v", err)
 		}
 		if again.Fingerprint() != r.Fingerprint() {

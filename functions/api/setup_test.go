@@ -171,7 +171,7 @@ func (b *bundle) newInstance(t *testing.T, name, url string) *instance {
 	require.NoError(t, err)
 	policies, err := app.NewPolicies(policyStore, audit, m, log)
 	require.NoError(t, err)
-	create, err := app.NewCreateTx(store, readers, nil, policies, cfg, m, log)
+	create, err := app.NewCreateTx(store, readers, nil, policies, cfg.Create(), m, log)
 	require.NoError(t, err)
 	actions, err := app.NewRequestAction(store, nil, cfg.MaxFeeCap, log)
 	require.NoError(t, err)

@@ -57,7 +57,7 @@ var lazy = deps.Lazy[*Handler]{Build: Build}
 // sweep per shard (the one database being the one shard), all run at once.
 func Build(_ context.Context, p *deps.Process) (*Handler, error) {
 	by, err := deps.PerShard(p, func(sh *deps.Shard) (*app.SweepFinality, error) {
-		return app.NewSweepFinality(sh.Store, sh.Store.Leases(), p.ChainPorts(), sh.Relay, p.Config, p.Metrics, p.Log)
+		return app.NewSweepFinality(sh.Store, sh.Store.Leases(), p.ChainPorts(), sh.Relay, p.Config.Finality(), p.Metrics, p.Log)
 	})
 	if err != nil {
 		return nil, err

@@ -101,7 +101,7 @@ func TestIssue4_OutboxRelay(t *testing.T) {
 	stub := map[uint64]app.ChainReader{1337: chainStub{}}
 
 	t.Run("invocations relay their own rows, one prompt per batch", func(t *testing.T) {
-		c, err := app.NewCreateTx(store, stub, relay, policies(t, db), cfg, metrics.New(), logging.Discard())
+		c, err := app.NewCreateTx(store, stub, relay, policies(t, db), cfg.Create(), metrics.New(), logging.Discard())
 		require.NoError(t, err)
 		createMany(t, c, signer, 300)
 		assert.Eventually(t, func() bool { return unsent(t, db) == 0 }, 20*app.RelayDeleteEvery, 10*time.Millisecond,
@@ -123,7 +123,7 @@ func TestIssue4_OutboxRelay(t *testing.T) {
 	})
 
 	t.Run("the sweep publishes what was left behind", func(t *testing.T) {
-		noRelay, err := app.NewCreateTx(store, stub, nil, policies(t, db), cfg, metrics.New(), logging.Discard())
+		noRelay, err := app.NewCreateTx(store, stub, nil, policies(t, db), cfg.Create(), metrics.New(), logging.Discard())
 		require.NoError(t, err)
 		createMany(t, noRelay, signer, 50)
 		left := unsent(t, db)
@@ -146,7 +146,7 @@ func TestIssue4_OutboxRelay(t *testing.T) {
 		bad.TopicSubmit = "missing-topic"
 		badStore, err := postgres.NewStoreFromConfig(db.Pool, bad, metrics.New(), logging.Discard())
 		require.NoError(t, err)
-		c, err := app.NewCreateTx(badStore, stub, relay, policies(t, db), bad, metrics.New(), logging.Discard())
+		c, err := app.NewCreateTx(badStore, stub, relay, policies(t, db), bad.Create(), metrics.New(), logging.Discard())
 		require.NoError(t, err)
 		var before int64
 		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT max(fencing_token) FROM managed_tx`).Scan(&before))
@@ -203,7 +203,7 @@ func TestRelay_DeletesPublishedPromptsTogether(t *testing.T) {
 	counting := &countingOutbox{OutboxStore: store}
 	relay, err := app.NewRelay(counting, pub, logging.Discard())
 	require.NoError(t, err)
-	c, err := app.NewCreateTx(store, map[uint64]app.ChainReader{1337: chainStub{}}, relay, policies(t, db), cfg, metrics.New(), logging.Discard())
+	c, err := app.NewCreateTx(store, map[uint64]app.ChainReader{1337: chainStub{}}, relay, policies(t, db), cfg.Create(), metrics.New(), logging.Discard())
 	require.NoError(t, err)
 
 	const calls = 20
@@ -222,7 +222,7 @@ func TestRelay_DeletesPublishedPromptsTogether(t *testing.T) {
 		"one delete per app.RelayDeleteEvery at most (the calls took %s), not one per call", took)
 
 	// What a process holds when it stops is deleted by Flush.
-	quiet, err := app.NewCreateTx(store, map[uint64]app.ChainReader{1337: chainStub{}}, nil, policies(t, db), cfg, metrics.New(), logging.Discard())
+	quiet, err := app.NewCreateTx(store, map[uint64]app.ChainReader{1337: chainStub{}}, nil, policies(t, db), cfg.Create(), metrics.New(), logging.Discard())
 	require.NoError(t, err)
 	createMany(t, quiet, cfg.Signers[0].Address, 1)
 	var id int64
@@ -279,13 +279,13 @@ func TestSweeper_MeasuresWhatWaits(t *testing.T) {
 	bad.TopicSubmit = "absent-topic"
 	badStore, err := postgres.NewStoreFromConfig(db.Pool, bad, metrics.New(), logging.Discard())
 	require.NoError(t, err)
-	c, err := app.NewCreateTx(badStore, map[uint64]app.ChainReader{1337: chainStub{}}, relay, policies(t, db), bad, metrics.New(), logging.Discard())
+	c, err := app.NewCreateTx(badStore, map[uint64]app.ChainReader{1337: chainStub{}}, relay, policies(t, db), bad.Create(), metrics.New(), logging.Discard())
 	require.NoError(t, err)
 	createMany(t, c, cfg.Signers[0].Address, 5)
 	waiting := unsent(t, db)
 	require.Positive(t, waiting)
 	// And prompts that nothing relayed yet (their writer crashed).
-	quiet, err := app.NewCreateTx(badStore, map[uint64]app.ChainReader{1337: chainStub{}}, nil, policies(t, db), cfg, metrics.New(), logging.Discard())
+	quiet, err := app.NewCreateTx(badStore, map[uint64]app.ChainReader{1337: chainStub{}}, nil, policies(t, db), cfg.Create(), metrics.New(), logging.Discard())
 	require.NoError(t, err)
 	createMany(t, quiet, cfg.Signers[0].Address, 3)
 	fresh := unsent(t, db) - waiting

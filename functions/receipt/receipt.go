@@ -73,7 +73,7 @@ var lazy = deps.Lazy[*Handler]{Build: Build}
 // signer's prompt routed to its shard's.
 func Build(_ context.Context, p *deps.Process) (*Handler, error) {
 	by, err := deps.PerShard(p, func(sh *deps.Shard) (*app.CheckReceipts, error) {
-		return app.NewCheckReceipts(sh.Store, sh.Store.Leases(), p.ChainPorts(), sh.Relay, p.Config, p.Metrics, p.Log)
+		return app.NewCheckReceipts(sh.Store, sh.Store.Leases(), p.ChainPorts(), sh.Relay, p.Config.Receipts(), p.Metrics, p.Log)
 	})
 	if err != nil {
 		return nil, err

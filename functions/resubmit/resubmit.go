@@ -66,7 +66,7 @@ func Build(ctx context.Context, p *deps.Process) (*Handler, error) {
 		return nil, err
 	}
 	by, err := deps.PerShard(p, func(sh *deps.Shard) (*app.SweepResubmit, error) {
-		return app.NewSweepResubmit(sh.Store, sh.Store.Leases(), p.ChainPorts(), signers, hook, sh.Relay, p.Config, p.Metrics, p.Log)
+		return app.NewSweepResubmit(sh.Store, sh.Store.Leases(), p.ChainPorts(), signers, hook, sh.Relay, p.Config.Resubmit(), p.Metrics, p.Log)
 	})
 	if err != nil {
 		return nil, err

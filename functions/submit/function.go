@@ -30,7 +30,7 @@ func Build(ctx context.Context, p *deps.Process) (*Handler, error) {
 		return nil, err
 	}
 	by, err := deps.PerShard(p, func(sh *deps.Shard) (*app.DrainSigner, error) {
-		return app.NewDrainSigner(sh.Store, sh.Store.Leases(), p.ChainPorts(), signers, sh.Relay, p.Config, p.Metrics, p.Log)
+		return app.NewDrainSigner(sh.Store, sh.Store.Leases(), p.ChainPorts(), signers, sh.Relay, p.Config.Drain(), p.Metrics, p.Log)
 	})
 	if err != nil {
 		return nil, err

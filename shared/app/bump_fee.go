@@ -22,9 +22,9 @@ type feeSettings struct {
 	backoff txm.BackoffPolicy
 }
 
-func feeSettingsOf(cfg config.Config) feeSettings {
-	return feeSettings{bumpPercent: cfg.BumpPercent, caps: cfg.FeeCaps, ceiling: cfg.MaxFeeCap,
-		backoff: txm.BackoffPolicy{Min: cfg.RetryBackoffMin, Max: cfg.RetryBackoffMax}}
+func feeSettingsOf(a config.Attempts) feeSettings {
+	return feeSettings{bumpPercent: a.BumpPercent, caps: a.Fees.Caps, ceiling: a.Fees.MaxFeeCap,
+		backoff: txm.BackoffPolicy{Min: a.BackoffMin, Max: a.BackoffMax}}
 }
 
 // attempter makes a transaction's attempts after the drain's first one — fee

@@ -26,7 +26,7 @@ type CheckReceipts struct {
 	leases  txm.LeaseStore
 	chains  map[uint64]txm.Chain
 	relay   *Relay
-	cfg     config.Config
+	cfg     config.Receipts
 	metrics txm.Recorder
 	log     *slog.Logger
 	running coalescer[txm.LeaseKey] // one check per signer at a time in this process
@@ -35,7 +35,7 @@ type CheckReceipts struct {
 
 // NewCheckReceipts returns the use case. relay may be nil.
 func NewCheckReceipts(store txm.ReceiptStore, leases txm.LeaseStore, chains map[uint64]txm.Chain, relay *Relay,
-	cfg config.Config, m txm.Recorder, log *slog.Logger) (*CheckReceipts, error) {
+	cfg config.Receipts, m txm.Recorder, log *slog.Logger) (*CheckReceipts, error) {
 	if store == nil || leases == nil || log == nil {
 		return nil, errors.New("new check receipts: store, leases and logger are required")
 	}
@@ -137,7 +137,7 @@ func (c *CheckReceipts) check(ctx context.Context, chainID uint64, signer common
 			found = slices.DeleteFunc(found, func(m txm.Mined) bool { return !still[m.TxID] })
 			return len(found) > 0, nil
 		}
-		err := withChainLeaseIf(ctx, c.leases, key, c.cfg.InstanceID+"/receipt/"+uuid.NewString(), wantIt, needed, c.cfg.Lease.RenewEvery, c.log,
+		err := withChainLeaseIf(ctx, c.leases, key, c.cfg.InstanceID+"/receipt/"+uuid.NewString(), wantIt, needed, c.cfg.RenewEvery, c.log,
 			func(l txm.Lease, _ *leaseKeeper) error {
 				written = true
 				pctx, span := c.metrics.StartSpan(ctx, "receipt.persist")

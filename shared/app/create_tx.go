@@ -42,7 +42,7 @@ type CreateTx struct {
 	relay    *Relay
 	chains   map[uint64]ChainReader
 	policies *Policies
-	cfg      config.Config
+	cfg      config.Create
 	metrics  txm.Recorder
 	log      *slog.Logger
 	dispatch *dispatcher
@@ -57,14 +57,14 @@ type CreateTx struct {
 
 // NewCreateTx returns the use case. Every configured chain needs a reader.
 // relay may be nil (the outbox sweep then publishes the submit prompts).
-func NewCreateTx(store CreateStore, chains map[uint64]ChainReader, relay *Relay, policies *Policies, cfg config.Config,
+func NewCreateTx(store CreateStore, chains map[uint64]ChainReader, relay *Relay, policies *Policies, cfg config.Create,
 	m txm.Recorder, log *slog.Logger) (*CreateTx, error) {
 	if store == nil || policies == nil || log == nil {
 		return nil, errors.New("new create tx: store, policies and logger are required")
 	}
-	for _, ch := range cfg.Chains {
-		if chains[ch.ID] == nil {
-			return nil, fmt.Errorf("new create tx: no chain reader for chain %d", ch.ID)
+	for _, id := range cfg.ChainIDs {
+		if chains[id] == nil {
+			return nil, fmt.Errorf("new create tx: no chain reader for chain %d", id)
 		}
 	}
 	return &CreateTx{store: store, relay: relay, chains: chains, policies: policies, cfg: cfg, metrics: recorderOr(m), log: log,
@@ -189,11 +189,11 @@ func (c *CreateTx) execute(ctx context.Context, who txm.Principal, r *txm.Reques
 			r.GasEstimate = gas
 		}
 	}
-	r.Cost = r.WorstCaseCost(c.cfg.FeesFor(r.ChainID).MaxFee)
+	r.Cost = r.WorstCaseCost(c.cfg.Fees.For(r.ChainID).MaxFee)
 	if err := pol.CheckCost(r); err != nil {
 		return txm.Created{}, err
 	}
-	if err := checkTxFee(r, c.cfg.FeesFor(r.ChainID).TxFeeCap); err != nil {
+	if err := checkTxFee(r, c.cfg.Fees.For(r.ChainID).TxFeeCap); err != nil {
 		return txm.Created{}, err
 	}
 	var caps map[string]txm.Policy
@@ -250,9 +250,9 @@ func resolveFor(who txm.Principal, existing *txm.Tx, fingerprint [32]byte) txm.C
 // gas limit at least the transaction's intrinsic gas, the request id and
 // metadata storable (no request can fail the batch it is allocated in).
 // Field names are the wire names.
-func ValidateRequest(r *txm.Request, cfg config.Config) error {
+func ValidateRequest(r *txm.Request, cfg config.Create) error {
 	v := &txm.ValidationError{}
-	if _, ok := cfg.Chain(r.ChainID); !ok {
+	if !cfg.HasChain(r.ChainID) {
 		v.Add("chainId", "chain %d is not configured", r.ChainID)
 	}
 	if _, ok := cfg.Signer(r.From); !ok {
@@ -277,8 +277,8 @@ func ValidateRequest(r *txm.Request, cfg config.Config) error {
 		name string
 		v    *big.Int
 	}{{"maxFeePerGas", r.MaxFeePerGas}, {"maxPriorityFeePerGas", r.MaxPriorityFeePerGas}, {"gasPrice", r.GasPrice}} {
-		if f.v != nil && cfg.MaxFeeCap != nil && f.v.Cmp(cfg.MaxFeeCap) > 0 {
-			v.Add(f.name, "%s wei exceeds the cap of %s wei", f.v, cfg.MaxFeeCap)
+		if f.v != nil && cfg.Fees.MaxFeeCap != nil && f.v.Cmp(cfg.Fees.MaxFeeCap) > 0 {
+			v.Add(f.name, "%s wei exceeds the cap of %s wei", f.v, cfg.Fees.MaxFeeCap)
 		}
 	}
 	if r.MaxFeePerGas != nil && r.MaxPriorityFeePerGas != nil && r.MaxPriorityFeePerGas.Cmp(r.MaxFeePerGas) > 0 {

@@ -95,7 +95,7 @@ func TestDispatcher_LanesAndSigners(t *testing.T) {
 	store := &recordingStore{flying: map[common.Address]int{}, next: map[common.Address]uint64{}, hold: 20 * time.Millisecond}
 	policies, err := NewPolicies(nopPolicies{}, nil, nil, logging.Discard())
 	require.NoError(t, err)
-	c, err := NewCreateTx(store, map[uint64]ChainReader{1: noChain{}}, nil, policies, cfg, nil, logging.Discard())
+	c, err := NewCreateTx(store, map[uint64]ChainReader{1: noChain{}}, nil, policies, cfg.Create(), nil, logging.Discard())
 	require.NoError(t, err)
 
 	to := common.HexToAddress("0xdead")
@@ -189,7 +189,7 @@ func dispatchSetup(t *testing.T, store CreateStore, n int, opts ...func(*config.
 	}
 	policies, err := NewPolicies(nopPolicies{}, nil, nil, logging.Discard())
 	require.NoError(t, err)
-	c, err := NewCreateTx(store, map[uint64]ChainReader{1: noChain{}}, nil, policies, cfg, nil, logging.Discard())
+	c, err := NewCreateTx(store, map[uint64]ChainReader{1: noChain{}}, nil, policies, cfg.Create(), nil, logging.Discard())
 	require.NoError(t, err)
 	return c, signers
 }

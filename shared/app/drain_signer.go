@@ -48,7 +48,7 @@ type DrainSigner struct {
 	signers map[common.Address]txm.Signer
 	work    *attempter
 	relay   *Relay
-	cfg     config.Config
+	cfg     config.Drain
 	metrics txm.Recorder
 	log     *slog.Logger
 	hooks   SubmitHooks
@@ -58,12 +58,12 @@ type DrainSigner struct {
 
 // NewDrainSigner returns the use case. relay may be nil.
 func NewDrainSigner(store txm.SubmitStore, leases txm.LeaseStore, chains map[uint64]txm.Chain, signers map[common.Address]txm.Signer,
-	relay *Relay, cfg config.Config, m txm.Recorder, log *slog.Logger) (*DrainSigner, error) {
+	relay *Relay, cfg config.Drain, m txm.Recorder, log *slog.Logger) (*DrainSigner, error) {
 	if store == nil || leases == nil || log == nil {
 		return nil, errors.New("new drain signer: store, leases and logger are required")
 	}
 	return &DrainSigner{store: store, leases: leases, chains: chains, signers: signers, relay: relay, cfg: cfg, metrics: recorderOr(m), log: log,
-		fees: newFeeCache(feeReuse), work: &attempter{store: store, leases: leases, relay: relay, fees: feeSettingsOf(cfg), metrics: recorderOr(m), log: log}}, nil
+		fees: newFeeCache(feeReuse), work: &attempter{store: store, leases: leases, relay: relay, fees: feeSettingsOf(cfg.Attempts), metrics: recorderOr(m), log: log}}, nil
 }
 
 // SetHooks installs test hooks.
@@ -163,7 +163,7 @@ func (d *DrainSigner) drain(ctx context.Context, chainID uint64, signer common.A
 	defer relay.wait()
 	for {
 		var handed *txm.Lease
-		err := withChainLease(ctx, d.leases, key, owner, awaitIt, d.cfg.Lease.RenewEvery, d.log, func(lease txm.Lease, keeper *leaseKeeper) error {
+		err := withChainLease(ctx, d.leases, key, owner, awaitIt, d.cfg.RenewEvery, d.log, func(lease txm.Lease, keeper *leaseKeeper) error {
 			wanted, err := d.drainHeld(ctx, key, lease, keeper, chain, sig, start, actions, relay, &res)
 			actions = true // after a hand-over, look again
 			if wanted {
@@ -511,7 +511,7 @@ func (d *DrainSigner) sign(ctx context.Context, chain txm.Chain, sig txm.Signer,
 	if payload == 0 {
 		payload = gas
 	}
-	caps := d.cfg.FeeCaps(t.ChainID).For(t.FeeCeiling, payload, gas)
+	caps := d.cfg.Attempts.Fees.Caps(t.ChainID).For(t.FeeCeiling, payload, gas)
 	return signAttempt(ctx, sig, t, txm.AttemptOriginal, 1, gas, caps.Clamp(firstFees(t, fees)))
 }
 

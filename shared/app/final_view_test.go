@@ -52,7 +52,7 @@ func TestIssue44_FinalByTheAnswersOwnHead(t *testing.T) {
 		cfg := config.Defaults()
 		cfg.Confirmations = 5
 		cfg.FinalityMode = mode
-		s, err := NewSweepFinality(noReceiptStore{}, noLeases{}, nil, nil, cfg, nil, logging.Discard())
+		s, err := NewSweepFinality(noReceiptStore{}, noLeases{}, nil, nil, cfg.Finality(), nil, logging.Discard())
 		require.NoError(t, err)
 		// The pass's head is 100 (finalized 95); a later load comes from a
 		// node whose head is 92 (finalized 87).

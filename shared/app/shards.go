@@ -190,11 +190,11 @@ func (s *ShardedReceipts) Execute(ctx context.Context, chainID uint64, signer co
 type ShardedCreate struct {
 	r   *ShardRouter
 	by  map[string]*CreateTx
-	cfg config.Config
+	cfg config.Create
 }
 
 // NewShardedCreate returns the router over one CreateTx per shard.
-func NewShardedCreate(r *ShardRouter, by map[string]*CreateTx, cfg config.Config) (*ShardedCreate, error) {
+func NewShardedCreate(r *ShardRouter, by map[string]*CreateTx, cfg config.Create) (*ShardedCreate, error) {
 	if err := checkShards("create", r, by); err != nil {
 		return nil, err
 	}

@@ -29,7 +29,7 @@ type SweepFinality struct {
 	leases  txm.LeaseStore
 	chains  map[uint64]txm.Chain
 	relay   *Relay
-	cfg     config.Config
+	cfg     config.Finality
 	metrics txm.Recorder
 	log     *slog.Logger
 	hooks   SweepHooks
@@ -62,7 +62,7 @@ func (s *SweepFinality) SetHooks(h SweepHooks) { s.hooks = h }
 
 // NewSweepFinality returns the use case. relay may be nil.
 func NewSweepFinality(store txm.ReceiptStore, leases txm.LeaseStore, chains map[uint64]txm.Chain, relay *Relay,
-	cfg config.Config, m txm.Recorder, log *slog.Logger) (*SweepFinality, error) {
+	cfg config.Finality, m txm.Recorder, log *slog.Logger) (*SweepFinality, error) {
 	if store == nil || leases == nil || log == nil {
 		return nil, errors.New("new sweep finality: store, leases and logger are required")
 	}
@@ -194,7 +194,7 @@ func (s *SweepFinality) sweepSigner(ctx context.Context, view *chainView, work t
 	}
 	lookDone := false
 	if blocksWork {
-		err = withChainLease(ctx, s.leases, key, owner, wantItFirst, s.cfg.Lease.RenewEvery, s.log, func(l txm.Lease, _ *leaseKeeper) error {
+		err = withChainLease(ctx, s.leases, key, owner, wantItFirst, s.cfg.RenewEvery, s.log, func(l txm.Lease, _ *leaseKeeper) error {
 			if later, ok := s.later(mine); ok {
 				mine = later
 			}
@@ -218,7 +218,7 @@ func (s *SweepFinality) sweepSigner(ctx context.Context, view *chainView, work t
 	if lookErr != nil || !look.work {
 		return st, lookErr
 	}
-	err = withChainLease(ctx, s.leases, key, owner, wantItFirst, s.cfg.Lease.RenewEvery, s.log, func(l txm.Lease, _ *leaseKeeper) error {
+	err = withChainLease(ctx, s.leases, key, owner, wantItFirst, s.cfg.RenewEvery, s.log, func(l txm.Lease, _ *leaseKeeper) error {
 		if err := receipts(l); err != nil {
 			return err
 		}

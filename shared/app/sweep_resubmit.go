@@ -42,7 +42,7 @@ type SweepResubmit struct {
 	hook    txm.StuckResolutionHook
 	work    *attempter
 	relay   *Relay
-	cfg     config.Config
+	cfg     config.Resubmit
 	metrics txm.Recorder
 	log     *slog.Logger
 
@@ -56,7 +56,7 @@ type SweepResubmit struct {
 // NewSweepResubmit returns the use case. relay may be nil; a nil hook is the
 // default (noop) policy.
 func NewSweepResubmit(store txm.ResubmitStore, leases txm.LeaseStore, chains map[uint64]txm.Chain, signers map[common.Address]txm.Signer,
-	hook txm.StuckResolutionHook, relay *Relay, cfg config.Config, m txm.Recorder, log *slog.Logger) (*SweepResubmit, error) {
+	hook txm.StuckResolutionHook, relay *Relay, cfg config.Resubmit, m txm.Recorder, log *slog.Logger) (*SweepResubmit, error) {
 	if store == nil || leases == nil || log == nil {
 		return nil, errors.New("new sweep resubmit: store, leases and logger are required")
 	}
@@ -65,7 +65,7 @@ func NewSweepResubmit(store txm.ResubmitStore, leases txm.LeaseStore, chains map
 	}
 	return &SweepResubmit{store: store, leases: leases, chains: chains, signers: signers, hook: hook, relay: relay, cfg: cfg,
 		metrics: recorderOr(m), log: log,
-		work: &attempter{store: store, leases: leases, relay: relay, fees: feeSettingsOf(cfg), metrics: recorderOr(m), log: log}}, nil
+		work: &attempter{store: store, leases: leases, relay: relay, fees: feeSettingsOf(cfg.Attempts), metrics: recorderOr(m), log: log}}, nil
 }
 
 // ResubmitHooks let tests stop a sweep at a chosen point. Production
@@ -145,7 +145,7 @@ func (s *SweepResubmit) Pass(ctx context.Context) (ResubmitStats, error) {
 			continue // not served by this deployment
 		}
 		key := txm.LeaseKey{ChainID: ref.ChainID, Signer: ref.Signer, Scope: txm.ScopeChain}
-		err := withChainLease(ctx, s.leases, key, s.cfg.InstanceID+"/resubmit/"+uuid.NewString(), wantIt, s.cfg.Lease.RenewEvery, s.log,
+		err := withChainLease(ctx, s.leases, key, s.cfg.InstanceID+"/resubmit/"+uuid.NewString(), wantIt, s.cfg.RenewEvery, s.log,
 			func(l txm.Lease, k *leaseKeeper) error { return s.tendSigner(ctx, l, k, chain, sig, &st) })
 		switch {
 		case errors.Is(err, ErrNoLease):

@@ -201,10 +201,15 @@ func (c Config) indexed() Config {
 
 // Signer returns the configured signer for addr, if any.
 func (c Config) Signer(addr common.Address) (Signer, bool) {
-	if i, ok := c.signerAt[addr]; ok && i < len(c.Signers) && c.Signers[i].Address == addr {
-		return c.Signers[i], true
+	return signerIn(c.Signers, c.signerAt, addr)
+}
+
+// signerIn finds addr among signers, through at when it indexes them.
+func signerIn(signers []Signer, at map[common.Address]int, addr common.Address) (Signer, bool) {
+	if i, ok := at[addr]; ok && i < len(signers) && signers[i].Address == addr {
+		return signers[i], true
 	}
-	for _, s := range c.Signers {
+	for _, s := range signers {
 		if s.Address == addr {
 			return s, true
 		}

@@ -27,38 +27,61 @@ type FeeOverride struct {
 	MaxBumps                         int
 }
 
-// FeesFor is the fee policy of chain id: the global settings with the
-// chain's TXFENCE_CHAIN_FEES entry over them.
-func (c Config) FeesFor(id uint64) ChainFees {
-	f := ChainFees{MaxFee: c.MaxFeeCap, MaxTip: c.MaxTipCap, MinTip: c.MinPriorityFee, MaxBumps: c.MaxBumps, TxFeeCap: c.TxFeeCap}
-	if o, ok := c.ChainFees[id]; ok {
-		if o.TxFeeCap != nil {
-			f.TxFeeCap = o.TxFeeCap
-		}
-		if o.MaxFee != nil {
-			f.MaxFee = o.MaxFee
-		}
-		if o.MaxTip != nil {
-			f.MaxTip = o.MaxTip
-		}
-		if o.MinTip != nil {
-			f.MinTip = o.MinTip
-		}
-		if o.MaxBumps >= 0 {
-			f.MaxBumps = o.MaxBumps
-		}
-	}
-	if f.MaxTip == nil {
-		f.MaxTip = f.MaxFee
-	}
-	if f.TxFeeCap != nil && f.TxFeeCap.Sign() == 0 {
-		f.TxFeeCap = nil
-	}
-	return f
+// Fees is the fee policy: the global caps, tip floor and replacement
+// limit, and their per-chain overrides (TXFENCE_CHAIN_FEES).
+type Fees struct {
+	MaxFeeCap      *big.Int
+	MaxTipCap      *big.Int
+	MinPriorityFee *big.Int
+	MaxBumps       int
+	TxFeeCap       *big.Int
+	ChainFees      map[uint64]FeeOverride
 }
 
-// FeeCaps is chain id's bound on automatic replacements.
-func (c Config) FeeCaps(id uint64) txm.FeeCaps {
-	f := c.FeesFor(id)
-	return txm.FeeCaps{MaxFee: f.MaxFee, MaxTip: f.MaxTip, MaxBumps: f.MaxBumps, TxFeeCap: f.TxFeeCap}
+// Fees is c's fee policy.
+func (c Config) Fees() Fees {
+	return Fees{MaxFeeCap: c.MaxFeeCap, MaxTipCap: c.MaxTipCap, MinPriorityFee: c.MinPriorityFee, MaxBumps: c.MaxBumps,
+		TxFeeCap: c.TxFeeCap, ChainFees: c.ChainFees}
 }
+
+// For is the fee policy of chain id: the global settings with the
+// chain's TXFENCE_CHAIN_FEES entry over them.
+func (f Fees) For(id uint64) ChainFees {
+	out := ChainFees{MaxFee: f.MaxFeeCap, MaxTip: f.MaxTipCap, MinTip: f.MinPriorityFee, MaxBumps: f.MaxBumps, TxFeeCap: f.TxFeeCap}
+	if o, ok := f.ChainFees[id]; ok {
+		if o.TxFeeCap != nil {
+			out.TxFeeCap = o.TxFeeCap
+		}
+		if o.MaxFee != nil {
+			out.MaxFee = o.MaxFee
+		}
+		if o.MaxTip != nil {
+			out.MaxTip = o.MaxTip
+		}
+		if o.MinTip != nil {
+			out.MinTip = o.MinTip
+		}
+		if o.MaxBumps >= 0 {
+			out.MaxBumps = o.MaxBumps
+		}
+	}
+	if out.MaxTip == nil {
+		out.MaxTip = out.MaxFee
+	}
+	if out.TxFeeCap != nil && out.TxFeeCap.Sign() == 0 {
+		out.TxFeeCap = nil
+	}
+	return out
+}
+
+// Caps is chain id's bound on automatic replacements.
+func (f Fees) Caps(id uint64) txm.FeeCaps {
+	c := f.For(id)
+	return txm.FeeCaps{MaxFee: c.MaxFee, MaxTip: c.MaxTip, MaxBumps: c.MaxBumps, TxFeeCap: c.TxFeeCap}
+}
+
+// FeesFor is the fee policy of chain id (Fees().For).
+func (c Config) FeesFor(id uint64) ChainFees { return c.Fees().For(id) }
+
+// FeeCaps is chain id's bound on automatic replacements (Fees().Caps).
+func (c Config) FeeCaps(id uint64) txm.FeeCaps { return c.Fees().Caps(id) }

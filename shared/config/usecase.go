@@ -1,0 +1,135 @@
+package config
+
+import (
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+)
+
+// The use cases of shared/app each take the part of Config they read, so
+// that a new setting reaches only the code that needs it. Config's methods
+// of the same names build them.
+
+// Attempts is what making a transaction's later attempts (replacements,
+// cancels, re-signings after a failure) reads.
+type Attempts struct {
+	Fees        Fees
+	BumpPercent int           // each replacement pays at least this much more
+	BackoffMin  time.Duration // first wait after a failed round of work on a transaction
+	BackoffMax  time.Duration // longest wait between rounds
+}
+
+// Attempts is what c gives the making of later attempts.
+func (c Config) Attempts() Attempts {
+	return Attempts{Fees: c.Fees(), BumpPercent: c.BumpPercent, BackoffMin: c.RetryBackoffMin, BackoffMax: c.RetryBackoffMax}
+}
+
+// Create is what creating a transaction reads: which chains and signers
+// are configured, the request caps, and the dispatcher's batching.
+type Create struct {
+	InstanceID        string
+	ChainIDs          []uint64
+	Signers           []Signer
+	signerAt          map[common.Address]int // see Config.signerAt
+	MaxGasLimit       uint64
+	MaxDataBytes      int
+	Fees              Fees
+	NonceStateTimeout time.Duration
+	Workers           int
+	BatchSize         int
+	BatchWait         time.Duration
+	ContendedWait     time.Duration
+}
+
+// Create is what c gives creating a transaction.
+func (c Config) Create() Create {
+	ids := make([]uint64, len(c.Chains))
+	for i, ch := range c.Chains {
+		ids[i] = ch.ID
+	}
+	return Create{InstanceID: c.InstanceID, ChainIDs: ids, Signers: c.Signers, signerAt: c.signerAt, MaxGasLimit: c.MaxGasLimit,
+		MaxDataBytes: c.MaxDataBytes, Fees: c.Fees(), NonceStateTimeout: c.NonceStateTimeout, Workers: c.Workers,
+		BatchSize: c.BatchSize, BatchWait: c.BatchWait, ContendedWait: c.ContendedWait}
+}
+
+// HasChain reports whether chain id is configured.
+func (c Create) HasChain(id uint64) bool {
+	for _, have := range c.ChainIDs {
+		if have == id {
+			return true
+		}
+	}
+	return false
+}
+
+// Signer returns the configured signer for addr, if any.
+func (c Create) Signer(addr common.Address) (Signer, bool) {
+	return signerIn(c.Signers, c.signerAt, addr)
+}
+
+// Drain is what draining a signer's allocated transactions reads.
+type Drain struct {
+	InstanceID   string
+	RenewEvery   time.Duration // how often the lease holder renews
+	SubmitBudget time.Duration
+	MaxInFlight  int
+	StuckAfter   time.Duration
+	Attempts     Attempts
+}
+
+// Drain is what c gives draining a signer.
+func (c Config) Drain() Drain {
+	return Drain{InstanceID: c.InstanceID, RenewEvery: c.Lease.RenewEvery, SubmitBudget: c.SubmitBudget, MaxInFlight: c.MaxInFlight,
+		StuckAfter: c.StuckAfter, Attempts: c.Attempts()}
+}
+
+// Receipts is what checking a signer's receipts reads.
+type Receipts struct {
+	InstanceID       string
+	RenewEvery       time.Duration // how often the lease holder renews
+	FinalityInterval time.Duration // the head is asked for at a fifth of it
+	ReceiptWait      time.Duration
+}
+
+// Receipts is what c gives checking receipts.
+func (c Config) Receipts() Receipts {
+	return Receipts{InstanceID: c.InstanceID, RenewEvery: c.Lease.RenewEvery, FinalityInterval: c.FinalityInterval,
+		ReceiptWait: c.ReceiptWait}
+}
+
+// Finality is what the finality sweep reads.
+type Finality struct {
+	InstanceID          string
+	RenewEvery          time.Duration // how often the lease holder renews
+	FinalityMode        FinalityMode
+	Confirmations       uint64
+	ReorgWatch          time.Duration
+	StaleReceiptTimeout time.Duration
+	ReceiptWorkers      int
+}
+
+// Finality is what c gives the finality sweep.
+func (c Config) Finality() Finality {
+	return Finality{InstanceID: c.InstanceID, RenewEvery: c.Lease.RenewEvery, FinalityMode: c.FinalityMode,
+		Confirmations: c.Confirmations, ReorgWatch: c.ReorgWatch, StaleReceiptTimeout: c.StaleReceiptTimeout,
+		ReceiptWorkers: c.ReceiptWorkers}
+}
+
+// Resubmit is what the resubmit sweep reads.
+type Resubmit struct {
+	InstanceID       string
+	RenewEvery       time.Duration // how often the lease holder renews
+	ResubmitInterval time.Duration
+	RecheckAfter     time.Duration
+	BumpAfter        time.Duration
+	MaxRebroadcasts  int
+	StuckAfter       time.Duration
+	Attempts         Attempts
+}
+
+// Resubmit is what c gives the resubmit sweep.
+func (c Config) Resubmit() Resubmit {
+	return Resubmit{InstanceID: c.InstanceID, RenewEvery: c.Lease.RenewEvery, ResubmitInterval: c.ResubmitInterval,
+		RecheckAfter: c.RecheckAfter, BumpAfter: c.BumpAfter, MaxRebroadcasts: c.MaxRebroadcasts, StuckAfter: c.StuckAfter,
+		Attempts: c.Attempts()}
+}
