@@ -85,9 +85,9 @@ func eventTypeSQL(state string) string {
 // in the same numbering). It runs under completionLock, so seqs become
 // visible in order. Whether a transaction was reported before is one
 // index probe per outcome, a subquery the planner cannot turn into a hash
-// of the whole feed: as an EXISTS it did, since the queue's estimate is
-// its emptied pages' (20,160 rows for a few dozen), and read every
-// tx_completion row on every numbering.
+// of the whole feed: as an EXISTS it does, since the queue's estimate is
+// its emptied pages' (thousands of rows for a few dozen), and then reads
+// every tx_completion row on every numbering.
 const numberCompletionsSQL = `
 WITH p AS (
     DELETE FROM completion_pending RETURNING *
