@@ -77,3 +77,17 @@ func procCPU(pid int) time.Duration {
 func (c CPUTimes) Add(o CPUTimes) CPUTimes {
 	return CPUTimes{Procs: c.Procs + o.Procs, Postgres: c.Postgres + o.Postgres, Self: c.Self + o.Self}
 }
+
+// ServerPIDs are the process ids of the running function servers, in order
+// (a killed server has none), for measuring what each costs.
+func (s *Stack) ServerPIDs() []int {
+	var pids []int
+	for _, srv := range s.servers {
+		srv.mu.Lock()
+		if !srv.dead && srv.cmd != nil {
+			pids = append(pids, srv.cmd.Process.Pid)
+		}
+		srv.mu.Unlock()
+	}
+	return pids
+}

@@ -23,7 +23,12 @@
 // transaction does not end CONFIRMED. Run it with `make bench-pipeline`; the
 // last line is
 //
-//	bench-pipeline: created=<tx/s> confirmed=<tx/s> broadcast_ratio=<r> lag_p50ms=<> lag_p99ms=<>
+//	bench-pipeline: created=<tx/s> confirmed=<tx/s> broadcast_ratio=<r> lag_p50ms=<> lag_p99ms=<> cpu_ms_per_tx=<>
+//
+// cpu_ms_per_tx is the CPU the function servers and PostgreSQL spent from
+// the start of the sustained load until its last transaction was
+// CONFIRMED, in milliseconds per transaction; the report above it gives
+// each function's share and PostgreSQL's (cpu.go).
 package main
 
 import (
@@ -149,6 +154,19 @@ func run(ctx context.Context, o options) error {
 		}
 		opts.Env = append(opts.Env, "TXFENCE_PPROF_ADDR="+o.pprof)
 	}
+	// Each server serves its CPU profiles on a port of its own, for telling
+	// the functions' CPU apart (-pprof serves one instead, to a person).
+	var profileAddrs []string
+	if o.pprof == "" {
+		for range o.servers {
+			port, err := stack.FreePort()
+			if err != nil {
+				return err
+			}
+			profileAddrs = append(profileAddrs, fmt.Sprintf("127.0.0.1:%d", port))
+		}
+		opts.ServerEnv = func(i int) []string { return []string{"TXFENCE_PPROF_ADDR=" + profileAddrs[i]} }
+	}
 	if o.serverLog != "" {
 		f, err := os.OpenFile(o.serverLog, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 		if err != nil {
@@ -164,7 +182,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer s.Close()
-	pool, err := pgxpool.New(ctx, s.DatabaseURL)
+	pool, err := benchPool(ctx, s.DatabaseURL)
 	if err != nil {
 		return err
 	}
@@ -216,6 +234,10 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	pushed := s.Bridge.Stats()
+	window, err := startCPUWindow(ctx, s, pool, profileAddrs)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	results := make(chan loadgen.Result, 2)
 	errs := make(chan error, 2)
@@ -242,6 +264,10 @@ func run(ctx context.Context, o options) error {
 	if err := waitFinal(ctx, pool, 5*time.Minute); err != nil {
 		return err
 	}
+	spentCPU, err := window.end(ctx, pool)
+	if err != nil {
+		return err
+	}
 	printPushes(pushed, s.Bridge.Stats())
 	if o.statements {
 		if err := stack.PrintStatements(ctx, pool, 25); err != nil {
@@ -257,6 +283,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	created, confirmed := st.print(lags)
+	cpuPerTx := spentCPU.print(len(st), time.Since(start))
 	if err := printResends(ctx, pool, start, s.Signers[0]); err != nil {
 		return err
 	}
@@ -280,8 +307,8 @@ func run(ctx context.Context, o options) error {
 	fmt.Printf("chain lease acquisitions: %d, %.2f per transaction\n", acquired, float64(acquired)/float64(max(txs, 1)))
 	fmt.Printf("completion messages consumed: %d for %d transactions\n", consumed(), txs)
 	fmt.Println("\nevery transaction CONFIRMED; nonces contiguous for every signer")
-	fmt.Printf("bench-pipeline: created=%.0f confirmed=%.0f broadcast_ratio=%.2f lag_p50ms=%.0f lag_p99ms=%.0f\n",
-		created, confirmed, ratio, ms(quantile(lags, 0.5)), ms(quantile(lags, 0.99)))
+	fmt.Printf("bench-pipeline: created=%.0f confirmed=%.0f broadcast_ratio=%.2f lag_p50ms=%.0f lag_p99ms=%.0f cpu_ms_per_tx=%.2f\n",
+		created, confirmed, ratio, ms(quantile(lags, 0.5)), ms(quantile(lags, 0.99)), cpuPerTx)
 	return nil
 }
 
