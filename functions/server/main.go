@@ -64,8 +64,8 @@ func flushOnStop() {
 }
 
 // servePprof serves Go's profiles on addr, which must be a loopback
-// address: profiling is for benchmarks on this machine (make bench-api
-// PROFILE=1), never reachable from outside.
+// address: profiling is for benchmarks on this machine (bench-api -profile,
+// bench-pipeline's CPU by function), never reachable from outside.
 func servePprof(addr string) {
 	host, _, err := net.SplitHostPort(addr)
 	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
