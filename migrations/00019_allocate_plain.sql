@@ -8,8 +8,8 @@
 -- the same checks, but without what only the general batch needs: the
 -- look-ups, the caps, the numbering by a window over the outcomes and the
 -- answers gathered by ordered aggregates, whose plans' set-up and sorts
--- cost more than a plain batch's rows (about a fifth of the backend's CPU
--- a call, docs/performance.md). The caller picks it
+-- cost more than a plain batch's rows (a sixth to a quarter of the
+-- backend's CPU a call). The caller picks it
 -- for plain batches; it refuses any other (22023), so that a batch is
 -- never answered without its look-ups or caps.
 --
