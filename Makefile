@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO    ?= go
 PGBIN ?= /usr/lib/postgresql/15/bin
 
-.PHONY: all test lint deps postgres-bin chromium fmt vet build bin-server bin-emulator bin-soak dev e2e soak fuzz openapi-lint node tf-validate tf-tools
+.PHONY: all test lint history-lint deps postgres-bin chromium fmt vet build bin-server bin-emulator bin-soak dev e2e soak fuzz openapi-lint node tf-validate tf-tools
 
 all: test
 
@@ -69,10 +69,23 @@ fuzz:
 	  done; \
 	done
 
-## lint: formatting, vet, and the OpenAPI document (openapi-lint).
-lint: vet openapi-lint
+## lint: formatting, vet, the OpenAPI document (openapi-lint) and no
+## work-session history in the tree (history-lint).
+lint: vet openapi-lint history-lint
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+## history-lint: the repository describes the product as it is; what was
+## tried, when and in which work session belongs in commit messages. Fails
+## on any line under HISTORY_DIR (the repository by default) that names a
+## work session (the word and a number, in any case), as the acceptance
+## check does.
+HISTORY_DIR ?= .
+history-lint:
+	@out=$$(grep -rIniE 'session [0-9]+' --exclude-dir=.git --exclude-dir=.tools --exclude-dir=node_modules $(HISTORY_DIR)); \
+	status=$$?; \
+	if [ $$status -gt 1 ]; then echo "history-lint: grep failed on $(HISTORY_DIR)"; exit 1; fi; \
+	if [ -n "$$out" ]; then echo "work-session history in the repository (it belongs in commit messages):"; echo "$$out"; exit 1; fi
 
 ## openapi-lint: redocly lint of functions/api/openapi.json with redocly.yaml
 ## (the recommended rules). The linter, @redocly/cli 1.34.20 (the newest that
@@ -145,8 +158,9 @@ bench-api: deps
 ## bench-pipeline: the local stack (2 function servers, durable PostgreSQL,
 ## the simulated chain, a block a second) under a sustained create load on a
 ## hot signer and 100 others: the rate of each stage, the finality lag, and
-## the hot signer's broadcast rate against the node's own ingestion rate.
-## Last line: bench-pipeline: created= confirmed= broadcast_ratio= lag_p50ms= lag_p99ms=
+## the hot signer's broadcast rate against the node's own ingestion rate,
+## and the CPU per confirmed transaction of each function and of PostgreSQL.
+## Last line: bench-pipeline: created= confirmed= broadcast_ratio= lag_p50ms= lag_p99ms= cpu_ms_per_tx=
 .PHONY: bench-pipeline
 bench-pipeline: deps
 	$(GO) run ./emulator/cmd/benchpipe $(ARGS)

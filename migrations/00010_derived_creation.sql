@@ -1,9 +1,8 @@
 -- The creation of a transaction is no longer written to tx_history: it is
 -- read from the row itself (created_owner, created_token, created_at), and
--- the history readers put it first. The history row with its two index
--- entries and its foreign-key check was about 40% of what a created row
--- cost the server (bench-api -pg-statements), on the one lock a hot signer's
--- allocators queue on.
+-- the history readers put it first: the history row with its two index
+-- entries and its foreign-key check was a large share of what a created
+-- row costs, paid on the one lock a hot signer's allocators queue on.
 --
 -- Rows created before this migration keep their history row and have no
 -- created_owner; the readers derive the entry only where created_owner is

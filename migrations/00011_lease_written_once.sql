@@ -6,9 +6,9 @@
 -- only way to lose the lease meanwhile is to outlive it: the checks compare
 -- the clock with the expiry the lease would have had, and the rows are
 -- written once, at the end, taken and released (owner, token, '-infinity').
--- Two statements and one row version per signer less per call: a call
--- carries 1-2 requests when load is spread (bench-pipeline) and a signer's
--- share of the call is most of what a created row costs with many signers.
+-- Two statements and one row version per signer less per call: when load
+-- is spread a call carries one or two requests a signer, so a signer's
+-- share of the call is most of what a created row costs.
 -- The rows left behind are the same as before.
 
 -- +goose Up

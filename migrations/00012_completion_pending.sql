@@ -2,7 +2,7 @@
 -- time. A finality write used to take the feed's lock (an advisory lock
 -- that makes seqs become visible in order) and hold it through its COMMIT:
 -- every signer's confirmations queued on one lock, each holding it for a
--- WAL flush (bench-pipeline -pg-statements: 607 waits of 50 ms mean in 20 s).
+-- WAL flush.
 -- Now the write commits its outcomes here, with the transaction's move, and
 -- then numbers every pending outcome under the lock in one statement (its
 -- own, and those of every write that committed meanwhile): concurrent

@@ -4,10 +4,8 @@
 -- keeps its contended signers' creates in batches of their own: an
 -- instance had two allocation calls in flight, each with half of what
 -- arrived, only so that a call waiting for a contended signer's lease row
--- would not hold up the other signers; with 1,000 signers and three
--- instances that halved every call (bench-api signers1000: 1,795-2,560
--- creates/s with two calls in flight per instance, 2,944-3,293 with one, in
--- alternate runs; PostgreSQL's CPU per create 392-564 against 252-294 µs).
+-- would not hold up the other signers; with many signers and several
+-- instances that halved every call, and a call's fixed cost with it.
 -- Now an instance has one call in flight for the signers that are not
 -- contended, and another for those that are. The answer gains a column,
 -- so the function is dropped and made again; its body is 00011's with

@@ -4,14 +4,10 @@
 -- about ten signers and a lease table of 1,000 rows, it hashed the batch
 -- and read the whole lease table twice a call (the lock and the release)
 -- and the whole cursor table once, so that each call cost more the more
--- signers the database knew, not the more it allocated for. A batch of 12
--- of 1,000 signers, one quiet call each (auto_explain): the lock 0.36 ms
--- with the table read against 0.19 ms by its key, the cursor read 0.30
--- against 0.21 ms. Pricing the whole-table reads out was not enough: a
--- plan is made once per session, often while the tables are young, and
--- with only nested loops left the planner could put the lease table's
--- whole index on the outside (bench-api signers1000 fell from about 5,000
--- to 3,000-4,100 creates/s).
+-- signers the database knew, not the more it allocated for. Pricing the
+-- whole-table reads out was not enough: a plan is made once per session,
+-- often while the tables are young, and with only nested loops left the
+-- planner could put the lease table's whole index on the outside.
 --
 -- So the lookups are written so that each can only be made per signer:
 -- the lock is a lateral subquery per signer, in key order; the cursor a

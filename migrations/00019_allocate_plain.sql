@@ -8,12 +8,8 @@
 -- the same checks, but without what only the general batch needs: the
 -- look-ups, the caps, the numbering by a window over the outcomes and the
 -- answers gathered by ordered aggregates, whose plans' set-up and sorts
--- cost more than a plain batch's rows. The backend's CPU a call, measured
--- with pgbench against the functions (one client; less the CPU of the same
--- script calling a function that does nothing): 10 signers of one request
--- 1,020 against 795 µs, 5 signers of 3 requests 1,025 against 800 µs, one
--- signer of 20 requests 1,000 against 760 µs, of one request 395 against
--- 310 µs (txfence_allocate against this function). The caller picks it
+-- cost more than a plain batch's rows (a sixth to a quarter of the
+-- backend's CPU a call). The caller picks it
 -- for plain batches; it refuses any other (22023), so that a batch is
 -- never answered without its look-ups or caps.
 --

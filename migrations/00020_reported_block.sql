@@ -4,10 +4,9 @@
 -- of the outcomes reported within the reorg watch (TXFENCE_REORG_WATCH, 10
 -- minutes by default): a reorg deeper than the confirmations reopens them.
 -- It found them in managed_tx, by reading and sorting every outcome of
--- the watch for its distinct blocks: bench-pipeline, 80 s into its run,
--- 15,000-20,000 rows for 31-35 blocks, 30-100 ms a pass and four fifths
--- of the pass's query; at 500 outcomes a second a 10-minute watch holds
--- 300,000. Here the watch holds a row per block and minute.
+-- the watch for its distinct blocks, a read that grows with the outcomes
+-- (at 500 a second a 10-minute watch holds 300,000) where the blocks are
+-- a few dozen. Here the watch holds a row per block and minute.
 --
 -- A trigger writes them, in the transaction of the outcome, whoever writes
 -- it: the release before this one, which does not know the table, may

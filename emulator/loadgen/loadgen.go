@@ -281,7 +281,7 @@ func (p *connPool) close() {
 // client that writes each request whole and reads the status line, the
 // headers it needs and the body, so that the load generator, which shares
 // the machine with what it measures, spends little of it (net/http's client
-// cost about 80µs of CPU a request here, this one about a quarter of it).
+// costs several times as much CPU a request).
 // Any error closes the connection; the next request dials again.
 type clientConn struct {
 	addr string // host:port

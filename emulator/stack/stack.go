@@ -86,8 +86,9 @@ type Options struct {
 	ScheduleEvery time.Duration // Cloud Scheduler stand-in period (5s)
 	// Auth is the servers' TXFENCE_AUTH (DefaultAuth when empty).
 	Auth         string
-	Env          []string  // extra environment for the servers (after the stack's own: it wins)
-	ServerOutput io.Writer // where server logs go (discarded when nil)
+	Env          []string             // extra environment for the servers (after the stack's own: it wins)
+	ServerEnv    func(i int) []string // extra environment for server i alone (after Env): a value each needs its own of, e.g. TXFENCE_PPROF_ADDR
+	ServerOutput io.Writer            // where server logs go (discarded when nil)
 	Log          *slog.Logger
 
 	// FaultProxy puts an rpcproxy between the servers and the chain
@@ -148,8 +149,9 @@ type Stack struct {
 
 // server is one function-server process. Its port stays across restarts.
 type server struct {
-	url  string
-	port int
+	index int
+	url   string
+	port  int
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -219,7 +221,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		} else if port, err = FreePort(); err != nil {
 			return nil, err
 		}
-		srv := &server{url: fmt.Sprintf("http://127.0.0.1:%d", port), port: port}
+		srv := &server{index: i, url: fmt.Sprintf("http://127.0.0.1:%d", port), port: port}
 		if err := s.startServer(srv); err != nil {
 			return nil, err
 		}
@@ -464,6 +466,9 @@ func (s *Stack) startServer(srv *server) error {
 	cmd := exec.Command(s.opts.ServerBinary)
 	cmd.Env = append(append(os.Environ(), s.serverEnv()...), "HOST=127.0.0.1", fmt.Sprintf("PORT=%d", srv.port),
 		"TXFENCE_INSTANCE_ID="+id)
+	if s.opts.ServerEnv != nil {
+		cmd.Env = append(cmd.Env, s.opts.ServerEnv(srv.index)...)
+	}
 	out := s.opts.ServerOutput
 	if out == nil {
 		out = io.Discard

@@ -143,10 +143,9 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 // steady load has them: each checkpoint renames the segments it no longer
 // needs to future names, so that filling one moves on to a file that
 // exists. A new cluster has none, and each segment it fills makes the next
-// one, 16 MB written with zeros and synced, while every commit waits:
-// measured on the benchmarks' durable server, each allocation call in
-// flight took 15-35 ms at each segment switch, every 2.9 s at 5,000
-// creates/s, which was most of the latency scenario's p99. Under a steady
+// one, 16 MB written with zeros and synced, while every commit waits: a
+// benchmark's tail latency would be the new cluster's, not txfence's.
+// Under a steady
 // load a checkpoint recycles segments up to max_wal_size past its start (or
 // about twice the WAL between checkpoints, if less), so the next checkpoint,
 // which starts once about half of max_wal_size was written, runs with the

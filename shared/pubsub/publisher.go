@@ -71,10 +71,8 @@ func NewPublisher(client *pubsub.Client, project string) (*Publisher, error) {
 // push subscriptions do not (terraform/pubsub.tf): a key orders nothing
 // there, and it costs. The client library bundles each key's messages
 // apart and publishes one key's bundles one at a time, so an allocation
-// call that prompted ten signers sent ten requests instead of one
-// (bench-api -relay, 1,000 signers: 1.14 times the creates/s without the
-// keys, the API processes' CPU a create 0.79, the emulator's 0.69). Call
-// it before the first Publish to those topics.
+// call that prompted ten signers would send ten requests instead of one.
+// Call it before the first Publish to those topics.
 func (p *Publisher) Unordered(topics ...string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -39,7 +39,7 @@ func main() {
 	naiveN := flag.Int("naive-n", 3000, "creates per naive scenario")
 	conc := flag.Int("c", 64, "concurrent clients (closed loop)")
 	rate := flag.Float64("rate", 5000, "offered creates/s of the latency scenario (hot signer, 3 processes)")
-	rateFor := flag.Duration("rate-for", 10*time.Second, "how long the latency scenario offers -rate: its p99 is of rate × this many creates, so that one stall of tens of milliseconds, a few hundred creates, is not the whole of its worst 1% (3 s before: 150 creates)")
+	rateFor := flag.Duration("rate-for", 10*time.Second, "how long the latency scenario offers -rate: its p99 is of rate × this many creates, so that one stall of tens of milliseconds, a few hundred creates, is not the whole of its worst 1%")
 	profile := flag.String("profile", "", "a directory: save a 5s CPU profile of the first API process of each scenario there")
 	statements := flag.Bool("pg-statements", false, "report each scenario's most expensive statements on PostgreSQL's side (pg_stat_statements: calls, mean and total time, lock waits included)")
 	procs := flag.Int("gomaxprocs", 1, "each API process's GOMAXPROCS: 1 as on Cloud Run, where each instance has one CPU (terraform: cpu = \"1\") and Go sizes GOMAXPROCS from the container's CPU limit; 0 leaves Go's default, every core of this machine")

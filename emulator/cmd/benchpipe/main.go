@@ -23,7 +23,12 @@
 // transaction does not end CONFIRMED. Run it with `make bench-pipeline`; the
 // last line is
 //
-//	bench-pipeline: created=<tx/s> confirmed=<tx/s> broadcast_ratio=<r> lag_p50ms=<> lag_p99ms=<>
+//	bench-pipeline: created=<tx/s> confirmed=<tx/s> broadcast_ratio=<r> lag_p50ms=<> lag_p99ms=<> cpu_ms_per_tx=<>
+//
+// cpu_ms_per_tx is the CPU the function servers and PostgreSQL spent from
+// the start of the sustained load until its last transaction was
+// CONFIRMED, in milliseconds per transaction; the report above it gives
+// each function's share and PostgreSQL's (cpu.go).
 package main
 
 import (
@@ -120,9 +125,8 @@ func run(ctx context.Context, o options) error {
 		// As the README asks of a node serving a signer with more than 64 in
 		// flight: geth's pool queues 64 an account by default and drops the
 		// highest of those waiting when a block lands among them, which
-		// stopped the hot signer until the resubmit sweep's recheck
-		// (TXFENCE_RECHECK_AFTER, three blocks here) and then sealed a block
-		// of about a thousand of its transactions at once.
+		// stops the hot signer until the resubmit sweep's recheck
+		// (TXFENCE_RECHECK_AFTER) and would make the bench measure that.
 		TxPoolQueue: inFlight,
 		Env: []string{
 			"TXFENCE_LOG_LEVEL=" + o.logLevel,
@@ -131,10 +135,8 @@ func run(ctx context.Context, o options) error {
 			// limits): the simulated node holds 5,120 pending.
 			fmt.Sprintf("TXFENCE_MAX_IN_FLIGHT=%d", inFlight),
 			// A finality pass sweeps its signers TXFENCE_RECEIPT_WORKERS at a
-			// time (default 10, DESIGN.md section 8): with 101 signers with
-			// work, 10 made a pass take seconds under this load. Alternate
-			// runs: finality lag p50 1.5/2.2 s, p99 14/22 s with 10; 0.7/0.9 s,
-			// 5-6 s with 32; 64 did no better than 32.
+			// time (default 10): with 101 signers with work, 10 make a pass
+			// take seconds under this load.
 			"TXFENCE_RECEIPT_WORKERS=32",
 			// The bench measures the pipeline, not the per-instance rate limits.
 			"TXFENCE_RATE_PER_SECOND=1000000", "TXFENCE_RATE_BURST=1000000", "TXFENCE_SIGNER_RATE_PER_SECOND=1000000",
@@ -148,6 +150,19 @@ func run(ctx context.Context, o options) error {
 			return errors.New("-pprof needs -servers 1: the servers would share the address")
 		}
 		opts.Env = append(opts.Env, "TXFENCE_PPROF_ADDR="+o.pprof)
+	}
+	// Each server serves its CPU profiles on a port of its own, for telling
+	// the functions' CPU apart (-pprof serves one instead, to a person).
+	var profileAddrs []string
+	if o.pprof == "" {
+		for range o.servers {
+			port, err := stack.FreePort()
+			if err != nil {
+				return err
+			}
+			profileAddrs = append(profileAddrs, fmt.Sprintf("127.0.0.1:%d", port))
+		}
+		opts.ServerEnv = func(i int) []string { return []string{"TXFENCE_PPROF_ADDR=" + profileAddrs[i]} }
 	}
 	if o.serverLog != "" {
 		f, err := os.OpenFile(o.serverLog, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
@@ -164,7 +179,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer s.Close()
-	pool, err := pgxpool.New(ctx, s.DatabaseURL)
+	pool, err := benchPool(ctx, s.DatabaseURL)
 	if err != nil {
 		return err
 	}
@@ -216,6 +231,10 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	pushed := s.Bridge.Stats()
+	window, err := startCPUWindow(ctx, s, pool, profileAddrs)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	results := make(chan loadgen.Result, 2)
 	errs := make(chan error, 2)
@@ -242,6 +261,10 @@ func run(ctx context.Context, o options) error {
 	if err := waitFinal(ctx, pool, 5*time.Minute); err != nil {
 		return err
 	}
+	spentCPU, err := window.end(ctx, pool)
+	if err != nil {
+		return err
+	}
 	printPushes(pushed, s.Bridge.Stats())
 	if o.statements {
 		if err := stack.PrintStatements(ctx, pool, 25); err != nil {
@@ -257,6 +280,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	created, confirmed := st.print(lags)
+	cpuPerTx := spentCPU.print(len(st), time.Since(start))
 	if err := printResends(ctx, pool, start, s.Signers[0]); err != nil {
 		return err
 	}
@@ -280,8 +304,8 @@ func run(ctx context.Context, o options) error {
 	fmt.Printf("chain lease acquisitions: %d, %.2f per transaction\n", acquired, float64(acquired)/float64(max(txs, 1)))
 	fmt.Printf("completion messages consumed: %d for %d transactions\n", consumed(), txs)
 	fmt.Println("\nevery transaction CONFIRMED; nonces contiguous for every signer")
-	fmt.Printf("bench-pipeline: created=%.0f confirmed=%.0f broadcast_ratio=%.2f lag_p50ms=%.0f lag_p99ms=%.0f\n",
-		created, confirmed, ratio, ms(quantile(lags, 0.5)), ms(quantile(lags, 0.99)))
+	fmt.Printf("bench-pipeline: created=%.0f confirmed=%.0f broadcast_ratio=%.2f lag_p50ms=%.0f lag_p99ms=%.0f cpu_ms_per_tx=%.2f\n",
+		created, confirmed, ratio, ms(quantile(lags, 0.5)), ms(quantile(lags, 0.99)), cpuPerTx)
 	return nil
 }
 
@@ -550,10 +574,8 @@ func drain(ctx context.Context, s *stack.Stack, pool *pgxpool.Pool, urls []strin
 	if err := s.Bridge.Resume(stack.SubSubmit); err != nil {
 		return 0, err
 	}
-	// The poll reads the signer's ALLOCATED rows through their index. It
-	// read the backlog's rows and history by creation time, a scan of both
-	// tables: 70 ms of PostgreSQL's CPU every 100 ms after the 20 s load,
-	// taken from the drain it measured.
+	// The poll reads the signer's ALLOCATED rows through their index: a
+	// scan of the tables would take PostgreSQL's CPU from the drain it times.
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		var left int
@@ -587,12 +609,9 @@ WHERE x.created_at >= $1 AND h.to_state = 'TRACKING'`, mark).Scan(&last)
 // signer (drain), each between two measures of the node's own rate
 // (ingestion); it prints the rates and returns the median of the rounds'
 // ratios (each drain against the mean of the node's rates just before and
-// after it). One round gave
-// ratios of 0.61 to 1.58 between runs of the same code: this machine is
-// shared, and a block of a thousand transfers sealed during one measure
-// and not the other moved either rate by half. Each round's ratio compares
-// measures taken seconds apart, and the median leaves out a round that
-// such a moment spoiled.
+// after it): on a shared machine either rate moves by half with what else
+// runs, so each round compares measures taken seconds apart, and the
+// median leaves out a round that such a moment spoiled.
 func broadcast(ctx context.Context, s *stack.Stack, pool *pgxpool.Pool, urls []string, hot string, n, rounds int) (float64, error) {
 	var drains, ingests, ratios []float64
 	node := func() error {
@@ -716,9 +735,9 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // consume reads and acknowledges, until ctx ends, what reaches the
 // completion topic's pull subscription, as a user's consumer would, and
-// returns a count of it. Left unread, the backlog was scanned whole by the
-// Pub/Sub fake under its one lock a hundred times a second, slowing every
-// publish and delivery of the run more the longer it ran.
+// returns a count of it: left unread, the backlog would be scanned whole by
+// the Pub/Sub fake under its one lock, slowing every publish and delivery
+// more the longer the run.
 func consume(ctx context.Context, s *stack.Stack) (func() int64, error) {
 	os.Setenv("PUBSUB_EMULATOR_HOST", s.PubSubHost)
 	client, err := pubsub.Dial(ctx, stack.Project)

@@ -40,8 +40,7 @@ const maxBody = 10 << 20
 // request cancelled during the hand-off (a push deadline, a client gone)
 // leaves another request's message without a consumer: that request hangs
 // until its deadline, and from then on requests are handled under each
-// other's contexts. bench-pipeline wedged on it: two Submit pushes hung
-// for minutes with no handler running.
+// other's contexts, so a Submit push can hang with no handler running.
 func Handler(fn func(context.Context, event.Event) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {

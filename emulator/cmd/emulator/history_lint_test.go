@@ -1,0 +1,51 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestIssue46_HistoryLint: make lint's history-lint fails on a line that
+// names a work session, in any case, and passes on a tree without one;
+// make lint runs it.
+func TestIssue46_HistoryLint(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("make is not installed")
+	}
+	lint := func(dir string) (string, error) {
+		cmd := exec.Command("make", "--no-print-directory", "history-lint", "HISTORY_DIR="+dir)
+		cmd.Dir = moduleRoot(t)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	clean := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(clean, "performance.md"), []byte("A session of a signer's lease lasts 3 s.\n"), 0o644))
+	out, err := lint(clean)
+	assert.NoError(t, err, "a tree without work-session references: %s", out)
+
+	for _, line := range []string{"Session %d measured the drain.", "as SESSION %d found", "(session %d, a probe)"} {
+		dir := t.TempDir()
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, "docs"), 0o755))
+		text := fmt.Sprintf(line, 12) // built here: this file must pass the lint too
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "docs", "notes.md"), []byte("intro\n"+text+"\n"), 0o644))
+		out, err := lint(dir)
+		require.Error(t, err, "%q must fail the lint", text)
+		assert.Contains(t, out, "notes.md:2:", "the offending line is named")
+	}
+
+	_, err = lint(filepath.Join(clean, "missing"))
+	assert.Error(t, err, "a directory that cannot be read fails rather than passes")
+
+	// make lint runs it, on the whole tree.
+	cmd := exec.Command("make", "-n", "lint")
+	cmd.Dir = moduleRoot(t)
+	plan, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", plan)
+	assert.Contains(t, string(plan), "grep -rIniE 'session [0-9]+' --exclude-dir=.git", "make lint runs history-lint")
+}
