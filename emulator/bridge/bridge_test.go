@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -23,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/txfence/txfence/shared/pubsub/pubsubtest"
+	"github.com/txfence/txfence/shared/testsupport"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -171,16 +171,6 @@ func (r *recorder) snapshot() (map[string]int, int) {
 func (r *recorder) calls() int {
 	_, n := r.snapshot()
 	return n
-}
-
-// deadURL returns the URL of a port nothing listens on any more.
-func deadURL(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return "http://" + addr + "/Submit"
 }
 
 // prompt mirrors event.Prompt in functions/internal/event, which this
@@ -363,7 +353,7 @@ func TestBridge_FailsOverDeadEndpoint(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	rec, live := newRecorder(t, nil)
-	b := e.newBridge(t, fastOpts(), deadURL(t), live)
+	b := e.newBridge(t, fastOpts(), testsupport.DeadURL(t)+"/Submit", live)
 	stop := run(t, b)
 
 	const n = 20

@@ -27,6 +27,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/txfence/txfence/emulator/stack"
+	"github.com/txfence/txfence/shared/testsupport"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -35,17 +36,10 @@ func build(t *testing.T, dir, pkg, name string) string {
 	t.Helper()
 	out := filepath.Join(dir, name)
 	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Dir = moduleRoot(t)
+	cmd.Dir = testsupport.ModuleRoot(t)
 	b, err := cmd.CombinedOutput()
 	require.NoError(t, err, "go build %s: %s", pkg, b)
 	return out
-}
-
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	require.NoError(t, err)
-	return filepath.Dir(strings.TrimSpace(string(out)))
 }
 
 type txView struct {

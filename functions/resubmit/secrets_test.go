@@ -28,13 +28,13 @@ func TestIssue11_SecretsRedacted(t *testing.T) {
 	t.Parallel()
 	const pathKey, queryKey = "PATHSECRET0123456789", "QUERYSECRET987654321"
 	var logs stacktest.LogBuffer
-	w := stacktest.NewWorld(t, 1, lively)
+	w := stacktest.NewWorld(t, 1, stacktest.Lively)
 	w.LogTo = &logs
 	w.EVM.CallTimeout = 2 * time.Second // the timeout fault below outlasts it
 	w.Cfg.Chains[0].RPCURLs = []string{w.Proxy.URL + "/v2/" + pathKey + "?apikey=" + queryKey}
 	n := w.Node(t, "n")
 	signer := w.Keys[0].Address
-	ids := []string{create(t, n, transfer(signer, big.NewInt(1))).ID, create(t, n, transfer(signer, big.NewInt(2))).ID}
+	ids := []string{n.CreateTx(t, stacktest.Transfer(signer, big.NewInt(1))).ID, n.CreateTx(t, stacktest.Transfer(signer, big.NewInt(2))).ID}
 
 	stop := w.Run(t, []*stacktest.Node{n}, stacktest.RunOptions{})
 	for _, f := range []rpcproxy.Fault{
@@ -48,7 +48,7 @@ func TestIssue11_SecretsRedacted(t *testing.T) {
 		w.Proxy.Heal()
 	}
 	for _, id := range ids {
-		waitState(t, w, id, txm.StateConfirmed, 60*time.Second)
+		w.WaitState(t, id, txm.StateConfirmed, 60*time.Second)
 	}
 	stop()
 
@@ -137,14 +137,14 @@ func TestIssue44_RedactRPCURL(t *testing.T) {
 
 	// A run through faults, and calls made during them.
 	var logs stacktest.LogBuffer
-	w := stacktest.NewWorld(t, 1, lively)
+	w := stacktest.NewWorld(t, 1, stacktest.Lively)
 	w.LogTo = &logs
 	w.EVM.CallTimeout = opts.CallTimeout
 	host := strings.TrimPrefix(w.Proxy.URL, "http://")
 	w.Cfg.Chains[0].RPCURLs = []string{keyed("http", host)}
 	n := w.Node(t, "n")
 	signer := w.Keys[0].Address
-	ids := []string{create(t, n, transfer(signer, big.NewInt(1))).ID, create(t, n, transfer(signer, big.NewInt(2))).ID}
+	ids := []string{n.CreateTx(t, stacktest.Transfer(signer, big.NewInt(1))).ID, n.CreateTx(t, stacktest.Transfer(signer, big.NewInt(2))).ID}
 
 	stop := w.Run(t, []*stacktest.Node{n}, stacktest.RunOptions{})
 	for _, f := range []rpcproxy.Fault{
@@ -168,7 +168,7 @@ func TestIssue44_RedactRPCURL(t *testing.T) {
 		w.Proxy.Heal()
 	}
 	for _, id := range ids {
-		waitState(t, w, id, txm.StateConfirmed, 60*time.Second)
+		w.WaitState(t, id, txm.StateConfirmed, 60*time.Second)
 	}
 	stop()
 

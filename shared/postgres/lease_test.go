@@ -22,6 +22,7 @@ import (
 	"github.com/txfence/txfence/shared/logging"
 	"github.com/txfence/txfence/shared/metrics"
 	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/shared/testsupport"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -32,31 +33,14 @@ type instance struct {
 	pool    *pgxpool.Pool
 	leases  *Leases
 	metrics *metrics.Metrics
-	logs    *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logs    *testsupport.SyncBuffer
 }
 
 func newInstances(t *testing.T, db *pgtest.DB, n int, cfg config.Lease) []*instance {
 	t.Helper()
 	out := make([]*instance, n)
 	for i := range out {
-		inst := &instance{name: fmt.Sprintf("inst%d", i), pool: pgtest.Pool(t, db.URL), metrics: metrics.New(), logs: &syncBuffer{}}
+		inst := &instance{name: fmt.Sprintf("inst%d", i), pool: pgtest.Pool(t, db.URL), metrics: metrics.New(), logs: &testsupport.SyncBuffer{}}
 		var err error
 		inst.leases, err = NewLeases(inst.pool, cfg, inst.metrics, logging.New(inst.logs, "info", ""))
 		require.NoError(t, err)
