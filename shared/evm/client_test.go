@@ -86,14 +86,10 @@ func waitPending(t *testing.T, e *env, addr common.Address, want uint64, msg str
 	t.Helper()
 	var got uint64
 	var err error
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testsupport.Within(5*time.Second, func() bool {
 		got, err = e.client.PendingNonce(context.Background(), addr)
-		if err == nil && got == want || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err == nil && got == want
+	})
 	require.NoError(t, err)
 	require.Equal(t, want, got, msg)
 }

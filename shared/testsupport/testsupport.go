@@ -30,15 +30,31 @@ func Eventually(t testing.TB, within time.Duration, what string, cond func() boo
 // condition that is costly to evaluate.
 func EventuallyEvery(t testing.TB, within, every time.Duration, what string, cond func() bool) {
 	t.Helper()
+	if !poll(within, every, cond) {
+		t.Fatalf("timed out after %s waiting for %s", within, what)
+	}
+}
+
+// Within calls cond until it holds, every Poll, for at most within, and
+// reports whether it held. It does not touch a testing.T, so a goroutine
+// other than the test's may use it.
+func Within(within time.Duration, cond func() bool) bool {
+	return poll(within, Poll, cond)
+}
+
+// poll calls cond every interval until it holds (true) or within has
+// passed (false).
+func poll(within, every time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(within)
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
+			return false
 		}
 		<-tick.C
 	}
+	return true
 }
 
 // Never checks, every Poll for the whole of during, that cond does not
