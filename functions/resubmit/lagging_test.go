@@ -14,6 +14,7 @@ import (
 	"github.com/txfence/txfence/functions/internal/stacktest"
 	"github.com/txfence/txfence/shared/config"
 	"github.com/txfence/txfence/shared/evm/rpcproxy"
+	"github.com/txfence/txfence/shared/testsupport"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -71,18 +72,15 @@ func TestIssue44_LaggingEndpoint(t *testing.T) {
 			n := []*stacktest.Node{a, b}[(round+i)%2]
 			ids = append(ids, n.Allocate(t, k.Address, 10)...)
 		}
+		// sleep: the transactions come a few at a time while blocks are made; the pacing is the load under test
 		time.Sleep(30 * time.Millisecond)
 	}
 
 	all := append([]string{taken.ID}, ids...)
-	deadline := time.Now().Add(4 * time.Minute)
-	for time.Now().Before(deadline) {
+	testsupport.WithinEvery(4*time.Minute, 200*time.Millisecond, func() bool {
 		st := w.States(t)
-		if st[string(txm.StateConfirmed)]+st[string(txm.StateFailedFinal)] == len(all) {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return st[string(txm.StateConfirmed)]+st[string(txm.StateFailedFinal)] == len(all)
+	})
 	stop()
 	st := w.States(t)
 	require.Equal(t, len(all), st[string(txm.StateConfirmed)]+st[string(txm.StateFailedFinal)], "every transaction ended: %v", st)

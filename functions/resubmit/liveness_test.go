@@ -255,7 +255,10 @@ func TestIssue10_FeeSpike(t *testing.T) {
 		w.WaitState(t, id, txm.StateStuck, 20*time.Second)
 		_, sub := w.TxState(t, id)
 		assert.Equal(t, txm.SubStateFeeCapReached, sub)
-		time.Sleep(time.Second) // it stays there while the cap holds
+		testsupport.Never(t, time.Second, "the transaction leaving STUCK while the cap holds", func() bool {
+			s, _ := w.TxState(t, id)
+			return s != string(txm.StateStuck)
+		})
 		s, _ := w.TxState(t, id)
 		require.Equal(t, string(txm.StateStuck), s)
 		stopA()
@@ -323,6 +326,7 @@ func TestIssue10_AllocatedStuck(t *testing.T) {
 			if prompts.Load()%10 == 0 {
 				_, _ = n.Resubmit.Pass(ctx)
 			}
+			// sleep: the prompts' pace, as fast as Pub/Sub redelivers; that signing keeps the backoff's pace under it is the test
 			time.Sleep(5 * time.Millisecond)
 		}
 	}()
@@ -468,7 +472,8 @@ func TestIssue10_ConcurrentBump(t *testing.T) {
 	id := a.CreateTx(t, stacktest.Transfer(signer, big.NewInt(1))).ID
 	_, err := a.Drain.Execute(ctx, evmtest.ChainID, signer) // broadcast; no block is sealed, so it is not mined
 	require.NoError(t, err)
-	time.Sleep(150 * time.Millisecond) // past bumpAfter
+	// sleep: the attempt must grow older than BumpAfter for the round to bump it
+	time.Sleep(150 * time.Millisecond)
 
 	stalled, resume := make(chan struct{}), make(chan struct{})
 	var once sync.Once

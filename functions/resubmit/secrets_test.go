@@ -44,6 +44,7 @@ func TestIssue11_SecretsRedacted(t *testing.T) {
 		{Delay: 3 * time.Second},
 	} {
 		w.Proxy.FailAll(f)
+		// sleep: a fault held for a period, which the running services meet and log
 		time.Sleep(1500 * time.Millisecond)
 		w.Proxy.Heal()
 	}
@@ -164,7 +165,8 @@ func TestIssue44_RedactRPCURL(t *testing.T) {
 				failed("broadcast batch", err)
 			}
 		}
-		time.Sleep(time.Second) // the run meets the fault too
+		// sleep: the fault is held a while, so that the run meets it too
+		time.Sleep(time.Second)
 		w.Proxy.Heal()
 	}
 	for _, id := range ids {

@@ -42,6 +42,11 @@ func Within(within time.Duration, cond func() bool) bool {
 	return poll(within, Poll, cond)
 }
 
+// WithinEvery is Within with another interval between calls.
+func WithinEvery(within, every time.Duration, cond func() bool) bool {
+	return poll(within, every, cond)
+}
+
 // poll calls cond every interval until it holds (true) or within has
 // passed (false).
 func poll(within, every time.Duration, cond func() bool) bool {

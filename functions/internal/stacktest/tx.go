@@ -73,3 +73,42 @@ func (w *World) WaitState(t testing.TB, id string, want txm.State, within time.D
 		return s == string(want) && !pending
 	})
 }
+
+// ChainLeaseToken reads the fencing token of signer's chain lease. It
+// touches no testing.T, so a node's hook may call it.
+func (w *World) ChainLeaseToken(signer common.Address) (int64, error) {
+	var token int64
+	err := w.DB.Pool.QueryRow(context.Background(), `SELECT fencing_token FROM signer_lease WHERE signer = $1 AND scope = 'chain'`,
+		txm.CanonicalAddress(signer)).Scan(&token)
+	return token, err
+}
+
+// StallUntilTakenOver freezes n as a process that stops running would be,
+// from one of its hooks: its lease renewals are held back, stalled is
+// closed, and it stays frozen until another has taken signer's chain lease
+// over (a higher token; at most 20s); then it runs on.
+func (w *World) StallUntilTakenOver(n *Node, signer common.Address, stalled chan<- struct{}) {
+	n.Leases.Pause()
+	defer n.Leases.Unpause()
+	held, err := w.ChainLeaseToken(signer)
+	close(stalled)
+	if err != nil {
+		return
+	}
+	testsupport.Within(20*time.Second, func() bool {
+		now, err := w.ChainLeaseToken(signer)
+		return err == nil && now > held
+	})
+}
+
+// WaitListening waits until a session of the world's database listens for
+// completions: a long poll of a node's feed is waiting.
+func (w *World) WaitListening(t testing.TB) {
+	t.Helper()
+	testsupport.Eventually(t, 20*time.Second, "a long poll to wait (a session listening for completions)", func() bool {
+		var n int
+		require.NoError(t, w.DB.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND query ILIKE 'LISTEN %'`).Scan(&n))
+		return n > 0
+	})
+}
