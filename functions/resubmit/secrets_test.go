@@ -18,6 +18,7 @@ import (
 	"github.com/txfence/txfence/shared/evm"
 	"github.com/txfence/txfence/shared/evm/evmtest"
 	"github.com/txfence/txfence/shared/evm/rpcproxy"
+	"github.com/txfence/txfence/shared/testsupport"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -43,9 +44,9 @@ func TestIssue11_SecretsRedacted(t *testing.T) {
 		{RPCError: &rpcproxy.RPCError{Code: -32603, Message: "internal error"}},
 		{Delay: 3 * time.Second},
 	} {
+		seen := len(w.Proxy.Calls())
 		w.Proxy.FailAll(f)
-		// sleep: a fault held for a period, which the running services meet and log
-		time.Sleep(1500 * time.Millisecond)
+		testsupport.Eventually(t, 20*time.Second, "the run to meet the fault", func() bool { return len(w.Proxy.Calls()) > seen })
 		w.Proxy.Heal()
 	}
 	for _, id := range ids {
@@ -165,8 +166,8 @@ func TestIssue44_RedactRPCURL(t *testing.T) {
 				failed("broadcast batch", err)
 			}
 		}
-		// sleep: the fault is held a while, so that the run meets it too
-		time.Sleep(time.Second)
+		seen := len(w.Proxy.Calls())
+		testsupport.Eventually(t, 20*time.Second, "the run to meet the fault too", func() bool { return len(w.Proxy.Calls()) > seen })
 		w.Proxy.Heal()
 	}
 	for _, id := range ids {
