@@ -24,10 +24,8 @@ import (
 
 	"github.com/txfence/txfence/functions/internal/browsertest"
 	"github.com/txfence/txfence/functions/internal/stacktest"
-	"github.com/txfence/txfence/shared/auth"
 	"github.com/txfence/txfence/shared/config"
 	"github.com/txfence/txfence/shared/evm/evmtest"
-	"github.com/txfence/txfence/shared/postgres"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -63,22 +61,6 @@ func poor(t testing.TB, w *stacktest.World, i int) common.Address {
 	require.NoError(t, err)
 	w.Chain.Commit()
 	return k.Address
-}
-
-// apiKey creates an API key for principal with a policy of roles on every
-// signer, as the admin command does.
-func apiKey(t testing.TB, w *stacktest.World, principal string, roles ...txm.Role) string {
-	t.Helper()
-	ctx := context.Background()
-	keys, err := postgres.NewAPIKeys(w.DB.Pool)
-	require.NoError(t, err)
-	pols, err := postgres.NewPolicies(w.DB.Pool)
-	require.NoError(t, err)
-	key, id, hash := auth.NewAPIKey()
-	require.NoError(t, keys.CreateAPIKey(ctx, txm.APIKey{ID: id, Principal: principal, Hash: hash, CreatedBy: "test"}))
-	_, err = pols.PutPolicy(ctx, txm.Policy{Principal: principal, Roles: roles, AllSigners: true}, "test")
-	require.NoError(t, err)
-	return key
 }
 
 // signIn opens the console and gives it token as an operator would.
@@ -225,7 +207,7 @@ func TestIssue14_CancelFromPage(t *testing.T) {
 	for i := 1; i <= 3; i++ {
 		later = append(later, a.CreateTx(t, stacktest.Transfer(poorSigner, big.NewInt(int64(i)))).ID)
 	}
-	admin := apiKey(t, w, "ops@example.com", txm.RoleAdmin)
+	admin := w.APIKey(t, txm.Policy{Principal: "ops@example.com", Roles: []txm.Role{txm.RoleAdmin}, AllSigners: true})
 
 	// The operator has the transaction open before it goes STUCK.
 	ctx := browsertest.New(t)
@@ -290,8 +272,8 @@ func TestIssue14_ReaderNoActions(t *testing.T) {
 	w := stacktest.NewWorld(t, 1, keyed)
 	a := w.Node(t, "a")
 	tx := a.CreateTx(t, stacktest.Transfer(w.Keys[0].Address, big.NewInt(1))) // ALLOCATED: every action would be allowed
-	reader := apiKey(t, w, "dashboards@example.com", txm.RoleReader)
-	admin := apiKey(t, w, "ops@example.com", txm.RoleAdmin)
+	reader := w.APIKey(t, txm.Policy{Principal: "dashboards@example.com", Roles: []txm.Role{txm.RoleReader}, AllSigners: true})
+	admin := w.APIKey(t, txm.Policy{Principal: "ops@example.com", Roles: []txm.Role{txm.RoleAdmin}, AllSigners: true})
 
 	ctx := browsertest.New(t)
 	// Under /Api, as the function server mounts the API locally: the page
