@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -77,4 +78,16 @@ func TestSleepScope(t *testing.T) {
 	assert.True(t, testsupport.IsTestSupport("shared/testsupport"))
 	assert.False(t, testsupport.IsTestSupport("emulator/cmd/benchpipe"))
 	assert.False(t, testsupport.IsTestSupport("shared/app"))
+}
+
+// TestWithin: a condition that comes to hold is met in time; one that
+// never does is given up on once the time is out, not before.
+func TestWithin(t *testing.T) {
+	t.Parallel()
+	calls := 0
+	assert.True(t, testsupport.Within(time.Second, func() bool { calls++; return calls == 3 }))
+	assert.Equal(t, 3, calls)
+	start := time.Now()
+	assert.False(t, testsupport.WithinEvery(50*time.Millisecond, time.Millisecond, func() bool { return false }))
+	assert.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond)
 }

@@ -1,7 +1,8 @@
 // Package testsupport holds the test helpers that packages of every layer
 // share: waiting on a condition instead of sleeping, a buffer a process
 // writes while the test reads it, the module's root, a URL nothing listens
-// on. It imports no package of txfence, so that any test may use it.
+// on; and the check that no test sleeps in the hope that something is done.
+// It imports no package of txfence, so that any test may use it.
 package testsupport
 
 import (
@@ -15,43 +16,43 @@ import (
 	"time"
 )
 
-// Poll is how often Eventually and Never look at their condition.
-const Poll = 10 * time.Millisecond
+// every is how often Eventually, Within and Never look at their condition.
+const every = 10 * time.Millisecond
 
-// Eventually calls cond until it holds, every Poll, and fails the test
+// Eventually calls cond until it holds, every 10 ms, and fails the test
 // (naming what it waited for) if it does not hold within. cond runs on the
 // test's goroutine, so it may use require.
 func Eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	EventuallyEvery(t, within, Poll, what, cond)
+	EventuallyEvery(t, within, every, what, cond)
 }
 
 // EventuallyEvery is Eventually with another interval between calls, for a
 // condition that is costly to evaluate.
-func EventuallyEvery(t testing.TB, within, every time.Duration, what string, cond func() bool) {
+func EventuallyEvery(t testing.TB, within, interval time.Duration, what string, cond func() bool) {
 	t.Helper()
-	if !poll(within, every, cond) {
+	if !poll(within, interval, cond) {
 		t.Fatalf("timed out after %s waiting for %s", within, what)
 	}
 }
 
-// Within calls cond until it holds, every Poll, for at most within, and
+// Within calls cond until it holds, every 10 ms, for at most within, and
 // reports whether it held. It does not touch a testing.T, so a goroutine
 // other than the test's may use it.
 func Within(within time.Duration, cond func() bool) bool {
-	return poll(within, Poll, cond)
+	return poll(within, every, cond)
 }
 
 // WithinEvery is Within with another interval between calls.
-func WithinEvery(within, every time.Duration, cond func() bool) bool {
-	return poll(within, every, cond)
+func WithinEvery(within, interval time.Duration, cond func() bool) bool {
+	return poll(within, interval, cond)
 }
 
 // poll calls cond every interval until it holds (true) or within has
 // passed (false).
-func poll(within, every time.Duration, cond func() bool) bool {
+func poll(within, interval time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(within)
-	tick := time.NewTicker(every)
+	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for !cond() {
 		if time.Now().After(deadline) {
@@ -62,14 +63,14 @@ func poll(within, every time.Duration, cond func() bool) bool {
 	return true
 }
 
-// Never checks, every Poll for the whole of during, that cond does not
+// Never checks, every 10 ms for the whole of during, that cond does not
 // hold, and fails the test (naming what must not happen) as soon as it
 // does. It is for a negative check whose only evidence is that nothing
 // happens in a window, where there is no later event to wait on.
 func Never(t testing.TB, during time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(during)
-	tick := time.NewTicker(Poll)
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
 		if cond() {
@@ -79,19 +80,6 @@ func Never(t testing.TB, during time.Duration, what string, cond func() bool) {
 			return
 		}
 		<-tick.C
-	}
-}
-
-// Receive waits within for a value on ch and returns it, failing the test
-// (naming what it waited for) if none comes.
-func Receive[T any](t testing.TB, within time.Duration, what string, ch <-chan T) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(within):
-		t.Fatalf("timed out after %s waiting for %s", within, what)
-		panic("unreachable")
 	}
 }
 
@@ -143,9 +131,4 @@ func DeadURL(t testing.TB) string {
 		t.Fatalf("close: %v", err)
 	}
 	return "http://" + addr
-}
-
-// Env is a lookup function (as os.LookupEnv) over m.
-func Env(m map[string]string) func(string) (string, bool) {
-	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 }
