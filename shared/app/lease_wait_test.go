@@ -113,13 +113,13 @@ func TestWithChainLease_DrainsLeaveAWantedLeaseToItsWaiter(t *testing.T) {
 	key := txm.LeaseKey{ChainID: 1337, Signer: common.HexToAddress("0x7"), Scope: txm.ScopeChain}
 
 	var drains sync.WaitGroup
-	var ran atomic.Int64
+	var drained atomic.Int64
 	for i := range 3 {
 		drains.Go(func() {
 			for ctx.Err() == nil {
 				_ = withChainLease(ctx, leases, key, fmt.Sprintf("drain-%d", i), awaitIt, time.Second, logging.Discard(),
 					func(txm.Lease, *leaseKeeper) error {
-						ran.Add(1)
+						drained.Add(1)
 						// sleep: a drain's work holds the lease this long, so that the others queue behind it
 						time.Sleep(30 * time.Millisecond)
 						return nil
@@ -127,7 +127,7 @@ func TestWithChainLease_DrainsLeaveAWantedLeaseToItsWaiter(t *testing.T) {
 			}
 		})
 	}
-	testsupport.Eventually(t, 10*time.Second, "the drains to be taking the lease one after another", func() bool { return ran.Load() >= 3 })
+	testsupport.Eventually(t, 10*time.Second, "the drains to be taking the lease one after another", func() bool { return drained.Load() >= 3 })
 	for i := range 5 {
 		ran := false
 		err := withChainLease(context.Background(), leases, key, fmt.Sprintf("finality-%d", i), wantIt, time.Second, logging.Discard(),
