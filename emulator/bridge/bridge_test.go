@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -23,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/txfence/txfence/shared/pubsub/pubsubtest"
+	"github.com/txfence/txfence/shared/testsupport"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -94,6 +94,21 @@ func (e *env) publish(t *testing.T, data string, attrs map[string]string) string
 	return id
 }
 
+// waitAcked waits until Pub/Sub holds every one of ids acknowledged, after
+// which it redelivers none of them: what a test that counts deliveries
+// must wait for before it counts.
+func (e *env) waitAcked(t *testing.T, ids ...string) {
+	t.Helper()
+	testsupport.Eventually(t, 20*time.Second, fmt.Sprintf("Pub/Sub to hold %d message(s) acknowledged", len(ids)), func() bool {
+		for _, id := range ids {
+			if m := e.ps.Fake.Message(id); m == nil || m.Acks == 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // publishN publishes n messages concurrently and returns their ids.
 func (e *env) publishN(t *testing.T, n int) []string {
 	t.Helper()
@@ -145,6 +160,7 @@ func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	r.maxIn = max(r.maxIn, r.inFlight)
 	r.mu.Unlock()
 	if r.delay > 0 {
+		// sleep: a slow endpoint's answer, so that deliveries overlap
 		time.Sleep(r.delay)
 	}
 	r.mu.Lock()
@@ -171,16 +187,6 @@ func (r *recorder) snapshot() (map[string]int, int) {
 func (r *recorder) calls() int {
 	_, n := r.snapshot()
 	return n
-}
-
-// deadURL returns the URL of a port nothing listens on any more.
-func deadURL(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return "http://" + addr + "/Submit"
 }
 
 // prompt mirrors event.Prompt in functions/internal/event, which this
@@ -249,7 +255,7 @@ func TestBridge_DeliversCloudEvent(t *testing.T) {
 	before := time.Now()
 	id := e.publish(t, `{"chainId":1337,"signer":"0x00000000000000000000000000000000000000a1"}`, map[string]string{"outbox_id": "7"})
 	require.Eventually(t, func() bool { return b.Stats().Delivered == 1 }, 5*time.Second, 10*time.Millisecond)
-	time.Sleep(200 * time.Millisecond) // a redelivery would land here
+	e.waitAcked(t, id)
 	require.NoError(t, stop())
 
 	mu.Lock()
@@ -345,7 +351,7 @@ func TestBridge_RetriesThenAcks(t *testing.T) {
 
 	id := e.publish(t, "x", nil)
 	require.Eventually(t, func() bool { return b.Stats().Delivered == 1 }, 5*time.Second, 10*time.Millisecond)
-	time.Sleep(300 * time.Millisecond) // a redelivery would land here
+	e.waitAcked(t, id)
 	require.NoError(t, stop())
 
 	got, total := rec.snapshot()
@@ -363,13 +369,13 @@ func TestBridge_FailsOverDeadEndpoint(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	rec, live := newRecorder(t, nil)
-	b := e.newBridge(t, fastOpts(), deadURL(t), live)
+	b := e.newBridge(t, fastOpts(), testsupport.DeadURL(t)+"/Submit", live)
 	stop := run(t, b)
 
 	const n = 20
 	ids := e.publishN(t, n)
 	require.Eventually(t, func() bool { return b.Stats().Delivered == n }, 10*time.Second, 10*time.Millisecond)
-	time.Sleep(200 * time.Millisecond)
+	e.waitAcked(t, ids...)
 	require.NoError(t, stop())
 
 	got, total := rec.snapshot()
@@ -419,7 +425,7 @@ func TestBridge_DeadLetters(t *testing.T) {
 	dead, err := e.ps.Pull(ctx, "dead-sub", 10, 5*time.Second)
 	require.NoError(t, err)
 	require.Len(t, dead, 1)
-	time.Sleep(200 * time.Millisecond) // a redelivery would land here
+	e.waitAcked(t, id)
 	require.NoError(t, stop())
 
 	assert.Equal(t, "poison", string(dead[0].Data))
@@ -447,9 +453,9 @@ func TestBridge_DropsWithoutDeadLetterTopic(t *testing.T) {
 	b := e.newBridge(t, opts, endpoint)
 	stop := run(t, b)
 
-	e.publish(t, "poison", nil)
+	id := e.publish(t, "poison", nil)
 	require.Eventually(t, func() bool { return b.Stats().DeadLettered == 1 }, 5*time.Second, 10*time.Millisecond)
-	time.Sleep(200 * time.Millisecond)
+	e.waitAcked(t, id)
 	require.NoError(t, stop())
 	assert.Equal(t, 2, rec.calls())
 
@@ -471,7 +477,7 @@ func TestBridge_DeliversManyExactlyOnce(t *testing.T) {
 	const n = 100
 	ids := e.publishN(t, n)
 	require.Eventually(t, func() bool { return b.Stats().Delivered == n }, 20*time.Second, 10*time.Millisecond)
-	time.Sleep(300 * time.Millisecond) // redeliveries would land here
+	e.waitAcked(t, ids...)
 	require.NoError(t, stop())
 
 	got, total := rec.snapshot()

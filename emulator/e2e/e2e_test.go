@@ -27,6 +27,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/txfence/txfence/emulator/stack"
+	"github.com/txfence/txfence/shared/testsupport"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -35,17 +36,10 @@ func build(t *testing.T, dir, pkg, name string) string {
 	t.Helper()
 	out := filepath.Join(dir, name)
 	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Dir = moduleRoot(t)
+	cmd.Dir = testsupport.ModuleRoot(t)
 	b, err := cmd.CombinedOutput()
 	require.NoError(t, err, "go build %s: %s", pkg, b)
 	return out
-}
-
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	require.NoError(t, err)
-	return filepath.Dir(strings.TrimSpace(string(out)))
 }
 
 type txView struct {
@@ -125,6 +119,7 @@ func TestIssue6_EndToEnd(t *testing.T) {
 					t.Errorf("create %s: %d %s %v", rid, status, raw, err)
 					return
 				}
+				// sleep: a client's pause before it retries, as a real one's
 				time.Sleep(100 * time.Millisecond)
 			}
 			if sent.Add(1) == int64(total/2) && killed.CompareAndSwap(false, true) {
@@ -132,6 +127,7 @@ func TestIssue6_EndToEnd(t *testing.T) {
 				require.NoError(t, s.Kill(1))
 			}
 		}(i)
+		// sleep: the creates come 5 ms apart, so that the kill lands in the middle of the traffic
 		time.Sleep(5 * time.Millisecond)
 	}
 	wg.Wait()
@@ -141,25 +137,20 @@ func TestIssue6_EndToEnd(t *testing.T) {
 	pool, err := pgxpool.New(ctx, s.DatabaseURL)
 	require.NoError(t, err)
 	defer pool.Close()
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
+	if !testsupport.WithinEvery(3*time.Minute, 500*time.Millisecond, func() bool {
 		var confirmed int
 		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM managed_tx WHERE state = 'CONFIRMED'`).Scan(&confirmed))
-		if confirmed == total {
-			break
+		return confirmed == total
+	}) {
+		rows, _ := pool.Query(ctx, `SELECT state, count(*) FROM managed_tx GROUP BY state`)
+		states := map[string]int{}
+		for rows.Next() {
+			var st string
+			var n int
+			_ = rows.Scan(&st, &n)
+			states[st] = n
 		}
-		if time.Now().After(deadline) {
-			rows, _ := pool.Query(ctx, `SELECT state, count(*) FROM managed_tx GROUP BY state`)
-			states := map[string]int{}
-			for rows.Next() {
-				var st string
-				var n int
-				_ = rows.Scan(&st, &n)
-				states[st] = n
-			}
-			t.Fatalf("not all confirmed: %v", states)
-		}
-		time.Sleep(500 * time.Millisecond)
+		t.Fatalf("not all confirmed: %v", states)
 	}
 
 	// Invariants over every row.
@@ -292,14 +283,16 @@ wait:
 	resp.Body.Close()
 	require.Equal(t, http.StatusAccepted, resp.StatusCode)
 
-	deadline := time.Now().Add(60 * time.Second)
-	for tx.State != txm.StateConfirmed {
-		require.True(t, time.Now().Before(deadline), "not confirmed in time; last state %s", tx.State)
-		time.Sleep(300 * time.Millisecond)
+	confirmed := testsupport.WithinEvery(60*time.Second, 300*time.Millisecond, func() bool {
+		if tx.State == txm.StateConfirmed {
+			return true
+		}
 		resp := call(http.MethodGet, api+"/v1/transactions/"+tx.ID, nil)
 		require.NoError(t, json.NewDecoder(resp.Body).Decode(&tx))
 		resp.Body.Close()
-	}
+		return tx.State == txm.StateConfirmed
+	})
+	require.True(t, confirmed, "not confirmed in time; last state %s", tx.State)
 	resp = call(http.MethodGet, api+"/v1/completions?after=0&wait=5s", nil)
 	var page struct {
 		Items []completion `json:"items"`

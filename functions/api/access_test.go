@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/txfence/txfence/shared/config"
+	"github.com/txfence/txfence/shared/testsupport"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -235,10 +236,16 @@ func TestIssue44_SenderNotReader(t *testing.T) {
 	// that, then its own does.
 	head := writeCompletion(t, s.bundle, tx2.tx.ID)
 	got := make(chan []string, 1)
+	latest := s.feedLatest.Load()
 	go func() { got <- s.feedIDs(t, one, fmt.Sprintf("after=%d&wait=20s", head)) }()
-	time.Sleep(500 * time.Millisecond) // the poll waits, the listener knows the head
+	testsupport.Eventually(t, 20*time.Second, "the poll to wait and the listener to know the head", func() bool {
+		return s.feedLatest.Load() > latest
+	})
+	reads := s.feedReads.Load()
 	writeCompletion(t, s.bundle, tx2.tx.ID)
-	time.Sleep(300 * time.Millisecond)
+	testsupport.Eventually(t, 20*time.Second, "the listener to read the other's outcome", func() bool {
+		return s.feedReads.Load() > reads
+	})
 	writeCompletion(t, s.bundle, tx1.tx.ID)
 	select {
 	case ids := <-got:

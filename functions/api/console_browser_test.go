@@ -24,11 +24,8 @@ import (
 
 	"github.com/txfence/txfence/functions/internal/browsertest"
 	"github.com/txfence/txfence/functions/internal/stacktest"
-	"github.com/txfence/txfence/shared/app"
-	"github.com/txfence/txfence/shared/auth"
 	"github.com/txfence/txfence/shared/config"
 	"github.com/txfence/txfence/shared/evm/evmtest"
-	"github.com/txfence/txfence/shared/postgres"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -48,33 +45,8 @@ func artifact(t *testing.T, name string, data []byte) string {
 	return p
 }
 
-// lively are timings that let a test see minutes of a deployment's life in
-// seconds (as the liveness tests use).
-func lively(c *config.Config) {
-	c.BumpAfter = 300 * time.Millisecond
-	c.ResubmitInterval = 300 * time.Millisecond
-	c.RetryBackoffMin, c.RetryBackoffMax = 100*time.Millisecond, 400*time.Millisecond
-	c.StuckAfter = time.Minute
-	c.StaleReceiptTimeout = 300 * time.Millisecond
-	c.Confirmations = 2
-	c.FinalityInterval = 50 * time.Millisecond
-}
-
 // keyed closes the API as deployed: API keys only, no development mode.
 func keyed(c *config.Config) { c.Auth.Methods = []string{"apikey"} }
-
-var dead = common.HexToAddress("0x000000000000000000000000000000000000dEaD")
-
-func transfer(signer common.Address, value *big.Int) *txm.Request {
-	return &txm.Request{ChainID: evmtest.ChainID, From: signer, To: &dead, Value: value, GasLimit: 21000}
-}
-
-func create(t testing.TB, n *stacktest.Node, r *txm.Request) *txm.Tx {
-	t.Helper()
-	c, err := n.Create.Execute(context.Background(), app.DevPrincipal, r)
-	require.NoError(t, err)
-	return c.Tx
-}
 
 // poor leaves keys[i] with about one ether, so that a 2-ether transfer
 // from it goes STUCK insufficient_funds (a funding dip).
@@ -89,47 +61,6 @@ func poor(t testing.TB, w *stacktest.World, i int) common.Address {
 	require.NoError(t, err)
 	w.Chain.Commit()
 	return k.Address
-}
-
-func txState(t testing.TB, w *stacktest.World, id string) (state, sub string) {
-	t.Helper()
-	var s *string
-	require.NoError(t, w.DB.Pool.QueryRow(context.Background(), `SELECT state, sub_state FROM managed_tx WHERE id = $1`, id).Scan(&state, &s))
-	if s != nil {
-		sub = *s
-	}
-	return state, sub
-}
-
-func waitState(t testing.TB, w *stacktest.World, id string, want txm.State, within time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		s, _ := txState(t, w, id)
-		if s == string(want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			require.Failf(t, "timed out", "tx %s is %s, want %s", id, s, want)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// apiKey creates an API key for principal with a policy of roles on every
-// signer, as the admin command does.
-func apiKey(t testing.TB, w *stacktest.World, principal string, roles ...txm.Role) string {
-	t.Helper()
-	ctx := context.Background()
-	keys, err := postgres.NewAPIKeys(w.DB.Pool)
-	require.NoError(t, err)
-	pols, err := postgres.NewPolicies(w.DB.Pool)
-	require.NoError(t, err)
-	key, id, hash := auth.NewAPIKey()
-	require.NoError(t, keys.CreateAPIKey(ctx, txm.APIKey{ID: id, Principal: principal, Hash: hash, CreatedBy: "test"}))
-	_, err = pols.PutPolicy(ctx, txm.Policy{Principal: principal, Roles: roles, AllSigners: true}, "test")
-	require.NoError(t, err)
-	return key
 }
 
 // signIn opens the console and gives it token as an operator would.
@@ -194,25 +125,25 @@ GROUP BY c.signer, c.next_nonce`)
 // a screenshot is saved as an artifact (and, with TXFENCE_UPDATE_DOCS=1,
 // as docs/console.png).
 func TestIssue14_SignersView(t *testing.T) {
-	w := stacktest.NewWorld(t, 3, lively)
+	w := stacktest.NewWorld(t, 3, stacktest.Lively)
 	a := w.Node(t, "a")
 	poorSigner := poor(t, w, 1)
-	stuck := create(t, a, transfer(poorSigner, big.NewInt(2*params.Ether)))
-	waiting := []string{create(t, a, transfer(poorSigner, big.NewInt(1))).ID, create(t, a, transfer(poorSigner, big.NewInt(2))).ID}
+	stuck := a.CreateTx(t, stacktest.Transfer(poorSigner, big.NewInt(2*params.Ether)))
+	waiting := []string{a.CreateTx(t, stacktest.Transfer(poorSigner, big.NewInt(1))).ID, a.CreateTx(t, stacktest.Transfer(poorSigner, big.NewInt(2))).ID}
 	var others []string
 	for _, k := range []int{0, 2} {
 		for i := 1; i <= 3; i++ {
-			others = append(others, create(t, a, transfer(w.Keys[k].Address, big.NewInt(int64(i)))).ID)
+			others = append(others, a.CreateTx(t, stacktest.Transfer(w.Keys[k].Address, big.NewInt(int64(i)))).ID)
 		}
 	}
 	stop := w.Run(t, []*stacktest.Node{a}, stacktest.RunOptions{})
 	defer stop()
-	waitState(t, w, stuck.ID, txm.StateStuck, 20*time.Second)
+	w.WaitState(t, stuck.ID, txm.StateStuck, 20*time.Second)
 	for _, id := range others {
-		waitState(t, w, id, txm.StateConfirmed, 30*time.Second)
+		w.WaitState(t, id, txm.StateConfirmed, 30*time.Second)
 	}
 	for _, id := range waiting {
-		s, _ := txState(t, w, id)
+		s, _ := w.TxState(t, id)
 		require.Equal(t, string(txm.StateAllocated), s, "nonces behind the stuck one wait")
 	}
 
@@ -268,15 +199,15 @@ func TestIssue14_CancelFromPage(t *testing.T) {
 	// hundred milliseconds, and a cancel is a replacement too: with the
 	// default budget of 15 the cancel could find it spent ("fee cap
 	// reached") on a loaded machine.
-	w := stacktest.NewWorld(t, 2, lively, keyed, func(c *config.Config) { c.MaxBumps = 1000 })
+	w := stacktest.NewWorld(t, 2, stacktest.Lively, keyed, func(c *config.Config) { c.MaxBumps = 1000 })
 	a := w.Node(t, "a")
 	poorSigner := poor(t, w, 1)
-	stuck := create(t, a, transfer(poorSigner, big.NewInt(2*params.Ether)))
+	stuck := a.CreateTx(t, stacktest.Transfer(poorSigner, big.NewInt(2*params.Ether)))
 	var later []string
 	for i := 1; i <= 3; i++ {
-		later = append(later, create(t, a, transfer(poorSigner, big.NewInt(int64(i)))).ID)
+		later = append(later, a.CreateTx(t, stacktest.Transfer(poorSigner, big.NewInt(int64(i)))).ID)
 	}
-	admin := apiKey(t, w, "ops@example.com", txm.RoleAdmin)
+	admin := w.APIKey(t, txm.Policy{Principal: "ops@example.com", Roles: []txm.Role{txm.RoleAdmin}, AllSigners: true})
 
 	// The operator has the transaction open before it goes STUCK.
 	ctx := browsertest.New(t)
@@ -285,7 +216,7 @@ func TestIssue14_CancelFromPage(t *testing.T) {
 	browsertest.Poll(t, ctx, "the transaction's page", `document.querySelector('#tx-state')?.dataset.state === 'ALLOCATED'`, 10*time.Second)
 	stop := w.Run(t, []*stacktest.Node{a}, stacktest.RunOptions{})
 	defer stop()
-	waitState(t, w, stuck.ID, txm.StateStuck, 20*time.Second)
+	w.WaitState(t, stuck.ID, txm.StateStuck, 20*time.Second)
 	browsertest.Poll(t, ctx, "the page to show it STUCK", `document.querySelector('#tx-state')?.dataset.state === 'STUCK'`, 15*time.Second)
 	browsertest.Run(t, ctx, 15*time.Second,
 		chromedp.WaitVisible(`button[data-action="cancel"]`, chromedp.ByQuery),
@@ -313,11 +244,11 @@ func TestIssue14_CancelFromPage(t *testing.T) {
 	browsertest.Poll(t, ctx, "the outcome of the action", `document.getElementById('outcome').textContent.startsWith('Cancel done')`, 10*time.Second)
 	assert.Equal(t, "yes", browsertest.Eval[string](t, ctx, `window.__loadedOnce`), "the page was not reloaded")
 
-	state, sub := txState(t, w, stuck.ID)
+	state, sub := w.TxState(t, stuck.ID)
 	assert.Equal(t, "FAILED_FINAL", state)
 	assert.Equal(t, txm.SubStateCancelled, sub)
 	for _, id := range later {
-		waitState(t, w, id, txm.StateConfirmed, 30*time.Second)
+		w.WaitState(t, id, txm.StateConfirmed, 30*time.Second)
 	}
 	var actor, reason string
 	require.NoError(t, w.DB.Pool.QueryRow(context.Background(), `SELECT actor, reason FROM tx_action WHERE tx_id = $1`, stuck.ID).Scan(&actor, &reason))
@@ -340,9 +271,9 @@ func TestIssue14_CancelFromPage(t *testing.T) {
 func TestIssue14_ReaderNoActions(t *testing.T) {
 	w := stacktest.NewWorld(t, 1, keyed)
 	a := w.Node(t, "a")
-	tx := create(t, a, transfer(w.Keys[0].Address, big.NewInt(1))) // ALLOCATED: every action would be allowed
-	reader := apiKey(t, w, "dashboards@example.com", txm.RoleReader)
-	admin := apiKey(t, w, "ops@example.com", txm.RoleAdmin)
+	tx := a.CreateTx(t, stacktest.Transfer(w.Keys[0].Address, big.NewInt(1))) // ALLOCATED: every action would be allowed
+	reader := w.APIKey(t, txm.Policy{Principal: "dashboards@example.com", Roles: []txm.Role{txm.RoleReader}, AllSigners: true})
+	admin := w.APIKey(t, txm.Policy{Principal: "ops@example.com", Roles: []txm.Role{txm.RoleAdmin}, AllSigners: true})
 
 	ctx := browsertest.New(t)
 	// Under /Api, as the function server mounts the API locally: the page

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/txfence/txfence/shared/config"
+	"github.com/txfence/txfence/shared/testsupport"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -268,13 +269,11 @@ CREATE TRIGGER stall_allocation BEFORE INSERT ON managed_tx
 	entered := make(chan struct{})
 	go func() {
 		defer close(entered)
-		for {
+		testsupport.Within(time.Minute, func() bool {
 			var fired bool
-			if err := b.db.Pool.QueryRow(ctx, `SELECT is_called FROM stall_once`).Scan(&fired); err != nil || fired {
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			err := b.db.Pool.QueryRow(ctx, `SELECT is_called FROM stall_once`).Scan(&fired)
+			return err != nil || fired
+		})
 	}()
 	type sent struct {
 		requestID string
@@ -388,11 +387,13 @@ func TestIssue3_ChainSyncExpires(t *testing.T) {
 	r = b.create(t, b.insts[1], transfer(signer, 1, ""))
 	require.EqualValues(t, 6, r.tx.Nonce, "the cached sync is still fresh")
 	calls := b.chain.pendingCalls.Load()
+	// sleep: the cached sync must grow older than NonceStateTimeout; that it is then asked again, once, is under test
 	time.Sleep(1600 * time.Millisecond)
 	r = b.create(t, b.insts[1], transfer(signer, 1, ""))
 	assert.EqualValues(t, 40, r.tx.Nonce, "a stale sync asks the chain, which is ahead")
 	assert.Equal(t, calls+1, b.chain.pendingCalls.Load())
 	b.chain.setPending(signer, 3) // a chain behind the cursor never moves it back
+	// sleep: again past NonceStateTimeout, so that the chain is asked
 	time.Sleep(1600 * time.Millisecond)
 	r = b.create(t, b.insts[0], transfer(signer, 1, ""))
 	assert.EqualValues(t, 41, r.tx.Nonce)

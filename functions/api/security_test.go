@@ -20,6 +20,7 @@ import (
 	"github.com/txfence/txfence/shared/auth/authtest"
 	"github.com/txfence/txfence/shared/config"
 	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/shared/testsupport"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -221,7 +222,10 @@ func TestIssue11_Authorization(t *testing.T) {
 
 	// A reader of one signer sees nothing of another's.
 	s.put(t, txm.Policy{Principal: readerEmail, Roles: []txm.Role{txm.RoleReader}, Signers: []common.Address{other}})
-	time.Sleep(5100 * time.Millisecond) // the policy cache's time to live
+	testsupport.EventuallyEvery(t, 20*time.Second, 100*time.Millisecond, "the reader's new policy to be in effect (the policy cache's time to live)",
+		func() bool {
+			return s.do(t, s.insts[0], http.MethodGet, "/v1/signers/"+granted.Hex()+"?chainId=1337", nil, s.bearer(readerEmail)...).status == http.StatusForbidden
+		})
 	got := s.do(t, s.insts[0], http.MethodGet, "/v1/transactions/"+r.tx.ID, nil, s.bearer(readerEmail)...)
 	assert.Equal(t, http.StatusNotFound, got.status, "another signer's transaction does not exist for this reader")
 	got = s.do(t, s.insts[0], http.MethodGet, "/v1/signers/"+granted.Hex()+"?chainId=1337", nil, s.bearer(readerEmail)...)
@@ -319,6 +323,7 @@ func TestIssue11_LongPollCost(t *testing.T) {
 	const writes = 5
 	for i := 0; i < writes; i++ {
 		writeCompletion(t, b, r.tx.ID)
+		// sleep: the writes come spread out, as outcomes do; the reads they cost is what is under test
 		time.Sleep(100 * time.Millisecond)
 	}
 	wg.Wait()
@@ -366,12 +371,12 @@ SELECT id, chain_id, signer, 'CONFIRMED' FROM managed_tx WHERE id = $1 RETURNING
 func waitQuiet(t testing.TB, n *atomic.Int64) {
 	t.Helper()
 	last, since := n.Load(), time.Now()
-	for time.Since(since) < time.Second {
-		time.Sleep(50 * time.Millisecond)
+	testsupport.EventuallyEvery(t, time.Minute, 50*time.Millisecond, "the count to stay still for a second", func() bool {
 		if v := n.Load(); v != last {
 			last, since = v, time.Now()
 		}
-	}
+		return time.Since(since) >= time.Second
+	})
 }
 
 // TestIssue11_PoisonedBatch: 50 concurrent creates over several signers
@@ -515,7 +520,14 @@ func TestCommitLost_WhileQueued(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, r.status, "%s", r.raw)
 	assert.False(t, strings.HasSuffix(r.prob.Type, "/outcome-unknown"), "the session was ended, so the outcome is known: %s", r.raw)
 	require.NoError(t, blocker.Rollback(ctx))
-	time.Sleep(500 * time.Millisecond) // what the queued call would need to commit
+	// Once no session of the database is running a statement or holding a
+	// transaction open, the queued call can commit nothing later.
+	testsupport.Eventually(t, 20*time.Second, "no other session to be at work in the database", func() bool {
+		var busy int
+		require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+			AND pid <> pg_backend_pid() AND state IN ('active', 'idle in transaction', 'idle in transaction (aborted)')`).Scan(&busy))
+		return busy == 0
+	})
 	var rows int
 	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM managed_tx WHERE value = 7`).Scan(&rows))
 	assert.Zero(t, rows, "answered 'nothing was written', and nothing was")

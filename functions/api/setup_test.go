@@ -105,6 +105,9 @@ type bundle struct {
 	authOpts []auth.Option
 	// feedReads counts the completions feed's database reads.
 	feedReads atomic.Int64
+	// feedLatest counts its reads of the newest seq, which a listener
+	// makes once it listens, before it answers long polls from memory.
+	feedLatest atomic.Int64
 	// mount, when set, is the path instances built from now on serve the
 	// API under (as the local stack's function server serves it at /Api).
 	mount string
@@ -203,10 +206,17 @@ func openPool(t testing.TB, dbcfg config.Database, url string) *pgxpool.Pool {
 	return db.Pool
 }
 
-// countingFeed counts the feed's reads, for the long-poll cost test.
+// countingFeed counts the feed's reads, for the long-poll cost test, and
+// its reads of the newest seq.
 type countingFeed struct {
 	txm.CompletionFeed
-	reads *atomic.Int64
+	reads, latest *atomic.Int64
+}
+
+func (c countingFeed) LatestCompletion(ctx context.Context) (int64, error) {
+	seq, err := c.CompletionFeed.LatestCompletion(ctx)
+	c.latest.Add(1)
+	return seq, err
 }
 
 func (c countingFeed) CompletionsAfter(ctx context.Context, after int64, limit int, f txm.CompletionFilter) ([]txm.Completion, error) {
@@ -215,7 +225,7 @@ func (c countingFeed) CompletionsAfter(ctx context.Context, after int64, limit i
 }
 
 func (b *bundle) countFeed(f txm.CompletionFeed) txm.CompletionFeed {
-	return countingFeed{CompletionFeed: f, reads: &b.feedReads}
+	return countingFeed{CompletionFeed: f, reads: &b.feedReads, latest: &b.feedLatest}
 }
 
 // response is a decoded API answer.

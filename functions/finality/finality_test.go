@@ -215,7 +215,7 @@ func TestIssue5_LongPollWakes(t *testing.T) {
 		_ = json.NewDecoder(resp.Body).Decode(&page)
 		done <- page.Items
 	}()
-	time.Sleep(300 * time.Millisecond)
+	w.WaitListening(t)
 	_, err := n.Finality.Pass(ctx)
 	require.NoError(t, err)
 	items := <-done
@@ -351,7 +351,8 @@ func TestIssue5_ReportedThenSuperseded(t *testing.T) {
 
 	w.Proxy.Before("eth_sendRawTransaction", nil)
 	w.MineAll(t, signer, 1)
-	time.Sleep(150 * time.Millisecond) // the stuck transaction's receipt check is now stale
+	// sleep: the stuck transaction's receipt check must grow stale (StaleReceiptTimeout) for the sweep to look again
+	time.Sleep(150 * time.Millisecond)
 	st, err := n.Finality.Pass(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 1, st.Mined, "the sweep picks up the receipt of a stale transaction")
@@ -382,7 +383,7 @@ func TestIssue5_LostLease(t *testing.T) {
 	var once sync.Once
 	stalled := make(chan struct{})
 	a.Finality.SetHooks(app.SweepHooks{BeforeWrite: func() {
-		once.Do(func() { a.Leases.Pause(); close(stalled); time.Sleep(time.Second); a.Leases.Unpause() })
+		once.Do(func() { w.StallUntilTakenOver(a, signer, stalled) })
 	}})
 	aErr := make(chan error, 1)
 	go func() { _, err := a.Finality.Pass(ctx); aErr <- err }()
@@ -782,7 +783,8 @@ func TestSweepFinality_ConfirmationsDoNotWaitForReceipts(t *testing.T) {
 	}
 	w.MineAll(t, signer, 5) // on chain; their receipts are not written yet
 	w.Mine(int(w.Cfg.Confirmations))
-	time.Sleep(150 * time.Millisecond) // the TRACKING ones are now stale
+	// sleep: the TRACKING ones must grow stale (StaleReceiptTimeout) for the sweep to look up their receipts
+	time.Sleep(150 * time.Millisecond)
 
 	w.Proxy.Fail("eth_getTransactionReceipt", -1, rpcproxy.Fault{Delay: 2 * time.Second})
 	done := make(chan app.PassStats, 1)
@@ -844,7 +846,8 @@ func TestSweepFinality_PassesFollowTheHead(t *testing.T) {
 		assert.NoError(t, err)
 		done <- st
 	}()
-	time.Sleep(500 * time.Millisecond) // the first pass, then polls of an unchanged head
+	// sleep: the first pass, then a window of polls of an unchanged head, which must start no pass (st.Signers below)
+	time.Sleep(500 * time.Millisecond)
 	require.Equal(t, map[string]int{"MINED": 3}, w.States(t), "not deep enough yet")
 	w.Mine(int(w.Cfg.Confirmations))
 	stacktest.WaitFor(t, "confirmed by a pass the new blocks started", func() bool {

@@ -21,6 +21,7 @@ import (
 	"github.com/txfence/txfence/shared/postgres"
 	"github.com/txfence/txfence/shared/pubsub"
 	"github.com/txfence/txfence/shared/pubsub/pubsubtest"
+	"github.com/txfence/txfence/shared/testsupport"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -290,7 +291,11 @@ func TestSweeper_MeasuresWhatWaits(t *testing.T) {
 	createMany(t, quiet, cfg.Signers[0].Address, 3)
 	fresh := unsent(t, db) - waiting
 	require.Positive(t, fresh)
-	time.Sleep(50 * time.Millisecond)
+	testsupport.Eventually(t, 10*time.Second, "the oldest unsent row to be 50 ms old", func() bool {
+		var old bool
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT min(created_at) <= clock_timestamp() - interval '50 milliseconds' FROM outbox`).Scan(&old))
+		return old
+	})
 
 	// A sweep that leaves them (too young for it) measures them all.
 	young, err := NewSweeper(relay, m, logging.Discard())

@@ -326,6 +326,7 @@ func TestCheckReceipts_FollowsTheHead(t *testing.T) {
 		}()
 	}
 	const waited = 20 * poll
+	// sleep: the checks wait this long; how many head calls they make in it is what is under test
 	time.Sleep(waited)
 	again, err := n.Receipts.Execute(ctx, chainID, w.Keys[0].Address)
 	require.NoError(t, err, "a prompt for a signer being checked is answered at once")

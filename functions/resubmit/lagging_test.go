@@ -14,6 +14,7 @@ import (
 	"github.com/txfence/txfence/functions/internal/stacktest"
 	"github.com/txfence/txfence/shared/config"
 	"github.com/txfence/txfence/shared/evm/rpcproxy"
+	"github.com/txfence/txfence/shared/testsupport"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -41,8 +42,8 @@ func TestIssue44_LaggingEndpoint(t *testing.T) {
 
 	// Another program takes the first nonce of the first signer.
 	key := w.Keys[0]
-	taken := create(t, a, &txm.Request{ChainID: stacktest.ChainID().Uint64(), From: key.Address, To: &dead, Value: big.NewInt(1), GasLimit: 21000})
-	_, err := w.Chain.SendAt(ctx, key.Key, taken.Nonce, dead, big.NewInt(42))
+	taken := a.CreateTx(t, &txm.Request{ChainID: stacktest.ChainID().Uint64(), From: key.Address, To: &stacktest.Dead, Value: big.NewInt(1), GasLimit: 21000})
+	_, err := w.Chain.SendAt(ctx, key.Key, taken.Nonce, stacktest.Dead, big.NewInt(42))
 	require.NoError(t, err)
 	w.Chain.Commit()
 
@@ -71,23 +72,20 @@ func TestIssue44_LaggingEndpoint(t *testing.T) {
 			n := []*stacktest.Node{a, b}[(round+i)%2]
 			ids = append(ids, n.Allocate(t, k.Address, 10)...)
 		}
+		// sleep: the transactions come a few at a time while blocks are made; the pacing is the load under test
 		time.Sleep(30 * time.Millisecond)
 	}
 
 	all := append([]string{taken.ID}, ids...)
-	deadline := time.Now().Add(4 * time.Minute)
-	for time.Now().Before(deadline) {
+	testsupport.WithinEvery(4*time.Minute, 200*time.Millisecond, func() bool {
 		st := w.States(t)
-		if st[string(txm.StateConfirmed)]+st[string(txm.StateFailedFinal)] == len(all) {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return st[string(txm.StateConfirmed)]+st[string(txm.StateFailedFinal)] == len(all)
+	})
 	stop()
 	st := w.States(t)
 	require.Equal(t, len(all), st[string(txm.StateConfirmed)]+st[string(txm.StateFailedFinal)], "every transaction ended: %v", st)
 
-	state, sub := txState(t, w, taken.ID)
+	state, sub := w.TxState(t, taken.ID)
 	assert.Equal(t, string(txm.StateFailedFinal), state)
 	assert.Equal(t, txm.SubStateNonceConsumedExternally, sub)
 	checkRowsAgainstChain(t, w)
@@ -148,11 +146,11 @@ GROUP BY t.id`)
 func TestIssue44_ContradictedOutcome(t *testing.T) {
 	t.Parallel()
 	logs := &stacktest.LogBuffer{}
-	w := stacktest.NewWorld(t, 1, lively)
+	w := stacktest.NewWorld(t, 1, stacktest.Lively)
 	w.LogTo = logs
 	n := w.Node(t, "n")
 	signer := w.Keys[0].Address
-	id := create(t, n, transfer(signer, big.NewInt(1))).ID
+	id := n.CreateTx(t, stacktest.Transfer(signer, big.NewInt(1))).ID
 	_, err := n.Drain.Execute(ctx, stacktest.ChainID().Uint64(), signer)
 	require.NoError(t, err)
 	w.MineAll(t, signer, 1)
@@ -174,7 +172,7 @@ WHERE id = $1`, id, txm.SubStateNonceConsumedExternally)
 		"counted once, however often it is seen")
 	assert.Contains(t, logs.String(), `"severity":"ERROR"`)
 	assert.Contains(t, logs.String(), "contradicted by the chain")
-	state, sub := txState(t, w, id)
+	state, sub := w.TxState(t, id)
 	assert.Equal(t, string(txm.StateFailedFinal), state, "never corrected silently")
 	assert.Equal(t, txm.SubStateNonceConsumedExternally, sub)
 }

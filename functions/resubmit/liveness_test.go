@@ -26,72 +26,10 @@ import (
 	"github.com/txfence/txfence/shared/evm/evmtest"
 	"github.com/txfence/txfence/shared/evm/rpcproxy"
 	"github.com/txfence/txfence/shared/stuckpolicy"
+	"github.com/txfence/txfence/shared/testsupport"
 	"github.com/txfence/txfence/shared/txm"
 	"github.com/txfence/txfence/shared/webhook"
 )
-
-// lively are timings that let a test see minutes of a deployment's life in
-// seconds.
-func lively(c *config.Config) {
-	c.BumpAfter = 300 * time.Millisecond
-	c.ResubmitInterval = 300 * time.Millisecond
-	c.RetryBackoffMin, c.RetryBackoffMax = 100*time.Millisecond, 400*time.Millisecond
-	c.StuckAfter = time.Minute
-	c.StaleReceiptTimeout = 300 * time.Millisecond
-	c.Confirmations = 2
-	c.FinalityInterval = 50 * time.Millisecond
-}
-
-var dead = common.HexToAddress("0x000000000000000000000000000000000000dEaD")
-
-// transfer is a create request for a plain transfer with a gas limit (so
-// that nothing is estimated and a signer that cannot pay is only found out
-// at broadcast, as with any caller-given gas).
-func transfer(signer common.Address, value *big.Int) *txm.Request {
-	return &txm.Request{ChainID: evmtest.ChainID, From: signer, To: &dead, Value: value, GasLimit: 21000}
-}
-
-func create(t testing.TB, n *stacktest.Node, r *txm.Request) *txm.Tx {
-	t.Helper()
-	c, err := n.Create.Execute(ctx, app.DevPrincipal, r)
-	require.NoError(t, err)
-	require.Equal(t, txm.OutcomeCreated, c.Outcome)
-	return c.Tx
-}
-
-func txState(t testing.TB, w *stacktest.World, id string) (state, sub string) {
-	t.Helper()
-	var s *string
-	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT state, sub_state FROM managed_tx WHERE id = $1`, id).Scan(&state, &s))
-	if s != nil {
-		sub = *s
-	}
-	return state, sub
-}
-
-func waitFor(t testing.TB, what string, within time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			require.Failf(t, "timed out", "waiting %s for %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// waitState waits until id is in state want and its outcomes, if any, are
-// numbered (in tx_completion): a write commits the state first and numbers
-// its outcome right after.
-func waitState(t testing.TB, w *stacktest.World, id string, want txm.State, within time.Duration) {
-	t.Helper()
-	waitFor(t, fmt.Sprintf("tx %s to be %s", id, want), within, func() bool {
-		s, _ := txState(t, w, id)
-		var pending bool
-		require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM completion_pending WHERE tx_id = $1)`, id).Scan(&pending))
-		return s == string(want) && !pending
-	})
-}
 
 // reported is one tx_completion row.
 type reported struct {
@@ -190,28 +128,28 @@ func poorSigner(t testing.TB, w *stacktest.World) common.Address {
 // the top-up; N reports TxStuck, then TxConfirmed with newFork.
 func TestIssue10_FundingDip(t *testing.T) {
 	t.Parallel()
-	w := stacktest.NewWorld(t, 2, lively)
+	w := stacktest.NewWorld(t, 2, stacktest.Lively)
 	a, b := w.Node(t, "a"), w.Node(t, "b")
 	signer := poorSigner(t, w)
-	ids := []string{create(t, a, transfer(signer, big.NewInt(2*params.Ether))).ID}
+	ids := []string{a.CreateTx(t, stacktest.Transfer(signer, big.NewInt(2*params.Ether))).ID}
 	for i := 1; i < 10; i++ {
-		ids = append(ids, create(t, b, transfer(signer, big.NewInt(int64(i)))).ID)
+		ids = append(ids, b.CreateTx(t, stacktest.Transfer(signer, big.NewInt(int64(i)))).ID)
 	}
 	stop := w.Run(t, []*stacktest.Node{a, b}, stacktest.RunOptions{})
 	defer stop()
 
-	waitState(t, w, ids[0], txm.StateStuck, 10*time.Second)
-	_, sub := txState(t, w, ids[0])
+	w.WaitState(t, ids[0], txm.StateStuck, 10*time.Second)
+	_, sub := w.TxState(t, ids[0])
 	assert.Equal(t, string(txm.ReasonInsufficientFunds), sub)
 	// STUCK is not a dead end: it keeps being tried, with backoff, while the
 	// nonces behind it wait unsigned instead of going stuck themselves.
-	waitFor(t, "more rounds on the stuck transaction", 10*time.Second, func() bool {
+	testsupport.Eventually(t, 10*time.Second, "more rounds on the stuck transaction", func() bool {
 		var failures int
 		require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT failures FROM managed_tx WHERE id = $1`, ids[0]).Scan(&failures))
 		return failures >= 3
 	})
 	for _, id := range ids[1:] {
-		s, _ := txState(t, w, id)
+		s, _ := w.TxState(t, id)
 		assert.Equal(t, string(txm.StateAllocated), s, "a nonce behind an unpaid one waits, neither sent again nor stuck")
 		for _, a := range attempts(t, w, id) {
 			assert.Zero(t, a.BroadcastCount)
@@ -221,7 +159,7 @@ func TestIssue10_FundingDip(t *testing.T) {
 	_, err := w.Chain.Send(ctx, w.Keys[0].Key, signer, new(big.Int).Mul(big.NewInt(10), big.NewInt(params.Ether))) // the top-up
 	require.NoError(t, err)
 	for _, id := range ids {
-		waitState(t, w, id, txm.StateConfirmed, 30*time.Second)
+		w.WaitState(t, id, txm.StateConfirmed, 30*time.Second)
 	}
 	assert.Equal(t, []reported{{"STUCK", false, "insufficient_funds"}, {"CONFIRMED", true, ""}}, reports(t, w, ids[0]))
 	for _, id := range ids[1:] {
@@ -265,35 +203,35 @@ func TestIssue10_FeeSpike(t *testing.T) {
 	t.Parallel()
 	t.Run("caller chose 1 wei", func(t *testing.T) {
 		t.Parallel()
-		w := stacktest.NewWorld(t, 1, lively)
+		w := stacktest.NewWorld(t, 1, stacktest.Lively)
 		n := w.Node(t, "n")
-		r := transfer(w.Keys[0].Address, big.NewInt(1))
+		r := stacktest.Transfer(w.Keys[0].Address, big.NewInt(1))
 		r.MaxFeePerGas, r.MaxPriorityFeePerGas = big.NewInt(1), big.NewInt(1)
-		id := create(t, n, r).ID
+		id := n.CreateTx(t, r).ID
 		stop := w.Run(t, []*stacktest.Node{n}, stacktest.RunOptions{})
 		defer stop()
-		waitState(t, w, id, txm.StateConfirmed, 30*time.Second)
+		w.WaitState(t, id, txm.StateConfirmed, 30*time.Second)
 		as := attempts(t, w, id)
 		assert.Equal(t, big.NewInt(1), as[0].MaxFee, "the first attempt is the caller's")
 		assertReplacements(t, as, w.Cfg.BumpPercent, w.Cfg.FeeCaps(evmtest.ChainID))
 	})
 	t.Run("base fee rises above the first attempt", func(t *testing.T) {
 		t.Parallel()
-		w := stacktest.NewWorld(t, 2, lively)
+		w := stacktest.NewWorld(t, 2, stacktest.Lively)
 		a, b := w.Node(t, "a"), w.Node(t, "b")
 		spike := newSpiker(t, w)
-		id := create(t, a, transfer(w.Keys[1].Address, big.NewInt(1))).ID
+		id := a.CreateTx(t, stacktest.Transfer(w.Keys[1].Address, big.NewInt(1))).ID
 		_, err := a.Drain.Execute(ctx, evmtest.ChainID, w.Keys[1].Address)
 		require.NoError(t, err)
 		first := attempts(t, w, id)[0]
 		spike.mode.Store(1)
 		stop := w.Run(t, []*stacktest.Node{a, b}, stacktest.RunOptions{BeforeBlock: spike.beforeBlock})
 		defer stop()
-		waitFor(t, "the base fee above the first attempt's max fee", 20*time.Second, func() bool {
+		testsupport.Eventually(t, 20*time.Second, "the base fee above the first attempt's max fee", func() bool {
 			return baseFee(t, w).Cmp(first.MaxFee) > 0
 		})
 		spike.mode.Store(2)
-		waitState(t, w, id, txm.StateConfirmed, 30*time.Second)
+		w.WaitState(t, id, txm.StateConfirmed, 30*time.Second)
 		as := attempts(t, w, id)
 		assert.Equal(t, "replaced", as[0].Outcome, "the first attempt could not be mined")
 		assertReplacements(t, as, w.Cfg.BumpPercent, w.Cfg.FeeCaps(evmtest.ChainID))
@@ -302,23 +240,26 @@ func TestIssue10_FeeSpike(t *testing.T) {
 	t.Run("fee cap reached, then raised", func(t *testing.T) {
 		t.Parallel()
 		low := big.NewInt(3 * params.GWei)
-		w := stacktest.NewWorld(t, 2, lively, func(c *config.Config) {
+		w := stacktest.NewWorld(t, 2, stacktest.Lively, func(c *config.Config) {
 			c.ChainFees = map[uint64]config.FeeOverride{evmtest.ChainID: {MaxFee: low, MaxBumps: -1}}
 		})
 		a := w.Node(t, "a")
 		spike := newSpiker(t, w)
-		id := create(t, a, transfer(w.Keys[1].Address, big.NewInt(1))).ID
+		id := a.CreateTx(t, stacktest.Transfer(w.Keys[1].Address, big.NewInt(1))).ID
 		_, err := a.Drain.Execute(ctx, evmtest.ChainID, w.Keys[1].Address)
 		require.NoError(t, err)
 		spike.mode.Store(1)
 		stopA := w.Run(t, []*stacktest.Node{a}, stacktest.RunOptions{BeforeBlock: spike.beforeBlock})
-		waitFor(t, "the base fee above the cap", 30*time.Second, func() bool { return baseFee(t, w).Cmp(low) > 0 })
+		testsupport.Eventually(t, 30*time.Second, "the base fee above the cap", func() bool { return baseFee(t, w).Cmp(low) > 0 })
 		spike.mode.Store(2)
-		waitState(t, w, id, txm.StateStuck, 20*time.Second)
-		_, sub := txState(t, w, id)
+		w.WaitState(t, id, txm.StateStuck, 20*time.Second)
+		_, sub := w.TxState(t, id)
 		assert.Equal(t, txm.SubStateFeeCapReached, sub)
-		time.Sleep(time.Second) // it stays there while the cap holds
-		s, _ := txState(t, w, id)
+		testsupport.Never(t, time.Second, "the transaction leaving STUCK while the cap holds", func() bool {
+			s, _ := w.TxState(t, id)
+			return s != string(txm.StateStuck)
+		})
+		s, _ := w.TxState(t, id)
 		require.Equal(t, string(txm.StateStuck), s)
 		stopA()
 		for _, at := range attempts(t, w, id) {
@@ -330,7 +271,7 @@ func TestIssue10_FeeSpike(t *testing.T) {
 		raised := w.Node(t, "raised")
 		stop := w.Run(t, []*stacktest.Node{raised}, stacktest.RunOptions{BeforeBlock: spike.beforeBlock})
 		defer stop()
-		waitState(t, w, id, txm.StateConfirmed, 30*time.Second)
+		w.WaitState(t, id, txm.StateConfirmed, 30*time.Second)
 		assert.Equal(t, []reported{{"STUCK", false, txm.SubStateFeeCapReached}, {"CONFIRMED", true, ""}}, reports(t, w, id))
 		assertReplacements(t, attempts(t, w, id), w.Cfg.BumpPercent, w.Cfg.FeeCaps(evmtest.ChainID))
 	})
@@ -361,11 +302,11 @@ func TestIssue10_AllocatedStuck(t *testing.T) {
 	var calls atomic.Int64
 	failing.Store(true)
 	const stuckAfter = 1500 * time.Millisecond
-	w := stacktest.NewWorld(t, 1, lively, func(c *config.Config) { c.StuckAfter = stuckAfter })
+	w := stacktest.NewWorld(t, 1, stacktest.Lively, func(c *config.Config) { c.StuckAfter = stuckAfter })
 	w.WrapSigner = func(s txm.Signer) txm.Signer { return flakySigner{Signer: s, failing: &failing, calls: &calls} }
 	n := w.Node(t, "n")
 	signer := w.Keys[0].Address
-	ids := []string{create(t, n, transfer(signer, big.NewInt(1))).ID, create(t, n, transfer(signer, big.NewInt(2))).ID}
+	ids := []string{n.CreateTx(t, stacktest.Transfer(signer, big.NewInt(1))).ID, n.CreateTx(t, stacktest.Transfer(signer, big.NewInt(2))).ID}
 
 	var prompts atomic.Int64
 	start := time.Now()
@@ -385,14 +326,15 @@ func TestIssue10_AllocatedStuck(t *testing.T) {
 			if prompts.Load()%10 == 0 {
 				_, _ = n.Resubmit.Pass(ctx)
 			}
+			// sleep: the prompts' pace, as fast as Pub/Sub redelivers; that signing keeps the backoff's pace under it is the test
 			time.Sleep(5 * time.Millisecond)
 		}
 	}()
-	waitState(t, w, ids[0], txm.StateStuck, 10*time.Second)
+	w.WaitState(t, ids[0], txm.StateStuck, 10*time.Second)
 	elapsed := time.Since(start)
 	close(stopPrompts)
 	wg.Wait()
-	_, sub := txState(t, w, ids[0])
+	_, sub := w.TxState(t, ids[0])
 	assert.Equal(t, txm.SubStateSigningFailed, sub)
 	assert.GreaterOrEqual(t, elapsed, stuckAfter, "not STUCK before stuckAfter")
 	// Backoff 100ms doubling to 400ms: the tries come at 0, .1, .3, .7, 1.1,
@@ -413,7 +355,7 @@ func TestIssue10_AllocatedStuck(t *testing.T) {
 	stop := w.Run(t, []*stacktest.Node{n}, stacktest.RunOptions{})
 	defer stop()
 	for _, id := range ids {
-		waitState(t, w, id, txm.StateConfirmed, 30*time.Second)
+		w.WaitState(t, id, txm.StateConfirmed, 30*time.Second)
 	}
 	assert.Equal(t, []reported{{"STUCK", false, txm.SubStateSigningFailed}, {"CONFIRMED", true, ""}}, reports(t, w, ids[0]))
 }
@@ -439,17 +381,17 @@ func post(t testing.TB, url string, body any) (int, map[string]any) {
 // behind it confirm, and the action is idempotent and audited.
 func TestIssue10_CancelByAdmin(t *testing.T) {
 	t.Parallel()
-	w := stacktest.NewWorld(t, 2, lively)
+	w := stacktest.NewWorld(t, 2, stacktest.Lively)
 	a, b := w.Node(t, "a"), w.Node(t, "b")
 	signer := poorSigner(t, w)
-	stuck := create(t, a, transfer(signer, big.NewInt(2*params.Ether)))
+	stuck := a.CreateTx(t, stacktest.Transfer(signer, big.NewInt(2*params.Ether)))
 	var later []string
 	for i := 1; i <= 3; i++ {
-		later = append(later, create(t, a, transfer(signer, big.NewInt(int64(i)))).ID)
+		later = append(later, a.CreateTx(t, stacktest.Transfer(signer, big.NewInt(int64(i)))).ID)
 	}
 	stop := w.Run(t, []*stacktest.Node{a, b}, stacktest.RunOptions{})
 	defer stop()
-	waitState(t, w, stuck.ID, txm.StateStuck, 10*time.Second)
+	w.WaitState(t, stuck.ID, txm.StateStuck, 10*time.Second)
 
 	url := a.APIURL + "/v1/transactions/" + stuck.ID + "/cancel"
 	body := map[string]any{"actionId": "cancel-1", "reason": "the payout was sent another way"}
@@ -462,11 +404,11 @@ func TestIssue10_CancelByAdmin(t *testing.T) {
 	status, conflict := post(t, url, map[string]any{"actionId": "cancel-1", "reason": "another reason"})
 	assert.Equal(t, http.StatusConflict, status, "%v", conflict)
 
-	waitState(t, w, stuck.ID, txm.StateFailedFinal, 30*time.Second)
+	w.WaitState(t, stuck.ID, txm.StateFailedFinal, 30*time.Second)
 	for _, id := range later {
-		waitState(t, w, id, txm.StateConfirmed, 30*time.Second)
+		w.WaitState(t, id, txm.StateConfirmed, 30*time.Second)
 	}
-	state, sub := txState(t, w, stuck.ID)
+	state, sub := w.TxState(t, stuck.ID)
 	assert.Equal(t, "FAILED_FINAL", state)
 	assert.Equal(t, txm.SubStateCancelled, sub)
 	assert.Equal(t, []reported{{"STUCK", false, "insufficient_funds"}, {"FAILED_FINAL", true, txm.SubStateCancelled}}, reports(t, w, stuck.ID))
@@ -521,16 +463,17 @@ func hashOf(t testing.TB, w *stacktest.World, id string, no int) string {
 // exactly one replacement is written for the round.
 func TestIssue10_ConcurrentBump(t *testing.T) {
 	t.Parallel()
-	w := stacktest.NewWorld(t, 1, lively, func(c *config.Config) {
+	w := stacktest.NewWorld(t, 1, stacktest.Lively, func(c *config.Config) {
 		c.BumpAfter = 100 * time.Millisecond
 		c.Lease.Duration, c.Lease.RenewEvery, c.Lease.ClockSkew = 500*time.Millisecond, 150*time.Millisecond, 50*time.Millisecond
 	})
 	a, b := w.Node(t, "A"), w.Node(t, "B")
 	signer := w.Keys[0].Address
-	id := create(t, a, transfer(signer, big.NewInt(1))).ID
+	id := a.CreateTx(t, stacktest.Transfer(signer, big.NewInt(1))).ID
 	_, err := a.Drain.Execute(ctx, evmtest.ChainID, signer) // broadcast; no block is sealed, so it is not mined
 	require.NoError(t, err)
-	time.Sleep(150 * time.Millisecond) // past bumpAfter
+	// sleep: the attempt must grow older than BumpAfter for the round to bump it
+	time.Sleep(150 * time.Millisecond)
 
 	stalled, resume := make(chan struct{}), make(chan struct{})
 	var once sync.Once
@@ -541,7 +484,7 @@ func TestIssue10_ConcurrentBump(t *testing.T) {
 	go func() { _, err := a.Resubmit.Pass(ctx); aErr <- err }()
 	<-stalled
 	// B runs the same round once A's lease has expired.
-	waitFor(t, "B to take over and bump", 5*time.Second, func() bool {
+	testsupport.Eventually(t, 5*time.Second, "B to take over and bump", func() bool {
 		st, err := b.Resubmit.Pass(ctx)
 		require.NoError(t, err)
 		return st.Replaced == 1
@@ -564,23 +507,23 @@ func TestIssue10_ConcurrentBump(t *testing.T) {
 // one is final, and the signer's later transactions confirm.
 func TestIssue10_ForeignNonce(t *testing.T) {
 	t.Parallel()
-	w := stacktest.NewWorld(t, 1, lively)
+	w := stacktest.NewWorld(t, 1, stacktest.Lively)
 	n := w.Node(t, "n")
 	key := w.Keys[0]
-	taken := create(t, n, transfer(key.Address, big.NewInt(1)))
+	taken := n.CreateTx(t, stacktest.Transfer(key.Address, big.NewInt(1)))
 	require.Zero(t, taken.Nonce)
-	_, err := w.Chain.SendAt(ctx, key.Key, taken.Nonce, dead, big.NewInt(42)) // another program, same key
+	_, err := w.Chain.SendAt(ctx, key.Key, taken.Nonce, stacktest.Dead, big.NewInt(42)) // another program, same key
 	require.NoError(t, err)
 	w.Chain.Commit()
-	later := []string{create(t, n, transfer(key.Address, big.NewInt(2))).ID, create(t, n, transfer(key.Address, big.NewInt(3))).ID}
+	later := []string{n.CreateTx(t, stacktest.Transfer(key.Address, big.NewInt(2))).ID, n.CreateTx(t, stacktest.Transfer(key.Address, big.NewInt(3))).ID}
 
 	stop := w.Run(t, []*stacktest.Node{n}, stacktest.RunOptions{})
 	defer stop()
-	waitState(t, w, taken.ID, txm.StateFailedFinal, 30*time.Second)
+	w.WaitState(t, taken.ID, txm.StateFailedFinal, 30*time.Second)
 	for _, id := range later {
-		waitState(t, w, id, txm.StateConfirmed, 30*time.Second)
+		w.WaitState(t, id, txm.StateConfirmed, 30*time.Second)
 	}
-	_, sub := txState(t, w, taken.ID)
+	_, sub := w.TxState(t, taken.ID)
 	assert.Equal(t, txm.SubStateNonceConsumedExternally, sub)
 	assert.Equal(t, []reported{{"FAILED_FINAL", false, txm.SubStateNonceConsumedExternally}}, reports(t, w, taken.ID))
 	resp, err := http.Get(n.APIURL + "/v1/completions?after=0")
@@ -608,10 +551,10 @@ func TestIssue10_ForeignNonce(t *testing.T) {
 // transaction confirms once the node catches up.
 func TestIssue10_NullHeader(t *testing.T) {
 	t.Parallel()
-	w := stacktest.NewWorld(t, 1, lively)
+	w := stacktest.NewWorld(t, 1, stacktest.Lively)
 	n := w.Node(t, "n")
 	signer := w.Keys[0].Address
-	id := create(t, n, transfer(signer, big.NewInt(1))).ID
+	id := n.CreateTx(t, stacktest.Transfer(signer, big.NewInt(1))).ID
 	_, err := n.Drain.Execute(ctx, evmtest.ChainID, signer)
 	require.NoError(t, err)
 	w.MineAll(t, signer, 1)
@@ -653,7 +596,7 @@ func TestIssue10_NullHeader(t *testing.T) {
 // transaction, no second transaction is broadcast.
 func TestIssue10_MaxInFlightStuck(t *testing.T) {
 	t.Parallel()
-	w := stacktest.NewWorld(t, 1, lively, func(c *config.Config) {
+	w := stacktest.NewWorld(t, 1, stacktest.Lively, func(c *config.Config) {
 		c.MaxInFlight = 1
 		c.MaxRebroadcasts = 1
 		c.BumpAfter = time.Hour // rebroadcast, never bump, so that it goes STUCK too_many_rebroadcasts
@@ -663,24 +606,24 @@ func TestIssue10_MaxInFlightStuck(t *testing.T) {
 	signer := w.Keys[0].Address
 	// The provider says it has the transaction but never passes it on.
 	w.Proxy.Fail("eth_sendRawTransaction", -1, rpcproxy.Fault{RPCError: &rpcproxy.RPCError{Code: -32000, Message: "already known"}})
-	first := create(t, n, transfer(signer, big.NewInt(1))).ID
+	first := n.CreateTx(t, stacktest.Transfer(signer, big.NewInt(1))).ID
 	_, err := n.Drain.Execute(ctx, evmtest.ChainID, signer)
 	require.NoError(t, err)
-	waitFor(t, "the first transaction to go STUCK", 10*time.Second, func() bool {
+	testsupport.Eventually(t, 10*time.Second, "the first transaction to go STUCK", func() bool {
 		_, err := n.Resubmit.Pass(ctx)
 		require.NoError(t, err)
-		s, _ := txState(t, w, first)
+		s, _ := w.TxState(t, first)
 		return s == string(txm.StateStuck)
 	})
 	w.Proxy.Heal()
-	second := create(t, n, transfer(signer, big.NewInt(2))).ID
+	second := n.CreateTx(t, stacktest.Transfer(signer, big.NewInt(2))).ID
 	sends := w.Proxy.Count("eth_sendRawTransaction")
 	res, err := n.Drain.Execute(ctx, evmtest.ChainID, signer)
 	require.NoError(t, err)
 	assert.True(t, res.Full, "maxInFlight is reached by the STUCK transaction")
 	assert.Zero(t, res.Broadcast)
 	assert.Equal(t, sends, w.Proxy.Count("eth_sendRawTransaction"), "no second broadcast")
-	s, _ := txState(t, w, second)
+	s, _ := w.TxState(t, second)
 	assert.Equal(t, string(txm.StateAllocated), s)
 	assert.Empty(t, attempts(t, w, second))
 }
@@ -716,7 +659,7 @@ func TestIssue10_CancelByWebhook(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 
-	w := stacktest.NewWorld(t, 2, lively, func(c *config.Config) {
+	w := stacktest.NewWorld(t, 2, stacktest.Lively, func(c *config.Config) {
 		c.StuckPolicy = []config.StuckRule{{Action: config.StuckWebhookAction}}
 		c.StuckWebhook = config.StuckWebhook{URL: srv.URL + "/txfence/stuck?key=k", Secret: string(secret), Timeout: 2 * time.Second}
 	})
@@ -725,16 +668,16 @@ func TestIssue10_CancelByWebhook(t *testing.T) {
 	w.Hook = hook
 	n := w.Node(t, "n")
 	signer := poorSigner(t, w)
-	stuck := create(t, n, transfer(signer, big.NewInt(2*params.Ether)))
-	later := create(t, n, transfer(signer, big.NewInt(1))).ID
+	stuck := n.CreateTx(t, stacktest.Transfer(signer, big.NewInt(2*params.Ether)))
+	later := n.CreateTx(t, stacktest.Transfer(signer, big.NewInt(1))).ID
 	stop := w.Run(t, []*stacktest.Node{n}, stacktest.RunOptions{})
 	defer stop()
-	waitState(t, w, stuck.ID, txm.StateStuck, 10*time.Second)
+	w.WaitState(t, stuck.ID, txm.StateStuck, 10*time.Second)
 
 	for p := int32(0); p < 2; p++ {
-		waitFor(t, "the webhook to be asked", 10*time.Second, func() bool { return asked[p].Load() >= 2 })
+		testsupport.Eventually(t, 10*time.Second, "the webhook to be asked", func() bool { return asked[p].Load() >= 2 })
 		phase.Store(p + 1)
-		s, _ := txState(t, w, stuck.ID)
+		s, _ := w.TxState(t, stuck.ID)
 		assert.Equal(t, string(txm.StateStuck), s, "a refused answer changes nothing")
 		for _, a := range attempts(t, w, stuck.ID) {
 			assert.NotEqual(t, "cancel", a.Kind, "no cancel from a refused answer")
@@ -742,9 +685,9 @@ func TestIssue10_CancelByWebhook(t *testing.T) {
 	}
 	assert.Positive(t, n.Metrics.Count("resubmit_total", "result", "policy_error"))
 
-	waitState(t, w, stuck.ID, txm.StateFailedFinal, 30*time.Second)
-	waitState(t, w, later, txm.StateConfirmed, 30*time.Second)
-	_, sub := txState(t, w, stuck.ID)
+	w.WaitState(t, stuck.ID, txm.StateFailedFinal, 30*time.Second)
+	w.WaitState(t, later, txm.StateConfirmed, 30*time.Second)
+	_, sub := w.TxState(t, stuck.ID)
 	assert.Equal(t, txm.SubStateCancelled, sub)
 	var actor, reason string
 	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT actor, reason FROM tx_history WHERE tx_id = $1 AND action = 'cancel'`, stuck.ID).
@@ -760,7 +703,7 @@ func TestIssue10_CancelByWebhook(t *testing.T) {
 // it confirm.
 func TestIssue10_PlaceholderPolicy(t *testing.T) {
 	t.Parallel()
-	w := stacktest.NewWorld(t, 2, lively, func(c *config.Config) {
+	w := stacktest.NewWorld(t, 2, stacktest.Lively, func(c *config.Config) {
 		c.StuckPolicy = []config.StuckRule{{ChainID: evmtest.ChainID, Action: string(txm.ActionPlaceholder)}}
 	})
 	hook, err := stuckpolicy.FromConfig(w.Cfg)
@@ -768,13 +711,13 @@ func TestIssue10_PlaceholderPolicy(t *testing.T) {
 	w.Hook = hook
 	n := w.Node(t, "n")
 	signer := poorSigner(t, w)
-	never := create(t, n, transfer(signer, big.NewInt(2*params.Ether)))
-	later := create(t, n, transfer(signer, big.NewInt(1))).ID
+	never := n.CreateTx(t, stacktest.Transfer(signer, big.NewInt(2*params.Ether)))
+	later := n.CreateTx(t, stacktest.Transfer(signer, big.NewInt(1))).ID
 	stop := w.Run(t, []*stacktest.Node{n}, stacktest.RunOptions{})
 	defer stop()
-	waitState(t, w, never.ID, txm.StateFailedFinal, 30*time.Second)
-	waitState(t, w, later, txm.StateConfirmed, 30*time.Second)
-	_, sub := txState(t, w, never.ID)
+	w.WaitState(t, never.ID, txm.StateFailedFinal, 30*time.Second)
+	w.WaitState(t, later, txm.StateConfirmed, 30*time.Second)
+	_, sub := w.TxState(t, never.ID)
 	assert.Equal(t, txm.SubStatePlaceholder, sub)
 	as := attempts(t, w, never.ID)
 	assert.Equal(t, "placeholder", as[len(as)-1].Kind)
@@ -793,10 +736,10 @@ func TestIssue10_PlaceholderPolicy(t *testing.T) {
 // else changes), and the caller's fees are what the replacement pays.
 func TestIssue10_AdminActions(t *testing.T) {
 	t.Parallel()
-	w := stacktest.NewWorld(t, 1, lively, func(c *config.Config) { c.BumpAfter = time.Hour })
+	w := stacktest.NewWorld(t, 1, stacktest.Lively, func(c *config.Config) { c.BumpAfter = time.Hour })
 	n := w.Node(t, "n")
 	signer := w.Keys[0].Address
-	tx := create(t, n, transfer(signer, big.NewInt(1)))
+	tx := n.CreateTx(t, stacktest.Transfer(signer, big.NewInt(1)))
 	base := n.APIURL + "/v1/transactions/" + tx.ID
 
 	// Not broadcast yet: nothing to replace.
@@ -879,19 +822,19 @@ func TestIssue10_AdminActions(t *testing.T) {
 // way out: it is bounded by the fee caps, not by the count.
 func TestIssue10_AdminCancelPastBumpBudget(t *testing.T) {
 	t.Parallel()
-	w := stacktest.NewWorld(t, 2, lively, func(c *config.Config) { c.MaxBumps = 0 })
+	w := stacktest.NewWorld(t, 2, stacktest.Lively, func(c *config.Config) { c.MaxBumps = 0 })
 	a := w.Node(t, "a")
 	signer := poorSigner(t, w)
-	stuck := create(t, a, transfer(signer, big.NewInt(2*params.Ether)))
-	later := create(t, a, transfer(signer, big.NewInt(1)))
+	stuck := a.CreateTx(t, stacktest.Transfer(signer, big.NewInt(2*params.Ether)))
+	later := a.CreateTx(t, stacktest.Transfer(signer, big.NewInt(1)))
 	stop := w.Run(t, []*stacktest.Node{a}, stacktest.RunOptions{})
 	defer stop()
-	waitState(t, w, stuck.ID, txm.StateStuck, 10*time.Second)
+	w.WaitState(t, stuck.ID, txm.StateStuck, 10*time.Second)
 
 	status, body := post(t, a.APIURL+"/v1/transactions/"+stuck.ID+"/cancel", map[string]any{"actionId": "cancel-past-budget", "reason": "the budget is spent"})
 	require.Equal(t, http.StatusAccepted, status, "%v", body)
-	waitState(t, w, stuck.ID, txm.StateFailedFinal, 30*time.Second)
-	waitState(t, w, later.ID, txm.StateConfirmed, 30*time.Second)
-	_, sub := txState(t, w, stuck.ID)
+	w.WaitState(t, stuck.ID, txm.StateFailedFinal, 30*time.Second)
+	w.WaitState(t, later.ID, txm.StateConfirmed, 30*time.Second)
+	_, sub := w.TxState(t, stuck.ID)
 	assert.Equal(t, txm.SubStateCancelled, sub)
 }

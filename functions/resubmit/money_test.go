@@ -69,7 +69,7 @@ func apiPost(t *testing.T, n *stacktest.Node, path, key string, body map[string]
 }
 
 func transferBody(signer common.Address, value string) map[string]any {
-	return map[string]any{"chainId": evmtest.ChainID, "from": signer.Hex(), "to": dead.Hex(), "value": value}
+	return map[string]any{"chainId": evmtest.ChainID, "from": signer.Hex(), "to": stacktest.Dead.Hex(), "value": value}
 }
 
 // rowCount counts managed_tx rows and cursors.
@@ -88,7 +88,7 @@ func rowCount(t *testing.T, w *stacktest.World) (txs, cursors int) {
 // within them is created, with the policy's fee ceiling on the row.
 func TestIssue44_FeesInCaps(t *testing.T) {
 	t.Parallel()
-	w := stacktest.NewWorld(t, 1, lively, func(c *config.Config) { c.Auth.Methods = []string{"apikey"} })
+	w := stacktest.NewWorld(t, 1, stacktest.Lively, func(c *config.Config) { c.Auth.Methods = []string{"apikey"} })
 	n := w.Node(t, "n")
 	signer := w.Keys[0].Address
 	zero := w.APIKey(t, txm.Policy{Principal: "zero@svc", Roles: []txm.Role{txm.RoleSender}, Signers: []common.Address{signer},
@@ -160,7 +160,7 @@ func TestIssue44_FeesInCaps(t *testing.T) {
 // with no row and no nonce; below it, it is created.
 func TestIssue44_TxFeeCapAtCreate(t *testing.T) {
 	t.Parallel()
-	w := stacktest.NewWorld(t, 1, lively)
+	w := stacktest.NewWorld(t, 1, stacktest.Lively)
 	n := w.Node(t, "n")
 	signer := w.Keys[0].Address
 	for _, body := range []map[string]any{
@@ -178,7 +178,7 @@ func TestIssue44_TxFeeCapAtCreate(t *testing.T) {
 	}
 	txs, cursors := rowCount(t, w)
 	assert.Zero(t, txs+cursors, "no row, no nonce")
-	a := apiPost(t, n, "/v1/transactions", "", map[string]any{"chainId": evmtest.ChainID, "from": signer.Hex(), "to": dead.Hex(), "value": "1",
+	a := apiPost(t, n, "/v1/transactions", "", map[string]any{"chainId": evmtest.ChainID, "from": signer.Hex(), "to": stacktest.Dead.Hex(), "value": "1",
 		"gasLimit": 21000, "maxFeePerGas": gwei(2000), "maxPriorityFeePerGas": "1"})
 	require.Equal(t, http.StatusAccepted, a.status, "0.042 ether of fees at most: %s", a.raw)
 }
@@ -207,16 +207,16 @@ func TestIssue44_PermanentRefusal(t *testing.T) {
 	for _, c := range permanentRefusals {
 		t.Run(string(c.reason), func(t *testing.T) {
 			t.Parallel()
-			w := stacktest.NewWorld(t, 1, lively)
+			w := stacktest.NewWorld(t, 1, stacktest.Lively)
 			n := w.Node(t, "n")
 			signer := w.Keys[0].Address
 			victim := apiPost(t, n, "/v1/transactions", "", map[string]any{"chainId": evmtest.ChainID, "from": signer.Hex(),
-				"to": dead.Hex(), "value": "7", "gasLimit": 50_000})
+				"to": stacktest.Dead.Hex(), "value": "7", "gasLimit": 50_000})
 			require.Equal(t, http.StatusAccepted, victim.status, "%s", victim.raw)
 			var later []string
 			for i := range 10 {
 				a := apiPost(t, n, "/v1/transactions", "", map[string]any{"chainId": evmtest.ChainID, "from": signer.Hex(),
-					"to": dead.Hex(), "value": fmt.Sprint(i + 1), "gasLimit": 21000})
+					"to": stacktest.Dead.Hex(), "value": fmt.Sprint(i + 1), "gasLimit": 21000})
 				require.Equal(t, http.StatusAccepted, a.status, "%s", a.raw)
 				later = append(later, a.tx.ID)
 			}
@@ -225,7 +225,7 @@ func TestIssue44_PermanentRefusal(t *testing.T) {
 			var refusals atomic.Int64
 			w.Proxy.Before("eth_sendRawTransaction", func(p json.RawMessage) *rpcproxy.Fault {
 				tx, err := rawTxOf(p)
-				if err != nil || tx.Nonce() != victim.tx.Nonce || tx.To() == nil || *tx.To() != dead {
+				if err != nil || tx.Nonce() != victim.tx.Nonce || tx.To() == nil || *tx.To() != stacktest.Dead {
 					return nil
 				}
 				refusals.Add(1)
@@ -233,13 +233,13 @@ func TestIssue44_PermanentRefusal(t *testing.T) {
 			})
 			stop := w.Run(t, []*stacktest.Node{n}, stacktest.RunOptions{})
 			defer stop()
-			waitState(t, w, victim.tx.ID, txm.StateFailedFinal, 30*time.Second)
+			w.WaitState(t, victim.tx.ID, txm.StateFailedFinal, 30*time.Second)
 			for _, id := range later {
-				waitState(t, w, id, txm.StateConfirmed, 30*time.Second)
+				w.WaitState(t, id, txm.StateConfirmed, 30*time.Second)
 			}
 			stop()
 			assert.Positive(t, refusals.Load())
-			_, sub := txState(t, w, victim.tx.ID)
+			_, sub := w.TxState(t, victim.tx.ID)
 			assert.Equal(t, string(c.reason), sub, "it ends with the node's reason")
 			assert.Equal(t, []reported{{"FAILED_FINAL", false, string(c.reason)}}, reports(t, w, victim.tx.ID))
 			as := attempts(t, w, victim.tx.ID)
@@ -265,7 +265,7 @@ func TestIssue44_CancelGas(t *testing.T) {
 	t.Parallel()
 	// No automatic bump of the payloads: the admin's cancels are what fill
 	// their nonces.
-	w := stacktest.NewWorld(t, 1, lively, func(c *config.Config) { c.BumpAfter = time.Hour })
+	w := stacktest.NewWorld(t, 1, stacktest.Lively, func(c *config.Config) { c.BumpAfter = time.Hour })
 	n := w.Node(t, "n")
 	signer := w.Keys[0].Address
 	create := func(body map[string]any) answer {
@@ -293,20 +293,20 @@ func TestIssue44_CancelGas(t *testing.T) {
 	next := create(map[string]any{"gasLimit": 21000})
 	_, err = n.Drain.Execute(ctx, evmtest.ChainID, signer)
 	require.NoError(t, err)
-	s, _ := txState(t, w, kept.tx.ID)
+	s, _ := w.TxState(t, kept.tx.ID)
 	require.Equal(t, string(txm.StateTracking), s, "the node keeps it, and never mines it")
 	cancel(kept, "cancel-kept")
 
 	stop := w.Run(t, []*stacktest.Node{n}, stacktest.RunOptions{})
 	defer stop()
 	for _, a := range []answer{unsent, kept, refused} {
-		waitState(t, w, a.tx.ID, txm.StateFailedFinal, 30*time.Second)
+		w.WaitState(t, a.tx.ID, txm.StateFailedFinal, 30*time.Second)
 	}
-	waitState(t, w, next.tx.ID, txm.StateConfirmed, 30*time.Second)
+	w.WaitState(t, next.tx.ID, txm.StateConfirmed, 30*time.Second)
 	stop()
 	for id, want := range map[string]string{unsent.tx.ID: txm.SubStateCancelled, kept.tx.ID: txm.SubStateCancelled,
 		refused.tx.ID: string(txm.ReasonExceedsBlockGasLimit)} {
-		_, sub := txState(t, w, id)
+		_, sub := w.TxState(t, id)
 		assert.Equal(t, want, sub, "tx %s", id)
 	}
 	ids := []string{unsent.tx.ID, kept.tx.ID, refused.tx.ID}

@@ -35,6 +35,7 @@ func TestResubmit_PromptsStrandedWork(t *testing.T) {
 	n.Allocate(t, w.Keys[0].Address, 3)
 	var prompts int
 	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE topic = $1`, w.Cfg.TopicSubmit).Scan(&prompts))
+	// sleep: the work must grow older than ResubmitInterval to be stranded, and its age is measured below
 	time.Sleep(150 * time.Millisecond)
 	st, err := n.Resubmit.Pass(ctx)
 	require.NoError(t, err)
@@ -143,6 +144,7 @@ func TestResubmit_RebroadcastsLostBroadcast(t *testing.T) {
 	require.Equal(t, map[string]int{"TRACKING": 1}, w.States(t))
 	hashes := w.AttemptHashes(t)
 
+	// sleep: the broadcast must grow older than ResubmitInterval to be sent again
 	time.Sleep(150 * time.Millisecond)
 	st, err := n.Resubmit.Pass(ctx)
 	require.NoError(t, err)
@@ -168,6 +170,7 @@ func TestResubmit_StuckAfterTooManyRebroadcasts(t *testing.T) {
 	require.NoError(t, err)
 	stuck := 0
 	for i := 0; i < 10 && stuck == 0; i++ {
+		// sleep: each pass comes past ResubmitInterval, so that it rebroadcasts
 		time.Sleep(120 * time.Millisecond)
 		st, err := n.Resubmit.Pass(ctx)
 		require.NoError(t, err)
@@ -178,6 +181,7 @@ func TestResubmit_StuckAfterTooManyRebroadcasts(t *testing.T) {
 	var reported int
 	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT sub_state FROM managed_tx`).Scan(&sub))
 	assert.Equal(t, txm.SubStateTooManyRebroadcasts, sub)
+	// sleep: past ResubmitInterval again, when a pass would rebroadcast it were it not STUCK
 	time.Sleep(120 * time.Millisecond)
 	st, err := n.Resubmit.Pass(ctx)
 	require.NoError(t, err)
@@ -227,6 +231,7 @@ func TestResubmit_RebroadcastsFromALostHead(t *testing.T) {
 	st, err := n.Resubmit.Pass(ctx)
 	require.NoError(t, err)
 	assert.Zero(t, st.Rebroadcast, "not before RecheckAfter")
+	// sleep: past RecheckAfter, when the sweep asks about the head
 	time.Sleep(2100 * time.Millisecond)
 	w.Proxy.Reset()
 	st, err = n.Resubmit.Pass(ctx)
@@ -258,6 +263,7 @@ func TestResubmit_RebroadcastsFromALostHead(t *testing.T) {
 func TestResubmit_AKnownHeadIsNotRebroadcast(t *testing.T) {
 	t.Parallel()
 	w, n, _ := drainedSigner(t, 2, false)
+	// sleep: past RecheckAfter, when the sweep asks about the head
 	time.Sleep(2100 * time.Millisecond)
 	w.Proxy.Reset()
 	st, err := n.Resubmit.Pass(ctx)
@@ -272,6 +278,7 @@ func TestResubmit_AKnownHeadIsNotRebroadcast(t *testing.T) {
 func TestResubmit_LostHeadRebroadcastSurvivesATransportFailure(t *testing.T) {
 	t.Parallel()
 	w, n, _ := drainedSigner(t, 3, true)
+	// sleep: past RecheckAfter, when the sweep asks about the head
 	time.Sleep(2100 * time.Millisecond)
 	w.Proxy.Fail("eth_sendRawTransaction", 1, rpcproxy.Fault{HTTPStatus: 502})
 	_, err := n.Resubmit.Pass(ctx)

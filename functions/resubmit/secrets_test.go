@@ -18,6 +18,7 @@ import (
 	"github.com/txfence/txfence/shared/evm"
 	"github.com/txfence/txfence/shared/evm/evmtest"
 	"github.com/txfence/txfence/shared/evm/rpcproxy"
+	"github.com/txfence/txfence/shared/testsupport"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -28,13 +29,13 @@ func TestIssue11_SecretsRedacted(t *testing.T) {
 	t.Parallel()
 	const pathKey, queryKey = "PATHSECRET0123456789", "QUERYSECRET987654321"
 	var logs stacktest.LogBuffer
-	w := stacktest.NewWorld(t, 1, lively)
+	w := stacktest.NewWorld(t, 1, stacktest.Lively)
 	w.LogTo = &logs
 	w.EVM.CallTimeout = 2 * time.Second // the timeout fault below outlasts it
 	w.Cfg.Chains[0].RPCURLs = []string{w.Proxy.URL + "/v2/" + pathKey + "?apikey=" + queryKey}
 	n := w.Node(t, "n")
 	signer := w.Keys[0].Address
-	ids := []string{create(t, n, transfer(signer, big.NewInt(1))).ID, create(t, n, transfer(signer, big.NewInt(2))).ID}
+	ids := []string{n.CreateTx(t, stacktest.Transfer(signer, big.NewInt(1))).ID, n.CreateTx(t, stacktest.Transfer(signer, big.NewInt(2))).ID}
 
 	stop := w.Run(t, []*stacktest.Node{n}, stacktest.RunOptions{})
 	for _, f := range []rpcproxy.Fault{
@@ -43,12 +44,13 @@ func TestIssue11_SecretsRedacted(t *testing.T) {
 		{RPCError: &rpcproxy.RPCError{Code: -32603, Message: "internal error"}},
 		{Delay: 3 * time.Second},
 	} {
+		seen := len(w.Proxy.Calls())
 		w.Proxy.FailAll(f)
-		time.Sleep(1500 * time.Millisecond)
+		testsupport.Eventually(t, 20*time.Second, "the run to meet the fault", func() bool { return len(w.Proxy.Calls()) > seen })
 		w.Proxy.Heal()
 	}
 	for _, id := range ids {
-		waitState(t, w, id, txm.StateConfirmed, 60*time.Second)
+		w.WaitState(t, id, txm.StateConfirmed, 60*time.Second)
 	}
 	stop()
 
@@ -137,14 +139,14 @@ func TestIssue44_RedactRPCURL(t *testing.T) {
 
 	// A run through faults, and calls made during them.
 	var logs stacktest.LogBuffer
-	w := stacktest.NewWorld(t, 1, lively)
+	w := stacktest.NewWorld(t, 1, stacktest.Lively)
 	w.LogTo = &logs
 	w.EVM.CallTimeout = opts.CallTimeout
 	host := strings.TrimPrefix(w.Proxy.URL, "http://")
 	w.Cfg.Chains[0].RPCURLs = []string{keyed("http", host)}
 	n := w.Node(t, "n")
 	signer := w.Keys[0].Address
-	ids := []string{create(t, n, transfer(signer, big.NewInt(1))).ID, create(t, n, transfer(signer, big.NewInt(2))).ID}
+	ids := []string{n.CreateTx(t, stacktest.Transfer(signer, big.NewInt(1))).ID, n.CreateTx(t, stacktest.Transfer(signer, big.NewInt(2))).ID}
 
 	stop := w.Run(t, []*stacktest.Node{n}, stacktest.RunOptions{})
 	for _, f := range []rpcproxy.Fault{
@@ -164,11 +166,12 @@ func TestIssue44_RedactRPCURL(t *testing.T) {
 				failed("broadcast batch", err)
 			}
 		}
-		time.Sleep(time.Second) // the run meets the fault too
+		seen := len(w.Proxy.Calls())
+		testsupport.Eventually(t, 20*time.Second, "the run to meet the fault too", func() bool { return len(w.Proxy.Calls()) > seen })
 		w.Proxy.Heal()
 	}
 	for _, id := range ids {
-		waitState(t, w, id, txm.StateConfirmed, 60*time.Second)
+		w.WaitState(t, id, txm.StateConfirmed, 60*time.Second)
 	}
 	stop()
 

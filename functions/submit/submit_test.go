@@ -23,6 +23,7 @@ import (
 	"github.com/txfence/txfence/shared/app"
 	"github.com/txfence/txfence/shared/config"
 	"github.com/txfence/txfence/shared/evm/rpcproxy"
+	"github.com/txfence/txfence/shared/testsupport"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -191,7 +192,7 @@ func TestIssue4_DualActive(t *testing.T) {
 	var once sync.Once
 	stalled := make(chan struct{})
 	a.Drain.SetHooks(app.SubmitHooks{AfterPersist: func() {
-		once.Do(func() { a.Leases.Pause(); close(stalled); time.Sleep(time.Second); a.Leases.Unpause() })
+		once.Do(func() { w.StallUntilTakenOver(a, signer, stalled) })
 	}})
 	aErr := make(chan error, 1)
 	go func() { _, err := a.Drain.Execute(context.Background(), w.Cfg.Chains[0].ID, signer); aErr <- err }()
@@ -308,7 +309,12 @@ func TestIssue4_BroadcastOutcomes(t *testing.T) {
 			res, err := nd.Drain.Execute(context.Background(), w.Cfg.Chains[0].ID, signer)
 			require.NoError(t, err)
 			assert.Zero(t, res.Broadcast, "a prompt within the backoff sends nothing")
-			time.Sleep(350 * time.Millisecond)
+			testsupport.Eventually(t, 10*time.Second, "the backoff to run out", func() bool {
+				var over bool
+				require.NoError(t, w.DB.Pool.QueryRow(context.Background(),
+					`SELECT next_attempt_at <= clock_timestamp() FROM managed_tx WHERE id = $1`, first).Scan(&over))
+				return over
+			})
 			require.NoError(t, handler(t, nd).Handle(context.Background(), stacktest.Prompt(t, signer)))
 			assert.Equal(t, map[string]int{"TRACKING": 2}, w.States(t))
 			attempts := w.AttemptsPerTx(t)
@@ -406,7 +412,11 @@ func TestDrainSigner_KeepsTheLeaseUntilWanted(t *testing.T) {
 	ctx := context.Background()
 	const count = 2 * app.DrainBatch // two batches, each held up longer than drainHold
 	persisted := make(chan struct{}, 4*count)
-	n.Drain.SetHooks(app.SubmitHooks{AfterPersist: func() { persisted <- struct{}{}; time.Sleep(600 * time.Millisecond) }})
+	n.Drain.SetHooks(app.SubmitHooks{AfterPersist: func() {
+		persisted <- struct{}{}
+		// sleep: each batch is held up longer than drainHold, so that the drain decides whether to keep the lease
+		time.Sleep(600 * time.Millisecond)
+	}})
 	key := txm.LeaseKey{ChainID: chainID, Signer: signer, Scope: txm.ScopeChain}
 	prompts := func() int {
 		var k int
@@ -439,6 +449,7 @@ func TestDrainSigner_KeepsTheLeaseUntilWanted(t *testing.T) {
 		wanted, err := n.Leases.Wanted(ctx, l)
 		require.NoError(t, err)
 		assert.False(t, wanted.Any, "taking the lease clears the mark")
+		// sleep: the waiter's work holds the lease this long; whether the drain waits for it or hands on is under test
 		time.Sleep(hold)
 		require.NoError(t, n.Leases.Release(ctx, l))
 	}
@@ -603,6 +614,7 @@ type slowSigner struct {
 }
 
 func (s slowSigner) SignTx(ctx context.Context, tx *types.Transaction, chainID *big.Int) (*types.Transaction, error) {
+	// sleep: a remote signer's round trip, the delay under test
 	time.Sleep(s.delay)
 	s.signed.Add(1)
 	return s.Signer.SignTx(ctx, tx, chainID)

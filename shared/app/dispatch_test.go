@@ -61,6 +61,7 @@ func (s *recordingStore) Allocate(_ context.Context, batches []txm.AllocationBat
 	s.sizes = append(s.sizes, size)
 	s.callSigners = append(s.callSigners, signers)
 	s.mu.Unlock()
+	// sleep: an allocation call takes this long, so that requests arrive while it is in flight
 	time.Sleep(s.hold)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -117,6 +118,7 @@ func TestDispatcher_LanesAndSigners(t *testing.T) {
 			}
 		})
 		if i%40 == 0 {
+			// sleep: the creates arrive over time, in bursts, as a service's do; the pacing is the load under test
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
@@ -297,6 +299,7 @@ func TestDispatcher_ContendedBatchWaits(t *testing.T) {
 	// next create, 50 ms later, goes in a call of its own.
 	wg.Go(func() { assert.NoError(t, createFor(c, calm, "calm-0")) })
 	require.Equal(t, []common.Address{calm}, <-store.started)
+	// sleep: the next create comes 50 ms later, the same gap as the contended case's below
 	time.Sleep(50 * time.Millisecond)
 	wg.Go(func() { assert.NoError(t, createFor(c, calm, "calm-1")) })
 	store.release <- struct{}{}
@@ -316,6 +319,7 @@ func TestDispatcher_ContendedBatchWaits(t *testing.T) {
 	// that come 50 ms later join it.
 	before := len(store.sizes)
 	wg.Go(func() { assert.NoError(t, createFor(c, hot, "hot-1")) })
+	// sleep: the later creates come 50 ms after the batch formed, within ContendedWait; the gap is what is under test
 	time.Sleep(50 * time.Millisecond)
 	for i := 2; i <= 3; i++ {
 		wg.Go(func() { assert.NoError(t, createFor(c, hot, fmt.Sprintf("hot-%d", i))) })

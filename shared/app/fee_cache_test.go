@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/txfence/txfence/shared/testsupport"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -39,6 +40,18 @@ func (o *oracle) SuggestFees(ctx context.Context) (txm.Fees, error) {
 	return txm.Fees{MaxPriorityFeePerGas: tip, MaxFeePerGas: new(big.Int).Add(tip, big.NewInt(100))}, nil
 }
 
+// waitingCtx counts the callers that have come to wait on it: a drain
+// waiting for another's ask, or the ask itself held at the oracle's gate.
+type waitingCtx struct {
+	context.Context
+	n *atomic.Int64
+}
+
+func (c waitingCtx) Done() <-chan struct{} {
+	c.n.Add(1)
+	return c.Context.Done()
+}
+
 // Drains that need fees at once ask the node once between them and all
 // sign with its answer.
 func TestFeeCache_ConcurrentDrainsAskOnce(t *testing.T) {
@@ -50,11 +63,15 @@ func TestFeeCache_ConcurrentDrainsAskOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	got := make([]txm.Fees, drains)
 	errs := make([]error, drains)
+	var waiting atomic.Int64
+	ctx := waitingCtx{Context: context.Background(), n: &waiting}
 	for i := range drains {
-		wg.Go(func() { got[i], errs[i] = c.suggest(context.Background(), 1, o) })
+		wg.Go(func() { got[i], errs[i] = c.suggest(ctx, 1, o) })
 	}
 	require.Eventually(t, func() bool { return o.asks.Load() == 1 }, 5*time.Second, time.Millisecond)
-	time.Sleep(20 * time.Millisecond) // the others reach the cache and wait
+	testsupport.Eventually(t, 5*time.Second, "the others to reach the cache and wait for the one ask", func() bool {
+		return waiting.Load() == drains
+	})
 	close(o.gate)
 	wg.Wait()
 	require.EqualValues(t, 1, o.asks.Load(), "one ask for all the drains")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/txfence/txfence/shared/metrics"
 	"github.com/txfence/txfence/shared/pgtest"
 	"github.com/txfence/txfence/shared/postgres"
+	"github.com/txfence/txfence/shared/testsupport"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -43,8 +45,13 @@ func TestWithChainLease_WaitsForARelease(t *testing.T) {
 
 	held, _, err := leases.Acquire(ctx, key, "drain")
 	require.NoError(t, err)
+	// The holder lets go once the waiter is waiting (it marks the lease
+	// wanted), so that the waiter must notice a release while it waits.
 	go func() {
-		time.Sleep(300 * time.Millisecond)
+		testsupport.Within(chainLeaseWait, func() bool {
+			w, err := leases.Wanted(context.Background(), held)
+			return err == nil && w.Any
+		})
 		_ = leases.Release(context.Background(), held)
 	}()
 	ran := false
@@ -106,18 +113,21 @@ func TestWithChainLease_DrainsLeaveAWantedLeaseToItsWaiter(t *testing.T) {
 	key := txm.LeaseKey{ChainID: 1337, Signer: common.HexToAddress("0x7"), Scope: txm.ScopeChain}
 
 	var drains sync.WaitGroup
+	var drained atomic.Int64
 	for i := range 3 {
 		drains.Go(func() {
 			for ctx.Err() == nil {
 				_ = withChainLease(ctx, leases, key, fmt.Sprintf("drain-%d", i), awaitIt, time.Second, logging.Discard(),
 					func(txm.Lease, *leaseKeeper) error {
+						drained.Add(1)
+						// sleep: a drain's work holds the lease this long, so that the others queue behind it
 						time.Sleep(30 * time.Millisecond)
 						return nil
 					})
 			}
 		})
 	}
-	time.Sleep(100 * time.Millisecond)
+	testsupport.Eventually(t, 10*time.Second, "the drains to be taking the lease one after another", func() bool { return drained.Load() >= 3 })
 	for i := range 5 {
 		ran := false
 		err := withChainLease(context.Background(), leases, key, fmt.Sprintf("finality-%d", i), wantIt, time.Second, logging.Discard(),
@@ -185,6 +195,7 @@ func TestWithChainLease_AConfirmationAsksMostOften(t *testing.T) {
 			_ = withChainLease(ctx, leases, key, w.owner, w.claim, time.Second, logging.Discard(), func(txm.Lease, *leaseKeeper) error { return nil })
 		})
 	}
+	// sleep: the asks are counted over most of chainLeaseWait while the lease is held; the rate is what is under test
 	time.Sleep(chainLeaseWait * 9 / 10)
 	leases.mu.Lock()
 	first, receipt, await := leases.asks["finality"], leases.asks["receipt"], leases.asks["drain-2"]
@@ -216,6 +227,7 @@ func TestWithChainLease_AConfirmationGoesBeforeAReceiptWrite(t *testing.T) {
 			mu.Lock()
 			order = append(order, who)
 			mu.Unlock()
+			// sleep: the work holds the lease a while, as a confirmation's does
 			time.Sleep(20 * time.Millisecond)
 			return nil
 		}

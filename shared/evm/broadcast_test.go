@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/txfence/txfence/shared/evm/evmtest"
+	"github.com/txfence/txfence/shared/testsupport"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -36,7 +37,7 @@ func TestClient_SendRawTransactionsBatch(t *testing.T) {
 
 func TestClient_SendRawTransactionsTransportFailure(t *testing.T) {
 	e := setup(t)
-	bad, err := New(evmtest.ChainID, []*rpc.Client{dialRPC(t, deadURL(t))}, DefaultOptions())
+	bad, err := New(evmtest.ChainID, []*rpc.Client{dialRPC(t, testsupport.DeadURL(t))}, DefaultOptions())
 	require.NoError(t, err)
 	defer bad.Close()
 	raw, err := signed(t, e.keys[0], 0, &e.keys[1].Address, 1, 21000, nil).MarshalBinary()

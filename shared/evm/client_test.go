@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -19,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/txfence/txfence/shared/evm/evmtest"
+	"github.com/txfence/txfence/shared/testsupport"
 )
 
 // env is a simulated chain served over HTTP and a Client dialled to it.
@@ -86,26 +86,12 @@ func waitPending(t *testing.T, e *env, addr common.Address, want uint64, msg str
 	t.Helper()
 	var got uint64
 	var err error
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testsupport.Within(5*time.Second, func() bool {
 		got, err = e.client.PendingNonce(context.Background(), addr)
-		if err == nil && got == want || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err == nil && got == want
+	})
 	require.NoError(t, err)
 	require.Equal(t, want, got, msg)
-}
-
-// deadURL is an http URL nothing listens on.
-func deadURL(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return "http://" + addr
 }
 
 func dialRPC(t *testing.T, url string) *rpc.Client {
@@ -130,13 +116,13 @@ func TestClient_DialKeepsUnreachableEndpoint(t *testing.T) {
 	chain := evmtest.Start(t, nil)
 	ctx := context.Background()
 
-	c, err := Dial(ctx, evmtest.ChainID, []string{deadURL(t), chain.URL}, DefaultOptions())
+	c, err := Dial(ctx, evmtest.ChainID, []string{testsupport.DeadURL(t), chain.URL}, DefaultOptions())
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	_, err = c.Head(ctx)
 	require.NoError(t, err)
 
-	_, err = Dial(ctx, evmtest.ChainID, []string{deadURL(t)}, DefaultOptions())
+	_, err = Dial(ctx, evmtest.ChainID, []string{testsupport.DeadURL(t)}, DefaultOptions())
 	require.ErrorContains(t, err, "no endpoint reachable")
 }
 
@@ -194,7 +180,7 @@ func TestClient_FailoverFromDeadEndpoint(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
 
-	c, err := New(evmtest.ChainID, []*rpc.Client{dialRPC(t, deadURL(t)), dialRPC(t, e.chain.URL)}, DefaultOptions())
+	c, err := New(evmtest.ChainID, []*rpc.Client{dialRPC(t, testsupport.DeadURL(t)), dialRPC(t, e.chain.URL)}, DefaultOptions())
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 
@@ -293,7 +279,7 @@ func TestClient_CallTimeout(t *testing.T) {
 func TestClient_CallerCancelStopsFailover(t *testing.T) {
 	t.Parallel()
 	second := newFake(t, &fakeEth{})
-	c, err := New(evmtest.ChainID, []*rpc.Client{dialRPC(t, deadURL(t)), dialRPC(t, second.url)}, DefaultOptions())
+	c, err := New(evmtest.ChainID, []*rpc.Client{dialRPC(t, testsupport.DeadURL(t)), dialRPC(t, second.url)}, DefaultOptions())
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 

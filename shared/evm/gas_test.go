@@ -21,6 +21,7 @@ import (
 
 	"github.com/txfence/txfence/shared/evm/evmtest"
 	"github.com/txfence/txfence/shared/evm/rpcproxy"
+	"github.com/txfence/txfence/shared/testsupport"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -359,7 +360,7 @@ func TestIssue44_EstimationErrorsOverJSONRPC(t *testing.T) {
 	}
 
 	// A closed endpoint.
-	dead, err := New(evmtest.ChainID, []*rpc.Client{dialRPC(t, deadURL(t))}, DefaultOptions())
+	dead, err := New(evmtest.ChainID, []*rpc.Client{dialRPC(t, testsupport.DeadURL(t))}, DefaultOptions())
 	require.NoError(t, err)
 	defer dead.Close()
 	_, err = dead.EstimateGas(ctx, msg)

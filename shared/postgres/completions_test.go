@@ -85,6 +85,7 @@ func TestCompletions_SeqsBecomeVisibleInOrder(t *testing.T) {
 					readerDone <- nil
 					return
 				}
+				// sleep: the poll interval of a reader tailing the feed while the writers run; it reads until stopped
 				time.Sleep(time.Millisecond)
 			}
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/txfence/txfence/shared/logging"
 	"github.com/txfence/txfence/shared/metrics"
 	"github.com/txfence/txfence/shared/pgtest"
+	"github.com/txfence/txfence/shared/testsupport"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -32,31 +33,14 @@ type instance struct {
 	pool    *pgxpool.Pool
 	leases  *Leases
 	metrics *metrics.Metrics
-	logs    *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logs    *testsupport.SyncBuffer
 }
 
 func newInstances(t *testing.T, db *pgtest.DB, n int, cfg config.Lease) []*instance {
 	t.Helper()
 	out := make([]*instance, n)
 	for i := range out {
-		inst := &instance{name: fmt.Sprintf("inst%d", i), pool: pgtest.Pool(t, db.URL), metrics: metrics.New(), logs: &syncBuffer{}}
+		inst := &instance{name: fmt.Sprintf("inst%d", i), pool: pgtest.Pool(t, db.URL), metrics: metrics.New(), logs: &testsupport.SyncBuffer{}}
 		var err error
 		inst.leases, err = NewLeases(inst.pool, cfg, inst.metrics, logging.New(inst.logs, "info", ""))
 		require.NoError(t, err)
@@ -118,6 +102,7 @@ func TestIssue2_LeaseRace(t *testing.T) {
 						errs <- err
 						return
 					}
+					// sleep: a random backoff between tries, as contenders' are; the jitter is part of the load under test
 					time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond)
 				}
 				n := holders.Add(1)
@@ -134,6 +119,7 @@ func TestIssue2_LeaseRace(t *testing.T) {
 				if _, err := bumpCursor(ctx, inst, l); err != nil {
 					errs <- fmt.Errorf("fenced write by the holder: %w", err)
 				}
+				// sleep: the holder stays in its critical section a random while, so that a second holder would overlap it
 				time.Sleep(time.Duration(rand.IntN(500)) * time.Microsecond)
 				holders.Add(-1)
 				if err := inst.leases.Release(ctx, l); err != nil {
@@ -258,7 +244,14 @@ func TestIssue2_TakeoverFencing_InFlightTx(t *testing.T) {
 			return err
 		}
 		go func() { takeover <- waitTakeOver(t, b, "B") }()
-		time.Sleep(1500 * time.Millisecond) // the lease expires while the transaction is open
+		// The lease expires while the transaction is open: B, which finds it
+		// expired, queues for the row behind the transaction.
+		testsupport.Eventually(t, 10*time.Second, "B's take-over to wait for A's transaction", func() bool {
+			var waiting bool
+			require.NoError(t, db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+				WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&waiting))
+			return waiting
+		})
 		_, err := q.leases.fencedExec(ctx, tx, la, "test_bump_cursor", "", bumpSQL)
 		return err
 	})
@@ -285,6 +278,7 @@ func TestIssue2_RenewRelease(t *testing.T) {
 
 	la, _, err := a.leases.Acquire(ctx, chainKey(), "A")
 	require.NoError(t, err)
+	// sleep: the clock must move for the renewal to extend the expiry
 	time.Sleep(20 * time.Millisecond)
 	renewed, err := a.leases.Renew(ctx, la)
 	require.NoError(t, err)
@@ -373,18 +367,17 @@ func TestIssue2_DatabaseTime(t *testing.T) {
 // waitTakeOver polls until inst acquires the chain lease for owner.
 func waitTakeOver(t *testing.T, inst *instance, owner string) txm.Lease {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		l, _, err := inst.leases.Acquire(context.Background(), chainKey(), owner)
-		if err == nil {
-			return l
-		}
-		if !errors.Is(err, txm.ErrLeaseHeld) || time.Now().After(deadline) {
-			t.Errorf("take over as %s: %v", owner, err)
-			return txm.Lease{}
-		}
-		time.Sleep(10 * time.Millisecond)
+	var l txm.Lease
+	var err error
+	testsupport.Within(10*time.Second, func() bool {
+		l, _, err = inst.leases.Acquire(context.Background(), chainKey(), owner)
+		return !errors.Is(err, txm.ErrLeaseHeld)
+	})
+	if err != nil {
+		t.Errorf("take over as %s: %v", owner, err)
+		return txm.Lease{}
 	}
+	return l
 }
 
 func fencedLogLines(t *testing.T, text string) []map[string]any {
@@ -437,6 +430,7 @@ func TestLeases_AcquireYieldingLeavesAWantedLease(t *testing.T) {
 	require.NoError(t, a.leases.Release(ctx, again))
 	_, _, err = a.leases.AcquireYielding(ctx, chainKey(), "drain-3", life)
 	require.ErrorIs(t, err, txm.ErrLeaseHeld)
+	// sleep: the mark must grow older than wantLife; that it holds yielders back no longer is what is under test
 	time.Sleep(life + 50*time.Millisecond)
 	late, _, err := a.leases.AcquireYielding(ctx, chainKey(), "drain-3", life)
 	require.NoError(t, err, "a stale mark no longer holds it back")
@@ -564,6 +558,7 @@ func TestLeases_AWantFirstGoesBeforeTheOtherWaiters(t *testing.T) {
 	require.NoError(t, b.leases.Release(ctx, sweep))
 	_, _, err = b.leases.AcquireBehindFirst(ctx, chainKey(), "receipt-2", life)
 	require.ErrorIs(t, err, txm.ErrLeaseHeld)
+	// sleep: the mark must grow older than wantLife; that it holds yielders back no longer is what is under test
 	time.Sleep(life + 50*time.Millisecond)
 	late, _, err := b.leases.AcquireBehindFirst(ctx, chainKey(), "receipt-2", life)
 	require.NoError(t, err, "a stale first mark no longer holds it back")

@@ -122,12 +122,20 @@ func TestIssue10_WebhookReceiverRefusesReplay(t *testing.T) {
 // delivery sent at once, exactly one is answered.
 func TestIssue10_WebhookReceiverRefusesConcurrentReplay(t *testing.T) {
 	t.Parallel()
+	// The first copy's decision is held until every other copy has been
+	// answered, so that all of them arrive while it is being decided; a
+	// receiver that let a second copy through would hold it here too, until
+	// the bound, and answer it.
+	others := make(chan struct{})
 	s := setupReceiver(t, func(context.Context, Request) (Answer, error) {
-		time.Sleep(20 * time.Millisecond)
+		select {
+		case <-others:
+		case <-time.After(5 * time.Second):
+		}
 		return Answer{Action: txm.ActionNoop}, nil
 	})
 	r := newSignedRequest(t, testSecret, time.Now())
-	var ok, conflict atomic.Int32
+	var ok, conflict, answered atomic.Int32
 	var wg sync.WaitGroup
 	for range 10 {
 		wg.Go(func() {
@@ -137,6 +145,9 @@ func TestIssue10_WebhookReceiverRefusesConcurrentReplay(t *testing.T) {
 				ok.Add(1)
 			case http.StatusConflict:
 				conflict.Add(1)
+			}
+			if resp.StatusCode != http.StatusOK && answered.Add(1) == 9 {
+				close(others)
 			}
 		})
 	}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/txfence/txfence/shared/testsupport"
 )
 
 // TestIssue14_Banner: make dev's banner gives the console's URL; on the
@@ -115,7 +117,7 @@ func TestIssue46_Banner(t *testing.T) {
 	assert.NotContains(t, ext.String(), "/hold", "another chain cannot be held")
 
 	// The README's walk-through is the banner's, at make dev's ports.
-	readme, err := os.ReadFile(filepath.Join(moduleRoot(t), "README.md"))
+	readme, err := os.ReadFile(filepath.Join(testsupport.ModuleRoot(t), "README.md"))
 	require.NoError(t, err)
 	b.Simulated = true
 	var def bytes.Buffer
@@ -154,17 +156,10 @@ func TestIssue46_AuthFlag(t *testing.T) {
 // emulator, and not the soak binary it does not run.
 func TestIssue46_DevBuild(t *testing.T) {
 	cmd := exec.Command("make", "-n", "dev")
-	cmd.Dir = moduleRoot(t)
+	cmd.Dir = testsupport.ModuleRoot(t)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	assert.Contains(t, string(out), "build -o bin/server ./functions/server")
 	assert.Contains(t, string(out), "build -o bin/emulator ./emulator/cmd/emulator")
 	assert.NotContains(t, string(out), "emulator/cmd/soak")
-}
-
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	require.NoError(t, err)
-	return filepath.Dir(strings.TrimSpace(string(out)))
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,7 +11,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,25 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/txfence/txfence/emulator/stack"
+	"github.com/txfence/txfence/shared/testsupport"
 )
-
-// syncBuffer is a buffer that a process writes while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // emulatorRun is a running emulator process and what its banner said.
 type emulatorRun struct {
@@ -59,7 +40,7 @@ func startEmulator(t *testing.T, env ...string) emulatorRun {
 	build := func(pkg, name string) string {
 		out := filepath.Join(dir, name)
 		cmd := exec.Command("go", "build", "-o", out, pkg)
-		cmd.Dir = moduleRoot(t)
+		cmd.Dir = testsupport.ModuleRoot(t)
 		b, err := cmd.CombinedOutput()
 		require.NoError(t, err, "go build %s: %s", pkg, b)
 		return out
@@ -79,7 +60,7 @@ func startEmulator(t *testing.T, env ...string) emulatorRun {
 		}
 	}
 	cmd.Env = append(cmd.Env, env...)
-	logs := &syncBuffer{}
+	logs := &testsupport.SyncBuffer{}
 	cmd.Stderr = logs
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
@@ -184,17 +165,6 @@ func (e emulatorRun) tx(t *testing.T, command, id string) walkTx {
 	return v
 }
 
-// waitFor calls cond every interval until it holds, failing the test
-// after timeout.
-func waitFor(t *testing.T, timeout, interval time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(timeout); !cond(); time.Sleep(interval) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, timeout)
-		}
-	}
-}
-
 // TestIssue46_LocalStack runs make dev's emulator with TXFENCE_AUTH=apikey in
 // the caller's environment, as a user who wants the API as deployed: no
 // call passes without a credential, and the printed key works. Then it
@@ -246,7 +216,7 @@ func TestIssue46_LocalStack(t *testing.T) {
 		require.NotEmpty(t, created.ID, "the create answers the transaction")
 
 		var tx walkTx
-		waitFor(t, time.Minute, 200*time.Millisecond, "the transaction is mined", func() bool {
+		testsupport.EventuallyEvery(t, time.Minute, 200*time.Millisecond, "the transaction is mined", func() bool {
 			tx = e.tx(t, follow, created.ID)
 			require.NotEqual(t, "CONFIRMED", tx.State, "the held chain confirmed the transaction")
 			return tx.State == "MINED"
@@ -255,7 +225,7 @@ func TestIssue46_LocalStack(t *testing.T) {
 		// As long as a user takes to read it: blocks that would have
 		// confirmed it more than once over are not mined.
 		var held holdView
-		waitFor(t, time.Minute, 100*time.Millisecond, "the chain is held", func() bool {
+		testsupport.EventuallyEvery(t, time.Minute, 100*time.Millisecond, "the chain is held", func() bool {
 			resp, err := http.Get(e.admin + "/hold")
 			require.NoError(t, err)
 			defer resp.Body.Close()
@@ -268,7 +238,7 @@ func TestIssue46_LocalStack(t *testing.T) {
 		assert.Equal(t, "MINED", tx.State, "still MINED while the chain is held")
 
 		assert.Contains(t, string(e.shell(t, reorg, "")), "reorganised the last 1 blocks")
-		waitFor(t, time.Minute, 200*time.Millisecond, "the transaction confirms after the reorg", func() bool {
+		testsupport.EventuallyEvery(t, time.Minute, 200*time.Millisecond, "the transaction confirms after the reorg", func() bool {
 			tx = e.tx(t, history, created.ID)
 			return tx.State == "CONFIRMED"
 		})

@@ -168,7 +168,8 @@ WHERE scope = 'chain' AND signer = $1`, txm.CanonicalAddress(signer))
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Stuck)
 	n.Allocate(t, signer, 1)
-	time.Sleep(150 * time.Millisecond) // past the resubmit interval: the new transaction is stranded
+	// sleep: past the resubmit interval, so that the new transaction is stranded
+	time.Sleep(150 * time.Millisecond)
 	st, err := n.Resubmit.Pass(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, st.Prompted)

@@ -211,12 +211,18 @@ func (c *Chain) SealedAt(h common.Hash) (time.Time, bool) {
 func (c *Chain) waitIndexed() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
 	for {
 		_, _, err := c.Backend.Client().TransactionByHash(ctx, common.Hash{})
 		if errors.Is(err, ethereum.NotFound) || ctx.Err() != nil {
 			return
 		}
-		time.Sleep(time.Millisecond)
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/big"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/txfence/txfence/shared/evm/evmtest"
+	"github.com/txfence/txfence/shared/testsupport"
 )
 
 func TestDevKeys_Deterministic(t *testing.T) {
@@ -133,14 +135,10 @@ func waitPending(t *testing.T, ec *ethclient.Client, addr common.Address, want u
 	t.Helper()
 	var got uint64
 	var err error
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testsupport.Within(5*time.Second, func() bool {
 		got, err = ec.PendingNonceAt(context.Background(), addr)
-		if err == nil && got == want || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err == nil && got == want
+	})
 	require.NoError(t, err)
 	require.Equal(t, want, got, "pending nonce")
 }
@@ -266,18 +264,25 @@ func TestChain_ReorgUnderTraffic(t *testing.T) {
 			GasTipCap: big.NewInt(1e9), GasFeeCap: big.NewInt(1e11), Gas: 21000, To: &keys[0].Address})
 	}
 	sent := make(chan error, 1)
+	var count atomic.Int64
 	go func() {
 		for _, tx := range txs {
 			if err := ec.SendTransaction(ctx, tx); err != nil {
 				sent <- fmt.Errorf("nonce %d: %w", tx.Nonce(), err)
 				return
 			}
+			count.Add(1)
+			// sleep: the sender's traffic is spread over the reorgs, a transaction a millisecond
 			time.Sleep(time.Millisecond)
 		}
 		sent <- nil
 	}()
-	for i := 0; i < 5; i++ {
-		time.Sleep(30 * time.Millisecond)
+	// Each reorg comes after another sixth of the traffic, so that all five
+	// run while transactions arrive.
+	for i := 1; i <= 5; i++ {
+		testsupport.Eventually(t, 20*time.Second, fmt.Sprintf("%d transactions sent before reorg %d", i*n/6, i), func() bool {
+			return count.Load() >= int64(i*n/6)
+		})
 		require.NoError(t, chain.Reorg(2, false))
 	}
 	require.NoError(t, <-sent)

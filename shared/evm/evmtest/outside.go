@@ -61,6 +61,8 @@ func (c *Chain) Burn(ctx context.Context, key *ecdsa.PrivateKey, n int, gas uint
 func (c *Chain) waitPending(ctx context.Context, from common.Address, nonce uint64) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
 	for {
 		n, err := c.Backend.Client().PendingNonceAt(ctx, from)
 		if err != nil {
@@ -69,7 +71,11 @@ func (c *Chain) waitPending(ctx context.Context, from common.Address, nonce uint
 		if n >= nonce {
 			return nil
 		}
-		time.Sleep(time.Millisecond)
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return fmt.Errorf("wait pending: %w", ctx.Err())
+		}
 	}
 }
 

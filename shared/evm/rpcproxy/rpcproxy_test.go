@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/txfence/txfence/shared/evm/evmtest"
+	"github.com/txfence/txfence/shared/testsupport"
 )
 
 // fixture is a simulated chain with a proxy in front of it.
@@ -377,16 +378,13 @@ func TestProxy_Hold(t *testing.T) {
 func pendingNonce(t *testing.T, f fixture, want uint64) uint64 {
 	t.Helper()
 	var pending uint64
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testsupport.Within(5*time.Second, func() bool {
 		var err error
 		pending, err = f.direct.PendingNonceAt(context.Background(), f.keys[0].Address)
 		require.NoError(t, err)
-		if pending >= want || time.Now().After(deadline) {
-			return pending
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return pending >= want
+	})
+	return pending
 }
 
 func TestProxy_BatchPartialFault(t *testing.T) {
