@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/txfence/txfence/shared/testsupport"
 )
 
 // TestSampleCPU_OnlyOwnPostgres: the benchmarks' PostgreSQL CPU is that of
@@ -36,12 +38,10 @@ func TestSampleCPU_OnlyOwnPostgres(t *testing.T) {
 	own := exec.Command(pg, "-c", burn)
 	busy(own)
 
-	// Wait until ours has burnt its loop and sleeps.
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if st := procStatFields(own.Process.Pid); len(st) > 0 && st[0] == "S" && procCPU(own.Process.Pid) > 100*time.Millisecond {
-			break
-		}
-	}
+	testsupport.Eventually(t, 30*time.Second, "our postgres to burn its loop and sleep", func() bool {
+		st := procStatFields(own.Process.Pid)
+		return len(st) > 0 && st[0] == "S" && procCPU(own.Process.Pid) > 100*time.Millisecond
+	})
 	spent := SampleCPU(nil).Sub(before).Postgres
 	ownCPU := procCPU(own.Process.Pid)
 	require.Greater(t, ownCPU, 100*time.Millisecond)

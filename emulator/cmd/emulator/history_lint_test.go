@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/txfence/txfence/shared/testsupport"
 )
 
 // TestIssue46_HistoryLint: make lint's history-lint fails on a line that
@@ -20,7 +22,7 @@ func TestIssue46_HistoryLint(t *testing.T) {
 	}
 	lint := func(dir string) (string, error) {
 		cmd := exec.Command("make", "--no-print-directory", "history-lint", "HISTORY_DIR="+dir)
-		cmd.Dir = moduleRoot(t)
+		cmd.Dir = testsupport.ModuleRoot(t)
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
@@ -44,7 +46,7 @@ func TestIssue46_HistoryLint(t *testing.T) {
 
 	// make lint runs it, on the whole tree.
 	cmd := exec.Command("make", "-n", "lint")
-	cmd.Dir = moduleRoot(t)
+	cmd.Dir = testsupport.ModuleRoot(t)
 	plan, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", plan)
 	assert.Contains(t, string(plan), "grep -rIniE 'session [0-9]+' --exclude-dir=.git", "make lint runs history-lint")
