@@ -140,16 +140,7 @@ func TestIssue5_ConfirmedFeedAndTopic(t *testing.T) {
 	assert.Empty(t, want, "each outcome exactly once")
 
 	// The topic: the same 200, in seq order under the signer's ordering key.
-	msgs, err := w.PubSub.Pull(ctx, w.Cfg.TopicCompletion+"-sub", 1000, 5*time.Second)
-	require.NoError(t, err)
-	for len(msgs) < total {
-		more, err := w.PubSub.Pull(ctx, w.Cfg.TopicCompletion+"-sub", 1000, 2*time.Second)
-		require.NoError(t, err)
-		if len(more) == 0 {
-			break
-		}
-		msgs = append(msgs, more...)
-	}
+	msgs := pullCompletions(t, w, total)
 	require.Len(t, msgs, total)
 	var seqs []int64
 	for _, m := range msgs {
@@ -740,15 +731,7 @@ func TestFinality_OutcomesNumberedAfterAFault(t *testing.T) {
 		}
 		assert.False(t, it.NewFork)
 	}
-	var msgs []pubsubtest.Received
-	for len(msgs) < total {
-		more, err := w.PubSub.Pull(ctx, w.Cfg.TopicCompletion+"-sub", 100, 2*time.Second)
-		require.NoError(t, err)
-		if len(more) == 0 {
-			break
-		}
-		msgs = append(msgs, more...)
-	}
+	msgs := pullCompletions(t, w, total)
 	require.Len(t, msgs, total, "and relayed them to the topic")
 	for i, m := range msgs {
 		var body txm.CompletionMessage
@@ -1160,4 +1143,21 @@ func lookLeftToTheSweep(t *testing.T, hooks func(func()) app.SweepHooks) {
 	assert.Equal(t, 1, during.Skipped, "the later pass left the signer to the sweep under way")
 	assert.Equal(t, 2, st.Confirmed, "the sweep ended what that pass saw final too")
 	assert.Equal(t, map[string]int{"CONFIRMED": 2}, w.States(t))
+}
+
+// pullCompletions pulls the completion topic until want messages arrived or
+// 30 s passed (the relay publishes after the pass returns, later on a busy
+// machine, so an empty pull is not yet an answer), and then looks once more.
+func pullCompletions(t *testing.T, w *stacktest.World, want int) []pubsubtest.Received {
+	t.Helper()
+	var msgs []pubsubtest.Received
+	for deadline := time.Now().Add(30 * time.Second); len(msgs) < want && time.Now().Before(deadline); {
+		more, err := w.PubSub.Pull(ctx, w.Cfg.TopicCompletion+"-sub", 1000, 2*time.Second)
+		require.NoError(t, err)
+		msgs = append(msgs, more...)
+	}
+	// One more look, so that a message published twice is counted.
+	more, err := w.PubSub.Pull(ctx, w.Cfg.TopicCompletion+"-sub", 1000, 500*time.Millisecond)
+	require.NoError(t, err)
+	return append(msgs, more...)
 }
