@@ -77,26 +77,37 @@ func mustContract(name string) func() *Contract {
 }
 
 var (
-	// ERC20 is TestERC20: a standard ERC-20 (18 decimals) with an open
-	// mint(to, value); its constructor is (name, symbol, holder, supply) and
-	// mints supply to holder unless holder is the zero address. An allowance
-	// of the maximum uint256 is unlimited.
-	ERC20 = mustContract("TestERC20")
-	// ERC721 is TestERC721: a standard ERC-721 with an open mint(to,
-	// tokenId); safeTransferFrom checks onERC721Received on contracts.
-	ERC721 = mustContract("TestERC721")
-	// ERC1155 is TestERC1155: a standard ERC-1155 with an open mint(to, id,
-	// value, data) that emits TransferSingle from the zero address.
-	ERC1155 = mustContract("TestERC1155")
-	// Reverter reverts on every call, each function in its own way:
-	// failWithReason() with Error(string), failWithPanic(0) with
-	// Panic(0x12), failWithCustom(need) with InsufficientBalance(address
-	// who, uint256 need, uint256 have), failWithoutData() with no data.
-	Reverter = mustContract("Reverter")
-	// Forwarder moves native value on with internal calls: forward(to)
-	// sends msg.value to to, split(a, b) half to a and the rest to b.
-	Forwarder = mustContract("Forwarder")
+	erc20     = mustContract("TestERC20")
+	erc721    = mustContract("TestERC721")
+	erc1155   = mustContract("TestERC1155")
+	reverter  = mustContract("Reverter")
+	forwarder = mustContract("Forwarder")
 )
+
+// ERC20 is TestERC20: a standard ERC-20 (18 decimals) with an open mint(to,
+// value); its constructor is (name, symbol, holder, supply) and mints supply
+// to holder unless holder is the zero address. An allowance of the maximum
+// uint256 is unlimited.
+func ERC20() *Contract { return erc20() }
+
+// ERC721 is TestERC721: a standard ERC-721 with an open mint(to, tokenId);
+// safeTransferFrom checks onERC721Received on contracts.
+func ERC721() *Contract { return erc721() }
+
+// ERC1155 is TestERC1155: a standard ERC-1155 with an open mint(to, id,
+// value, data) that emits TransferSingle from the zero address.
+func ERC1155() *Contract { return erc1155() }
+
+// Reverter reverts on every call, each function in its own way:
+// failWithReason() with Error(string), failWithPanic(0) with Panic(0x12),
+// failWithCustom(need) with InsufficientBalance(address who, uint256 need,
+// uint256 have), failWithoutData() with no data.
+func Reverter() *Contract { return reverter() }
+
+// Forwarder moves native value on with internal calls: forward(to) sends
+// msg.value to to, split(a, b) half to a and the rest to b, each emitting
+// Forwarded(to, value).
+func Forwarder() *Contract { return forwarder() }
 
 // Pack is the calldata of a call of method with args.
 func (c *Contract) Pack(method string, args ...any) ([]byte, error) {
