@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO    ?= go
 PGBIN ?= /usr/lib/postgresql/15/bin
 
-.PHONY: all test lint history-lint deps postgres-bin chromium fmt vet build bin-server bin-emulator bin-soak dev e2e soak fuzz openapi-lint node tf-validate tf-tools
+.PHONY: all test lint history-lint deps postgres-bin chromium fmt vet build bin-server bin-emulator bin-soak dev e2e soak fuzz openapi-lint node tf-validate tf-tools contracts solcjs
 
 all: test
 
@@ -34,8 +34,9 @@ chromium:
 ## test: vet, then every test with the race detector against a real PostgreSQL
 ## (the console's in headless Chromium), then every fuzz target for FUZZTIME
 ## (make fuzz). Builds tf-validate's binaries first (tf-tools), which
-## terraform's tests use.
-test: deps chromium vet tf-tools
+## terraform's tests use, and installs solc-js (solcjs), with which
+## TestIssue47_ContractsCurrent checks the committed contract artefacts.
+test: deps chromium vet tf-tools solcjs
 	TXFENCE_CHROMIUM=$(CHROMIUM) $(GO) test -race -count=1 -timeout 15m ./...
 	@$(MAKE) --no-print-directory fuzz
 
@@ -116,6 +117,31 @@ node:
 	fi; \
 	node -e 'const [a, b] = process.versions.node.split(".").map(Number); process.exit(a > 18 || (a === 18 && b >= 17) ? 0 : 1)' || \
 	  { echo "openapi-lint needs node >= 18.17, found $$(node --version)"; exit 1; }
+
+## contracts: compile the test contracts' Solidity sources
+## (shared/evm/evmtest/contracts/*.sol) with solc-js and rewrite their
+## committed artefacts (contracts/artifacts/<Name>.json: ABI and creation
+## bytecode), which evmtest embeds. The compiler, the npm package solc
+## 0.8.37, is pinned by contracts/solcjs/package-lock.json and installed with
+## npm ci into .tools/solc (gitignored), apart from .tools/node so that
+## openapi-lint's reinstall leaves it be; the settings (optimizer, EVM
+## version, no metadata hash) are fixed in contracts/compile.js, so the same
+## sources give the same bytes. TestIssue47_ContractsCurrent fails when the
+## committed artefacts are not what this produces.
+SOLC_DIR := .tools/solc
+SOLC_PKG := shared/evm/evmtest/contracts/solcjs
+SOLCJS   := $(SOLC_DIR)/node_modules/solc/package.json
+contracts: $(SOLCJS)
+	node shared/evm/evmtest/contracts/compile.js --solc $(SOLC_DIR)/node_modules/solc --out shared/evm/evmtest/contracts/artifacts
+
+## solcjs: only install solc-js into .tools/solc (make test needs it).
+solcjs: $(SOLCJS)
+
+$(SOLCJS): $(SOLC_PKG)/package.json $(SOLC_PKG)/package-lock.json | node
+	rm -rf $(SOLC_DIR) && mkdir -p $(SOLC_DIR)
+	cp $(SOLC_PKG)/package.json $(SOLC_PKG)/package-lock.json $(SOLC_PKG)/.npmrc $(SOLC_DIR)/
+	cd $(SOLC_DIR) && npm ci --loglevel=error
+	touch $@
 
 vet:
 	$(GO) vet ./...

@@ -73,13 +73,8 @@ func revertError(err error) *txm.RevertError {
 		return nil
 	}
 	re := &txm.RevertError{}
-	var dataErr rpc.DataError
-	if errors.As(err, &dataErr) {
-		if s, ok := dataErr.ErrorData().(string); ok {
-			if data, err := hexutil.Decode(s); err == nil && len(data) > 0 {
-				re.Data = data
-			}
-		}
+	if data, ok := RevertData(err); ok && len(data) > 0 {
+		re.Data = data
 	}
 	if reason, err := abi.UnpackRevert(re.Data); err == nil {
 		re.Reason = reason
