@@ -134,7 +134,6 @@ type simBlockResult struct {
 type simCallResult struct {
 	ReturnData hexutil.Bytes   `json:"returnData"`
 	Logs       []simLog        `json:"logs"`
-	GasUsed    hexutil.Uint64  `json:"gasUsed"`
 	Status     *hexutil.Uint64 `json:"status"`
 	Error      *simCallError   `json:"error"`
 }
