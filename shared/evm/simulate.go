@@ -182,7 +182,7 @@ func (c *Client) Simulate(ctx context.Context, calls []txm.SimCall) ([]txm.SimRe
 	}
 	estimates := make([]simElem, len(calls))
 	for i, call := range calls {
-		estimates[i] = simElem{method: "eth_estimateGas", args: []any{simArgsOf(call, true)}}
+		estimates[i] = simElem{method: "eth_estimateGas", args: []any{simArgsOf(call, true), "latest"}}
 	}
 	out, err := c.simulate(ctx, calls, estimates)
 	if err != nil {
@@ -231,9 +231,9 @@ func callElems(calls []txm.SimCall) []simElem {
 	return out
 }
 
-// interleave is a[0], b[0], a[1], b[1], ... (a alone when b is nil): a
-// call's two requests stay in the same batch when the calls exceed
-// MaxBatch.
+// interleave is a[0], b[0], a[1], b[1], ... (a alone when b is nil), so
+// that when the calls exceed an even MaxBatch a call's two requests still
+// go in the same batch.
 func interleave(a, b []simElem) []*simElem {
 	out := make([]*simElem, 0, len(a)+len(b))
 	for i := range a {
@@ -374,8 +374,8 @@ func (c *Client) fallbackResult(call txm.SimCall, ethCall, estimate simElem) (tx
 }
 
 // withEstimate sets r's gas from the estimate, plus GasMarginPercent, or
-// the estimate's refusal of a call the simulation ran (it runs the call at
-// other gas limits, at the pending block, and with the call's fees).
+// records the estimate's refusal of a call the simulation ran: it runs the
+// call at other gas limits, and with the call's fees.
 func (c *Client) withEstimate(r txm.SimResult, estimate simElem) (txm.SimResult, error) {
 	if estimate.err != nil {
 		r.Effects = nil
@@ -399,6 +399,15 @@ func failed(r txm.SimResult, err error) (txm.SimResult, error) {
 	}
 	if fe := insufficientFunds(err); fe != nil {
 		r.Err = fe
+		return r, nil
+	}
+	// A refusal the call's own fields decide (a gas limit below the
+	// intrinsic or calldata floor cost, above the block's, init code too
+	// large), whatever the code: geth's eth_simulateV1 answers some with
+	// -32603.
+	var rpcErr rpc.Error
+	if errors.As(err, &rpcErr) && !failover(err) && Classify(err).Permanent() {
+		r.Err = &txm.ExecutionError{Reason: nodeReason(rpcErr.Error()), Err: err}
 		return r, nil
 	}
 	if xe := executionFailure(err); xe != nil {

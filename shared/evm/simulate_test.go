@@ -350,3 +350,38 @@ func TestIssue47_SimulateErrors(t *testing.T) {
 	require.Nil(t, res)
 	require.Empty(t, e.proxy.Calls())
 }
+
+func TestIssue47_SimulateGasLimit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := simSetup(t)
+	call := e.simCalls()[1] // the token transfer, which needs more than 21000
+
+	// The caller's limit is too low: the call fails, whatever it emits.
+	low := call
+	low.Gas = 22_000 // above the calldata floor, below the LOG3's cost
+	res, err := e.client.Simulate(ctx, []txm.SimCall{low})
+	require.NoError(t, err)
+	var xe *txm.ExecutionError
+	require.ErrorAs(t, res[0].Err, &xe)
+	require.Contains(t, xe.Reason, "out of gas")
+	require.Empty(t, res[0].Effects)
+
+	// Below the calldata floor (EIP-7623), which geth's eth_simulateV1
+	// refuses with -32603: still the call's fault.
+	low.Gas = 21_500
+	res, err = e.client.Simulate(ctx, []txm.SimCall{low})
+	require.NoError(t, err)
+	require.ErrorAs(t, res[0].Err, &xe)
+	require.Contains(t, xe.Reason, "floor data gas")
+
+	// Enough, with fees the signer can pay: the estimate is the gas.
+	ok := call
+	ok.Gas = 100_000
+	ok.MaxFeePerGas, ok.MaxPriorityFeePerGas = big.NewInt(100*params1Gwei), big.NewInt(params1Gwei)
+	res, err = e.client.Simulate(ctx, []txm.SimCall{ok})
+	require.NoError(t, err)
+	require.NoError(t, res[0].Err)
+	require.Len(t, res[0].Effects, 1)
+	require.Equal(t, e.estimate(t, call), res[0].Gas)
+}
