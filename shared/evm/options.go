@@ -38,14 +38,19 @@ type Options struct {
 	// upgraded, or another endpoint may serve it). Zero tries it every
 	// time.
 	SimulateRecheck time.Duration
+	// CodeCacheTTL is how long HasCode reuses its answer for an address.
+	// An account may gain or lose code meanwhile (a deployment at a known
+	// address, an EIP-7702 delegation), so keep it short. Zero: no reuse.
+	CodeCacheTTL time.Duration
 	// Legacy forces legacy (gasPrice) fees. Legacy mode is also used when the
 	// latest header has no base fee.
 	Legacy bool
 }
 
 // DefaultOptions are a 5s call timeout, a 20% gas margin, a fee cap of twice
-// the base fee plus the tip, no fee caps, and eth_simulateV1 tried again
-// every 10 minutes on a chain whose node did not serve it.
+// the base fee plus the tip, no fee caps, eth_simulateV1 tried again every
+// 10 minutes on a chain whose node did not serve it, and code checks reused
+// for a minute.
 func DefaultOptions() Options {
 	return Options{
 		CallTimeout:       5 * time.Second,
@@ -53,6 +58,7 @@ func DefaultOptions() Options {
 		BaseFeeMultiplier: 2,
 		MaxBatch:          DefaultMaxBatch,
 		SimulateRecheck:   10 * time.Minute,
+		CodeCacheTTL:      time.Minute,
 	}
 }
 
@@ -68,6 +74,9 @@ func (o Options) validate() error {
 	}
 	if o.SimulateRecheck < 0 {
 		return errors.New("simulate recheck must not be negative")
+	}
+	if o.CodeCacheTTL < 0 {
+		return errors.New("code cache TTL must not be negative")
 	}
 	if o.BaseFeeMultiplier < 1 {
 		return errors.New("base fee multiplier must be at least 1")

@@ -385,3 +385,34 @@ func TestIssue47_SimulateGasLimit(t *testing.T) {
 	require.Len(t, res[0].Effects, 1)
 	require.Equal(t, e.estimate(t, call), res[0].Gas)
 }
+
+func TestIssue47_HasCode(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := simSetup(t)
+	eoa := e.keys[1].Address
+	addrs := []common.Address{eoa, simEmitterAddr, simRecipient, simEmitterAddr}
+
+	has, err := e.client.HasCode(ctx, addrs)
+	require.NoError(t, err)
+	require.Equal(t, []bool{false, true, false, true}, has)
+	reqs := requestsOf(e.proxy)
+	require.Len(t, reqs, 1, "one batch")
+	require.Equal(t, map[string]int{"eth_getCode": 3}, countMethods(reqs[0]), "each address asked once")
+
+	// Cached: nothing asked.
+	e.proxy.Reset()
+	has, err = e.client.HasCode(ctx, addrs[:2])
+	require.NoError(t, err)
+	require.Equal(t, []bool{false, true}, has)
+	require.Empty(t, e.proxy.Calls())
+
+	// Without reuse, every check asks.
+	fresh := simSetup(t, func(o *Options) { o.CodeCacheTTL = 0 })
+	for range 2 {
+		has, err = fresh.client.HasCode(ctx, addrs[:2])
+		require.NoError(t, err)
+		require.Equal(t, []bool{false, true}, has)
+	}
+	require.Equal(t, 4, fresh.proxy.Count("eth_getCode"))
+}

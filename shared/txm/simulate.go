@@ -67,3 +67,14 @@ type Simulator interface {
 	// before the first.
 	SimulationMethod() SimMethod
 }
+
+// CodeChecker tells which addresses hold code, so that a call without data
+// to one that holds none (a plain transfer, whose effects are its value) can
+// skip simulation. Answers may be cached for a short while: an account can
+// gain or lose code (a contract deployed at a known address, an EIP-7702
+// delegation set or cleared).
+type CodeChecker interface {
+	// HasCode reports, for each address in order, whether it holds code at
+	// the latest block, in one batched call for the addresses not cached.
+	HasCode(ctx context.Context, addrs []common.Address) ([]bool, error)
+}
