@@ -7,6 +7,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/stretchr/testify/require"
 
 	"github.com/txfence/txfence/shared/evm/evmtest"
@@ -415,4 +416,29 @@ func TestIssue47_HasCode(t *testing.T) {
 		require.Equal(t, []bool{false, true}, has)
 	}
 	require.Equal(t, 4, fresh.proxy.Count("eth_getCode"))
+}
+
+func TestIssue47_SimulateCreate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := simSetup(t, func(o *Options) { o.SimulateRecheck = 0 })
+	from := e.keys[0].Address
+	// Init code that deploys nothing (STOP), endowed with 5 wei.
+	call := txm.SimCall{From: from, Value: big.NewInt(5), Data: []byte{0x00}}
+
+	res, err := e.client.Simulate(ctx, []txm.SimCall{call})
+	require.NoError(t, err)
+	require.NoError(t, res[0].Err)
+	require.Equal(t, txm.SimSimulateV1, res[0].Method)
+	require.Equal(t, []txm.Effect{{Kind: txm.EffectNative, From: from, To: crypto.CreateAddress(from, 0), Amount: big.NewInt(5)}}, res[0].Effects,
+		"the value goes to the address the creation gets at the signer's nonce")
+	require.Greater(t, res[0].Gas, uint64(53000))
+
+	// Without eth_simulateV1 the new address is not known: the zero
+	// address stands for it.
+	e.proxy.Fail("eth_simulateV1", 1, simulateMissing)
+	res, err = e.client.Simulate(ctx, []txm.SimCall{call})
+	require.NoError(t, err)
+	require.Equal(t, txm.SimCallEstimate, res[0].Method)
+	require.Equal(t, []txm.Effect{{Kind: txm.EffectNative, From: from, To: common.Address{}, Amount: big.NewInt(5)}}, res[0].Effects)
 }
