@@ -28,7 +28,9 @@ var _ txm.Simulator = (*Client)(nil)
 // allocation batch come from different signers and must each be judged on
 // the chain as it is, not after the others. So each call is its own
 // eth_simulateV1 request (one block, one call), and all of them go out as
-// one JSON-RPC batch. Creates of the same signer are judged the same way,
+// one JSON-RPC batch. That also keeps one call's refusal (geth fails the
+// whole request when a call cannot be paid for) from taking the others'
+// results with it, and gives each call the node's whole gas cap. Creates of the same signer are judged the same way,
 // each against the latest state, not after its predecessors in the batch:
 // a flow whose transactions depend on the signer's own pending ones is what
 // an advisory simulation policy is for.
