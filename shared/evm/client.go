@@ -19,6 +19,8 @@ type Client struct {
 	opts      Options
 	endpoints []*endpoint
 	current   atomic.Int64 // index of the last endpoint that answered
+	sim       simState     // which simulation method the chain serves
+	code      codeCache    // which addresses hold code (HasCode)
 }
 
 var _ txm.Chain = (*Client)(nil)

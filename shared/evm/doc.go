@@ -7,4 +7,8 @@
 // next endpoint when one cannot be reached; a JSON-RPC error is the node's
 // answer and is returned as it came. Receipts and headers are fetched in one
 // batch per call.
+//
+// Simulate runs calls against the latest state (eth_simulateV1 with
+// transfer tracing, or eth_call and eth_estimateGas where the node lacks
+// it) and DecodeEffects reads what they move from their logs.
 package evm

@@ -32,19 +32,33 @@ type Options struct {
 	// go out as several batches. Nodes and providers refuse batches past a
 	// limit of their own (geth: 1,000; many hosted providers: 100 or fewer).
 	MaxBatch int
+	// SimulateRecheck is how long Simulate uses eth_call and
+	// eth_estimateGas on a chain whose node said it does not serve
+	// eth_simulateV1 before it tries eth_simulateV1 again (the node may be
+	// upgraded, or another endpoint may serve it). Zero tries it every
+	// time.
+	SimulateRecheck time.Duration
+	// CodeCacheTTL is how long HasCode reuses its answer for an address.
+	// An account may gain or lose code meanwhile (a deployment at a known
+	// address, an EIP-7702 delegation), so keep it short. Zero: no reuse.
+	CodeCacheTTL time.Duration
 	// Legacy forces legacy (gasPrice) fees. Legacy mode is also used when the
 	// latest header has no base fee.
 	Legacy bool
 }
 
 // DefaultOptions are a 5s call timeout, a 20% gas margin, a fee cap of twice
-// the base fee plus the tip, and no fee caps.
+// the base fee plus the tip, no fee caps, eth_simulateV1 tried again every
+// 10 minutes on a chain whose node did not serve it, and code checks reused
+// for a minute.
 func DefaultOptions() Options {
 	return Options{
 		CallTimeout:       5 * time.Second,
 		GasMarginPercent:  20,
 		BaseFeeMultiplier: 2,
 		MaxBatch:          DefaultMaxBatch,
+		SimulateRecheck:   10 * time.Minute,
+		CodeCacheTTL:      time.Minute,
 	}
 }
 
@@ -57,6 +71,12 @@ func (o Options) validate() error {
 	}
 	if o.MaxBatch < 1 {
 		return errors.New("max batch must be at least 1")
+	}
+	if o.SimulateRecheck < 0 {
+		return errors.New("simulate recheck must not be negative")
+	}
+	if o.CodeCacheTTL < 0 {
+		return errors.New("code cache TTL must not be negative")
 	}
 	if o.BaseFeeMultiplier < 1 {
 		return errors.New("base fee multiplier must be at least 1")

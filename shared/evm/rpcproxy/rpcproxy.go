@@ -59,6 +59,9 @@ type Call struct {
 	Params json.RawMessage
 	// Time is when the HTTP request carrying the call arrived.
 	Time time.Time
+	// Request numbers the HTTP request carrying the call, from 1 in order
+	// of arrival: the calls of one batch share it.
+	Request int
 	// Faulted is whether a fault answered the call (including a Drop or
 	// HTTPStatus fault of another call of the same batch), so that the node
 	// never saw it. A fault that only delays does not count.
@@ -90,6 +93,7 @@ type Proxy struct {
 	gates   map[string]*sync.RWMutex // by method; see Hold
 	closed  bool
 	calls   []*Call
+	reqs    int // HTTP requests with JSON-RPC calls received
 	before  map[string]func(json.RawMessage) *Fault
 	fail    map[string][]rule
 	failAll *Fault
@@ -300,8 +304,9 @@ func (p *Proxy) resolve(reqs []request) ([]*Call, []*Fault) {
 	faults := make([]*Fault, len(reqs))
 	hooks := make([]func(json.RawMessage) *Fault, len(reqs))
 	p.mu.Lock()
+	p.reqs++
 	for i, req := range reqs {
-		calls[i] = &Call{Method: req.method, Params: slices.Clone(req.params), Time: now}
+		calls[i] = &Call{Method: req.method, Params: slices.Clone(req.params), Time: now, Request: p.reqs}
 		p.calls = append(p.calls, calls[i])
 		switch f := p.takeRule(req.method); {
 		case p.failAll != nil:

@@ -151,6 +151,26 @@ func TestProxy_RecordsCalls(t *testing.T) {
 	require.Zero(t, f.proxy.Count("eth_chainId"))
 }
 
+func TestProxy_NumbersRequests(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+
+	_, err := f.eth.ChainID(ctx)
+	require.NoError(t, err)
+	var id, n hexutil.Big
+	batch := []rpc.BatchElem{{Method: "eth_chainId", Result: &id}, {Method: "eth_blockNumber", Result: &n}}
+	require.NoError(t, f.rpc.BatchCallContext(ctx, batch))
+	require.NoError(t, batch[0].Error)
+	require.NoError(t, batch[1].Error)
+
+	calls := f.proxy.Calls()
+	require.Len(t, calls, 3)
+	require.Equal(t, 1, calls[0].Request)
+	require.Equal(t, 2, calls[1].Request, "a batch is one request")
+	require.Equal(t, 2, calls[2].Request)
+}
+
 func TestProxy_FailNTimes(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
