@@ -42,15 +42,7 @@ func packError(t testing.TB, sig string, args ...any) []byte {
 }
 
 // word is a 32-byte big-endian word.
-func word(v uint64) []byte { return common.BigToHash(new(big.Int).SetUint64(v)).Bytes() }
-
-func cat(parts ...[]byte) []byte {
-	var out []byte
-	for _, p := range parts {
-		out = append(out, p...)
-	}
-	return out
-}
+func abiWord(v uint64) []byte { return common.BigToHash(new(big.Int).SetUint64(v)).Bytes() }
 
 func TestDecodeRevert_Kinds(t *testing.T) {
 	t.Parallel()
@@ -82,34 +74,34 @@ func TestDecodeRevert_Kinds(t *testing.T) {
 		{name: "error empty string", data: packError(t, "Error(string)", ""), kind: txm.RevertKindError,
 			selector: "0x08c379a0"},
 		{name: "error selector alone", data: errSel, kind: txm.RevertKindUnknown},
-		{name: "error offset past the end", data: cat(errSel, word(1<<40)), kind: txm.RevertKindUnknown},
-		{name: "error offset huge", data: cat(errSel, common.MaxHash.Bytes(), word(5)), kind: txm.RevertKindUnknown},
-		{name: "error length past the end", data: cat(errSel, word(32), word(1000), []byte("abc")),
+		{name: "error offset past the end", data: cat(errSel, abiWord(1<<40)), kind: txm.RevertKindUnknown},
+		{name: "error offset huge", data: cat(errSel, common.MaxHash.Bytes(), abiWord(5)), kind: txm.RevertKindUnknown},
+		{name: "error length past the end", data: cat(errSel, abiWord(32), abiWord(1000), []byte("abc")),
 			kind: txm.RevertKindUnknown},
 		{name: "error invalid utf-8", data: packError(t, "Error(string)", "a\xffb"), kind: txm.RevertKindError,
 			reason: "a\uFFFDb", selector: "0x08c379a0"},
-		{name: "panic assert", data: cat(panicSel, word(0x01)), kind: txm.RevertKindPanic, code: 0x01,
+		{name: "panic assert", data: cat(panicSel, abiWord(0x01)), kind: txm.RevertKindPanic, code: 0x01,
 			reason: "assertion failed", selector: "0x4e487b71"},
-		{name: "panic overflow", data: cat(panicSel, word(0x11)), kind: txm.RevertKindPanic, code: 0x11,
+		{name: "panic overflow", data: cat(panicSel, abiWord(0x11)), kind: txm.RevertKindPanic, code: 0x11,
 			reason: "arithmetic overflow or underflow", selector: "0x4e487b71"},
-		{name: "panic division", data: cat(panicSel, word(0x12)), kind: txm.RevertKindPanic, code: 0x12,
+		{name: "panic division", data: cat(panicSel, abiWord(0x12)), kind: txm.RevertKindPanic, code: 0x12,
 			reason: "division or modulo by zero", selector: "0x4e487b71"},
-		{name: "panic enum", data: cat(panicSel, word(0x21)), kind: txm.RevertKindPanic, code: 0x21,
+		{name: "panic enum", data: cat(panicSel, abiWord(0x21)), kind: txm.RevertKindPanic, code: 0x21,
 			reason: "conversion to an invalid enum value", selector: "0x4e487b71"},
-		{name: "panic storage bytes", data: cat(panicSel, word(0x22)), kind: txm.RevertKindPanic, code: 0x22,
+		{name: "panic storage bytes", data: cat(panicSel, abiWord(0x22)), kind: txm.RevertKindPanic, code: 0x22,
 			reason: "incorrectly encoded storage byte array", selector: "0x4e487b71"},
-		{name: "panic pop", data: cat(panicSel, word(0x31)), kind: txm.RevertKindPanic, code: 0x31,
+		{name: "panic pop", data: cat(panicSel, abiWord(0x31)), kind: txm.RevertKindPanic, code: 0x31,
 			reason: "pop on an empty array", selector: "0x4e487b71"},
-		{name: "panic index", data: cat(panicSel, word(0x32)), kind: txm.RevertKindPanic, code: 0x32,
+		{name: "panic index", data: cat(panicSel, abiWord(0x32)), kind: txm.RevertKindPanic, code: 0x32,
 			reason: "array index out of bounds", selector: "0x4e487b71"},
-		{name: "panic memory", data: cat(panicSel, word(0x41)), kind: txm.RevertKindPanic, code: 0x41,
+		{name: "panic memory", data: cat(panicSel, abiWord(0x41)), kind: txm.RevertKindPanic, code: 0x41,
 			reason: "too much memory allocated or an array too large", selector: "0x4e487b71"},
-		{name: "panic function pointer", data: cat(panicSel, word(0x51)), kind: txm.RevertKindPanic, code: 0x51,
+		{name: "panic function pointer", data: cat(panicSel, abiWord(0x51)), kind: txm.RevertKindPanic, code: 0x51,
 			reason: "call to a zero-initialized internal function pointer", selector: "0x4e487b71"},
-		{name: "panic unknown code", data: cat(panicSel, word(0x99)), kind: txm.RevertKindPanic, code: 0x99,
+		{name: "panic unknown code", data: cat(panicSel, abiWord(0x99)), kind: txm.RevertKindPanic, code: 0x99,
 			reason: "unknown panic code", selector: "0x4e487b71"},
 		{name: "panic code past uint64", data: cat(panicSel, common.MaxHash.Bytes()), kind: txm.RevertKindUnknown},
-		{name: "panic short", data: cat(panicSel, word(0x12)[:31]), kind: txm.RevertKindUnknown},
+		{name: "panic short", data: cat(panicSel, abiWord(0x12)[:31]), kind: txm.RevertKindUnknown},
 		{name: "custom without abi", data: custom, kind: txm.RevertKindCustom, selector: "0x" + fmt.Sprintf("%x", custom[:4])},
 		{name: "custom with another error's abi", data: custom, errs: other, kind: txm.RevertKindCustom,
 			selector: "0x" + fmt.Sprintf("%x", custom[:4])},
@@ -306,13 +298,13 @@ func FuzzDecodeRevert(f *testing.F) {
 	}
 	for _, e := range errs.byID {
 		f.Add(e.ID[:4])
-		f.Add(cat(e.ID[:4], word(32), word(1<<62)))
+		f.Add(cat(e.ID[:4], abiWord(32), abiWord(1<<62)))
 	}
 	f.Add([]byte{})
 	f.Add(errorSelector[:])
-	f.Add(cat(errorSelector[:], word(32), word(3), []byte("abc")))
-	f.Add(cat(errorSelector[:], word(1<<63), word(3)))
-	f.Add(cat(panicSelector[:], word(0x12)))
+	f.Add(cat(errorSelector[:], abiWord(32), abiWord(3), []byte("abc")))
+	f.Add(cat(errorSelector[:], abiWord(1<<63), abiWord(3)))
+	f.Add(cat(panicSelector[:], abiWord(0x12)))
 	f.Add(cat(panicSelector[:], common.MaxHash.Bytes()))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, with := range []*ErrorABI{nil, errs} {
