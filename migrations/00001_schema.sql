@@ -1,4 +1,4 @@
--- The whole txfence schema (DESIGN.md sections 3-5).
+-- The whole txfence schema.
 -- Addresses are stored in one canonical form: 0x + 40 lower-case hex digits,
 -- enforced by the txfence_address domain. Hashes likewise: 0x + 64 lower-case hex.
 -- Quantities that can exceed 2^63 (wei values and fees) are numeric(78,0).

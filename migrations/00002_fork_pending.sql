@@ -1,5 +1,5 @@
 -- A reorg that moves a transaction back sets fork_pending, so that the next
--- outcome reported for it carries newFork (DESIGN.md section 5).
+-- outcome reported for it carries newFork.
 
 -- +goose Up
 ALTER TABLE managed_tx ADD COLUMN fork_pending boolean NOT NULL DEFAULT false;

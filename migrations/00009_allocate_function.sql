@@ -1,4 +1,4 @@
--- Allocation in one call (DESIGN.md section 4): txfence_allocate takes the
+-- Allocation in one call: txfence_allocate takes the
 -- nonce leases of a batch's signers, reads their cursors and the request ids
 -- that exist, refuses what a rolling cap forbids, numbers the rest, writes
 -- the rows, their history, one submit prompt per signer, the usage and the

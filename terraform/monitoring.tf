@@ -4,7 +4,7 @@
 #
 # Where the numbers come from:
 #
-#   txfence's own metrics (shared/metrics; DESIGN.md section 9) are exported
+#   txfence's own metrics (shared/metrics; docs/observability.md) are exported
 #   by the OpenTelemetry Google Cloud exporter
 #   (GoogleCloudPlatform/opentelemetry-operations-go exporter/metric) with
 #   its default prefix (shared/telemetry, TXFENCE_TELEMETRY=gcp, set in

@@ -82,7 +82,7 @@ resource "google_cloud_run_v2_service" "fn" {
           memory = each.value.memory
         }
         # CPU only during requests: no goroutine outlives its request
-        # (DESIGN.md section 2), so nothing runs between them.
+        # (docs/architecture.md), so nothing runs between them.
         cpu_idle          = true
         startup_cpu_boost = true
       }

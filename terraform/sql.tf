@@ -1,4 +1,4 @@
-# Cloud SQL for PostgreSQL 15: txfence's only authority (DESIGN.md: leases,
+# Cloud SQL for PostgreSQL 15: txfence's only authority (leases,
 # fencing tokens, nonce cursors, attempts and the outbox all live here).
 #
 # One instance per shard (var.shards); without shards, one instance

@@ -1,7 +1,7 @@
 # Inputs. Only project and image are required; everything else has a
 # production-leaning default (chains and the webhook secret may instead be
 # written into Secret Manager by the operators). The TXFENCE_* settings that are not exposed here
-# keep the defaults of shared/config (DESIGN.md section 8) and can be set
+# keep the defaults of shared/config (docs/configuration.md) and can be set
 # through extra_env / function_env.
 
 # --- Where -------------------------------------------------------------------

@@ -197,8 +197,8 @@ func (r *run) checkNonces(rows []row) {
 // checkFeed: one outcome per settled transaction plus newFork re-reports:
 // its first entry is its first report, and every later entry carries
 // newFork=true; the first carries newFork=false unless the transaction was
-// reorged before it was first reported (DESIGN.md section 5: a reorg sets
-// newFork on the next event); its last entry's state is the row's state;
+// reorged before it was first reported (a reorg sets newFork on the
+// next event); its last entry's state is the row's state;
 // entries in seq order, for known transactions.
 func (r *run) checkFeed(ctx context.Context, rows []row, byID map[string]*row) {
 	feed, err := r.feed(ctx)

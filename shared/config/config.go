@@ -1,5 +1,5 @@
 // Package config loads txfence's settings from the environment once, into a
-// typed Config, applying the defaults of DESIGN.md section 8 and validating
+// typed Config, applying the defaults of the settings table (settings.go) and validating
 // every value. Nothing else in txfence reads the environment.
 package config
 

@@ -1,4 +1,4 @@
-// Package metrics declares txfence's instruments (DESIGN.md section 9) on an
+// Package metrics declares txfence's instruments (docs/observability.md lists them) on an
 // OpenTelemetry meter provider, and the tracer its spans come from. Locally
 // and in tests the provider has a manual reader, rendered as Prometheus text
 // at /metrics and readable by tests; in production more readers (an exporter

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -50,4 +52,33 @@ func TestIssue46_HistoryLint(t *testing.T) {
 	plan, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", plan)
 	assert.Contains(t, string(plan), "grep -rIniE 'session [0-9]+' --exclude-dir=.git", "make lint runs history-lint")
+}
+
+// TestRepositoryLinksNothingOutside: the repository describes itself; no
+// file points at a design brief or folder outside the checkout.
+func TestRepositoryLinksNothingOutside(t *testing.T) {
+	root := testsupport.ModuleRoot(t)
+	cmd := exec.Command("git", "ls-files", "-z")
+	cmd.Dir = root
+	list, err := cmd.Output()
+	if err != nil {
+		t.Skipf("not a git checkout: %v", err)
+	}
+	// Built here, so that this file does not match itself.
+	outside := []string{"../" + "shared/", "DESIGN" + ".md", "STYLE" + ".md"}
+	var found []string
+	for _, name := range strings.Split(strings.TrimRight(string(list), "\x00"), "\x00") {
+		b, err := os.ReadFile(filepath.Join(root, name))
+		if err != nil || bytes.IndexByte(b, 0) >= 0 {
+			continue // removed from the work tree, or binary
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			for _, o := range outside {
+				if strings.Contains(line, o) {
+					found = append(found, fmt.Sprintf("%s:%d: %s", name, i+1, o))
+				}
+			}
+		}
+	}
+	assert.Empty(t, found, "references to files outside the repository")
 }

@@ -85,7 +85,7 @@ func (e *exported) flush(t *testing.T) {
 	e.shutdowns = nil
 }
 
-// design is DESIGN.md section 9's list of metrics, with the stage latency
+// design is the list of metrics of docs/observability.md, with the stage latency
 // histograms: the metric, its kind and value type in Cloud Monitoring, and
 // its labels. It is written out, not read from what arrives, so that a
 // metric that disappears fails the test.
@@ -125,8 +125,8 @@ var design = []struct {
 var resourceLabels = []string{"service_instance_id", "service_name", "service_namespace"}
 
 // TestIssue13_ExportToCloudMonitoring: a transaction's whole life and the
-// failures DESIGN.md counts happen on the real stack; what arrives at Cloud
-// Monitoring is every DESIGN.md metric as workload.googleapis.com/NAME, with
+// failures the metrics count happen on the real stack; what arrives at Cloud
+// Monitoring is every metric of docs/observability.md as workload.googleapis.com/NAME, with
 // its kind, value type and labels, on a generic_task resource.
 func TestIssue13_ExportToCloudMonitoring(t *testing.T) {
 	t.Parallel()
