@@ -206,7 +206,7 @@ type Refusal struct {
 	// max_gas_limit, max_fee_per_gas, hourly_value, hourly_count,
 	// daily_value, daily_count, allowlist, and the rules on effects
 	// tokens_max_per_tx, tokens_protected, token_recipients, spenders,
-	// no_unlimited_approvals.
+	// no_unlimited_approvals, effects_unknown.
 	Rule   string
 	Detail string
 }
@@ -236,6 +236,9 @@ const (
 	RuleTokenRecipients    = "token_recipients"
 	RuleSpenders           = "spenders"
 	RuleUnlimitedApprovals = "no_unlimited_approvals"
+	// RuleEffectsUnknown refuses a transaction the rules on effects cannot
+	// judge: its chain's node does not show token effects.
+	RuleEffectsUnknown = "effects_unknown"
 )
 
 // Require returns a *Refusal unless the policy grants one of roles.

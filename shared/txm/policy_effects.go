@@ -108,6 +108,25 @@ func (p Policy) CheckEffects(chainID uint64, signer common.Address, effects []Ef
 	return nil
 }
 
+// CheckSimulation is CheckEffects on what a simulation showed. Where the
+// node could not show token effects (SimCallEstimate sees the top-level
+// value only) and the policy has rules on them, it refuses by
+// RuleEffectsUnknown: those rules fail closed rather than pass what they
+// cannot see. A result without a method stands for a call that needed no
+// simulation (no data, to an address without code), which moves no token.
+// A simulation that failed shows no effects and is not judged here (a
+// revert is refused for what it is).
+func (p Policy) CheckSimulation(chainID uint64, signer common.Address, r SimResult) error {
+	if r.Reverted || r.Err != nil {
+		return nil
+	}
+	if r.Method == SimCallEstimate && p.HasEffectRules() {
+		return &Refusal{Rule: RuleEffectsUnknown, Detail: fmt.Sprintf(
+			"the policy judges token transfers and approvals, and the node of chain %d cannot show them (it does not serve eth_simulateV1)", chainID)}
+	}
+	return p.CheckEffects(chainID, signer, r.Effects)
+}
+
 // revokes reports whether an approval effect takes a right away rather
 // than grants one: an allowance of 0, an ERC-721 approval cleared to the
 // zero address, an operator-for-all revoked.

@@ -173,6 +173,35 @@ func TestIssue47_EffectPolicies(t *testing.T) {
 		}
 	})
 
+	t.Run("simulation", func(t *testing.T) {
+		t.Parallel()
+		over := []Effect{erc20(usdc, signer, stranger, n(101))}
+		under := []Effect{erc20(usdc, signer, stranger, n(100))}
+		for _, tt := range []struct {
+			name   string
+			policy Policy
+			result SimResult
+			rule   string
+		}{
+			{"simulateV1 under the cap", caps, SimResult{Method: SimSimulateV1, Effects: under}, ""},
+			{"simulateV1 over the cap", caps, SimResult{Method: SimSimulateV1, Effects: over}, RuleTokenMaxPerTx},
+			{"call+estimate cannot show tokens", caps, SimResult{Method: SimCallEstimate, Effects: []Effect{native(signer, stranger, 1)}}, RuleEffectsUnknown},
+			{"call+estimate under a spender rule", spenders, SimResult{Method: SimCallEstimate}, RuleEffectsUnknown},
+			{"call+estimate without rules on effects", Policy{}, SimResult{Method: SimCallEstimate}, ""},
+			{"no simulation needed: a plain transfer", caps, SimResult{Effects: []Effect{native(signer, stranger, 1)}}, ""},
+		} {
+			err := tt.policy.CheckSimulation(chain, signer, tt.result)
+			if tt.rule == "" {
+				assert.NoError(t, err, tt.name)
+				continue
+			}
+			var r *Refusal
+			if assert.True(t, errors.As(err, &r), "%s: want a refusal by %s, got %v", tt.name, tt.rule, err) {
+				assert.Equal(t, tt.rule, r.Rule, tt.name)
+			}
+		}
+	})
+
 	t.Run("format", func(t *testing.T) {
 		t.Parallel()
 		full := `{"principal":"payments","roles":["sender"],` +
