@@ -320,7 +320,7 @@ func TestIssue46_PolicyDoc(t *testing.T) {
 		assert.Contains(t, doc, `"`+f+`"`, "hourly and daily show %s", f)
 	}
 	for _, f := range tokenRuleFields {
-		assert.Contains(t, doc, "`"+f+"`", "the token rules show %s", f)
+		assert.Contains(t, doc, `"`+f+`"`, "the token rules show %s", f)
 	}
 	for _, rule := range []string{txm.RuleRole, txm.RuleSigner, txm.RuleMaxValue, txm.RuleMaxGasLimit, txm.RuleMaxFee,
 		txm.RuleAllowlist, txm.RuleHourlyValue, txm.RuleHourlyCount, txm.RuleDailyValue, txm.RuleDailyCount,
