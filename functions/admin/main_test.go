@@ -324,7 +324,7 @@ func TestIssue46_PolicyDoc(t *testing.T) {
 	}
 	for _, rule := range []string{txm.RuleRole, txm.RuleSigner, txm.RuleMaxValue, txm.RuleMaxGasLimit, txm.RuleMaxFee,
 		txm.RuleAllowlist, txm.RuleHourlyValue, txm.RuleHourlyCount, txm.RuleDailyValue, txm.RuleDailyCount,
-		txm.RuleTokenMaxPerTx, txm.RuleTokenProtected, txm.RuleTokenRecipients, txm.RuleSpenders, txm.RuleUnlimitedApprovals} {
+		txm.RuleTokenMaxPerTx, txm.RuleTokenProtected, txm.RuleTokenRecipients, txm.RuleSpenders, txm.RuleUnlimitedApprovals, txm.RuleEffectsUnknown} {
 		assert.Contains(t, doc, "`"+rule+"`", "the refusal rules name %s", rule)
 	}
 	for _, r := range txm.Roles {
