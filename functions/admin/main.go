@@ -377,11 +377,14 @@ func (a *admin) listAudit(ctx context.Context, principal string, limit int) erro
 }
 
 // policyFields are the fields of txm.Policy's wire form; limitFields those
-// of its hourly and daily limits.
+// of its hourly and daily limits; tokenRuleFields those of one of its token
+// rules.
 var (
 	policyFields = []string{"principal", "version", "roles", "signers", "maxValue", "maxGasLimit", "maxFeePerGas",
-		"skipEstimation", "hourly", "daily", "allowlist", "ratePerSecond", "burst", "maxWaits", "createdAt", "createdBy"}
-	limitFields = []string{"value", "count"}
+		"skipEstimation", "hourly", "daily", "allowlist", "tokens", "tokenRecipients", "spenders", "noUnlimitedApprovals",
+		"ratePerSecond", "burst", "maxWaits", "createdAt", "createdBy"}
+	limitFields     = []string{"value", "count"}
+	tokenRuleFields = []string{"chainId", "token", "maxPerTx", "protected"}
 )
 
 // decodePolicy reads one policy in its wire form, refusing unknown fields
@@ -401,6 +404,17 @@ func decodePolicy(raw []byte) (txm.Policy, error) {
 				return txm.Policy{}, fmt.Errorf("%w: %s must be an object with value and count", txm.ErrInvalid, name)
 			}
 			if err := knownFields(name+".", limit, limitFields); err != nil {
+				return txm.Policy{}, err
+			}
+		}
+	}
+	if v, ok := fields["tokens"]; ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+		var rules []map[string]json.RawMessage
+		if err := json.Unmarshal(v, &rules); err != nil {
+			return txm.Policy{}, fmt.Errorf("%w: tokens must be a list of objects with chainId, token, maxPerTx, protected", txm.ErrInvalid)
+		}
+		for i, rule := range rules {
+			if err := knownFields(fmt.Sprintf("tokens[%d].", i), rule, tokenRuleFields); err != nil {
 				return txm.Policy{}, err
 			}
 		}

@@ -222,7 +222,10 @@ func TestPolicyFieldsCoverTheWireForm(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(`{"principal": "p", "version": 3, "roles": ["admin"], "signers": ["*", "0x0000000000000000000000000000000000000001"],
   "maxValue": "1", "maxGasLimit": 21000, "maxFeePerGas": "1", "skipEstimation": true,
   "hourly": {"value": "1", "count": 1}, "daily": {"value": "1", "count": 1},
-  "allowlist": ["0x0000000000000000000000000000000000000002"], "ratePerSecond": 1, "burst": 1, "maxWaits": 1,
+  "allowlist": ["0x0000000000000000000000000000000000000002"],
+  "tokens": [{"chainId": 1, "token": "0x0000000000000000000000000000000000000003", "maxPerTx": "1"}],
+  "tokenRecipients": ["0x0000000000000000000000000000000000000004"], "spenders": [], "noUnlimitedApprovals": true,
+  "ratePerSecond": 1, "burst": 1, "maxWaits": 1,
   "createdAt": "2024-01-01T00:00:00Z", "createdBy": "x"}`), &full))
 	raw, err := json.Marshal(full)
 	require.NoError(t, err)
@@ -316,8 +319,12 @@ func TestIssue46_PolicyDoc(t *testing.T) {
 	for _, f := range limitFields {
 		assert.Contains(t, doc, `"`+f+`"`, "hourly and daily show %s", f)
 	}
+	for _, f := range tokenRuleFields {
+		assert.Contains(t, doc, `"`+f+`"`, "the token rules show %s", f)
+	}
 	for _, rule := range []string{txm.RuleRole, txm.RuleSigner, txm.RuleMaxValue, txm.RuleMaxGasLimit, txm.RuleMaxFee,
-		txm.RuleAllowlist, txm.RuleHourlyValue, txm.RuleHourlyCount, txm.RuleDailyValue, txm.RuleDailyCount} {
+		txm.RuleAllowlist, txm.RuleHourlyValue, txm.RuleHourlyCount, txm.RuleDailyValue, txm.RuleDailyCount,
+		txm.RuleTokenMaxPerTx, txm.RuleTokenProtected, txm.RuleTokenRecipients, txm.RuleSpenders, txm.RuleUnlimitedApprovals, txm.RuleEffectsUnknown} {
 		assert.Contains(t, doc, "`"+rule+"`", "the refusal rules name %s", rule)
 	}
 	for _, r := range txm.Roles {
@@ -340,4 +347,46 @@ func TestIssue46_PolicyDoc(t *testing.T) {
 	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
 	require.NoError(t, err)
 	assert.Contains(t, string(readme), "(docs/policies.md)", "the README links the policy format")
+}
+
+// TestIssue47_PolicyFileEffectRules: a policy file carries the rules on a
+// transaction's effects; a misspelt member of a token rule is refused as a
+// misspelt policy field is, and a bad rule writes nothing.
+func TestIssue47_PolicyFileEffectRules(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	const principal = "treasury@example.com"
+	c.stdin = `{"principal": "` + principal + `", "roles": ["sender"], "signers": ["0x0000000000000000000000000000000000000001"],
+  "tokens": [{"chainId": 1, "token": "0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48", "maxPerTx": "1000000000"},
+             {"chainId": 1, "token": "0x00000000000000000000000000000000000020f0", "protected": true}],
+  "tokenRecipients": ["0x00000000000000000000000000000000000000a1"], "spenders": [], "noUnlimitedApprovals": true}`
+	c.ok("policy", "put", "--file", "-")
+	shown, _ := c.ok("policy", "show", "--principal", principal)
+	var p txm.Policy
+	require.NoError(t, json.Unmarshal([]byte(shown), &p))
+	require.Len(t, p.Tokens, 2)
+	assert.Equal(t, "1000000000", p.Tokens[0].MaxPerTx.String())
+	assert.True(t, p.Tokens[1].Protected)
+	assert.Len(t, p.TokenRecipients, 1)
+	assert.NotNil(t, p.Spenders, "[] is kept: no spender")
+	assert.True(t, p.NoUnlimitedApprovals)
+
+	for name, body := range map[string]string{
+		"misspelt member": `{"principal": "` + principal + `", "roles": ["sender"],
+  "tokens": [{"chainId": 1, "token": "0x00000000000000000000000000000000000020c0", "maxPerTX": "1"}]}`,
+		"not a list": `{"principal": "` + principal + `", "roles": ["sender"], "tokens": {"chainId": 1}}`,
+		"duplicate": `{"principal": "` + principal + `", "roles": ["sender"],
+  "tokens": [{"chainId": 1, "token": "0x00000000000000000000000000000000000020c0", "maxPerTx": "1"},
+             {"chainId": 1, "token": "0x00000000000000000000000000000000000020c0", "protected": true}]}`,
+		"negative": `{"principal": "` + principal + `", "roles": ["sender"],
+  "tokens": [{"chainId": 1, "token": "0x00000000000000000000000000000000000020c0", "maxPerTx": "-5"}]}`,
+		"bad spender": `{"principal": "` + principal + `", "roles": ["sender"], "spenders": ["0x12"]}`,
+	} {
+		c.stdin = body
+		_, _, err := c.run("policy", "put", "--file", "-")
+		assert.ErrorIs(t, err, txm.ErrInvalid, name)
+	}
+	shown, _ = c.ok("policy", "show", "--principal", principal)
+	require.NoError(t, json.Unmarshal([]byte(shown), &p))
+	assert.Equal(t, 1, p.Version, "a refused file writes nothing")
 }

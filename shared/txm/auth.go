@@ -93,6 +93,23 @@ type Policy struct {
 	// Allowlist, when not nil, is every destination the principal may send
 	// to (contract creations are refused).
 	Allowlist []common.Address
+	// Tokens, TokenRecipients, Spenders and NoUnlimitedApprovals judge what
+	// a transaction moves or allows, as its simulation shows it
+	// (CheckEffects), not only its to and value.
+	//
+	// Tokens are the per-token rules, at most one per token and chain.
+	Tokens []TokenRule
+	// TokenRecipients, when not nil, is every address a token transfer from
+	// the signer (ERC-20, ERC-721, ERC-1155) may go to, whatever the
+	// transaction's to.
+	TokenRecipients []common.Address
+	// Spenders, when not nil, is every address the signer may grant an
+	// approval to (an ERC-20 allowance, an ERC-721 token's approval, an
+	// operator for all).
+	Spenders []common.Address
+	// NoUnlimitedApprovals refuses an ERC-20 allowance of
+	// UnlimitedAllowance or more, and any operator-for-all grant.
+	NoUnlimitedApprovals bool
 	// RatePerSecond and Burst bound the principal's calls per instance
 	// (0: the configured default).
 	RatePerSecond float64
@@ -178,13 +195,19 @@ func (p Policy) Validate() error {
 	if p.RatePerSecond < 0 || p.Burst < 0 || p.MaxWaits < 0 {
 		v.Add("rate", "ratePerSecond, burst and maxWaits must not be negative")
 	}
+	p.validateTokens(v)
 	return v.Err()
 }
 
 // Refusal names the policy rule that refused a call. It matches
 // ErrForbidden under errors.Is.
 type Refusal struct {
-	Rule   string // role, signer, max_value, max_gas_limit, max_fee_per_gas, hourly_value, hourly_count, daily_value, daily_count, allowlist
+	// Rule is one of the Rule constants: role, signer, max_value,
+	// max_gas_limit, max_fee_per_gas, hourly_value, hourly_count,
+	// daily_value, daily_count, allowlist, and the rules on effects
+	// tokens_max_per_tx, tokens_protected, token_recipients, spenders,
+	// no_unlimited_approvals, effects_unknown.
+	Rule   string
 	Detail string
 }
 
@@ -205,6 +228,17 @@ const (
 	RuleHourlyCount = "hourly_count"
 	RuleDailyValue  = "daily_value"
 	RuleDailyCount  = "daily_count"
+
+	// The rules on a transaction's effects (CheckEffects), each named after
+	// its policy field.
+	RuleTokenMaxPerTx      = "tokens_max_per_tx"
+	RuleTokenProtected     = "tokens_protected"
+	RuleTokenRecipients    = "token_recipients"
+	RuleSpenders           = "spenders"
+	RuleUnlimitedApprovals = "no_unlimited_approvals"
+	// RuleEffectsUnknown refuses a transaction the rules on effects cannot
+	// judge: its chain's node does not show token effects.
+	RuleEffectsUnknown = "effects_unknown"
 )
 
 // Require returns a *Refusal unless the policy grants one of roles.

@@ -13,22 +13,37 @@ import (
 // the admin CLI's files: wei as decimal strings, addresses as hex, "*" for
 // every signer.
 type policyJSON struct {
-	Principal     string     `json:"principal"`
-	Version       int        `json:"version,omitempty"`
-	Roles         []Role     `json:"roles"`
-	Signers       []string   `json:"signers,omitempty"`
-	MaxValue      string     `json:"maxValue,omitempty"`
-	MaxGasLimit   uint64     `json:"maxGasLimit,omitempty"`
-	MaxFeePerGas  string     `json:"maxFeePerGas,omitempty"`
-	SkipEstimate  bool       `json:"skipEstimation,omitempty"`
-	Hourly        *limitJSON `json:"hourly,omitempty"`
-	Daily         *limitJSON `json:"daily,omitempty"`
-	Allowlist     *[]string  `json:"allowlist,omitempty"`
-	RatePerSecond float64    `json:"ratePerSecond,omitempty"`
-	Burst         int        `json:"burst,omitempty"`
-	MaxWaits      int        `json:"maxWaits,omitempty"`
-	CreatedAt     *time.Time `json:"createdAt,omitempty"`
-	CreatedBy     string     `json:"createdBy,omitempty"`
+	Principal    string     `json:"principal"`
+	Version      int        `json:"version,omitempty"`
+	Roles        []Role     `json:"roles"`
+	Signers      []string   `json:"signers,omitempty"`
+	MaxValue     string     `json:"maxValue,omitempty"`
+	MaxGasLimit  uint64     `json:"maxGasLimit,omitempty"`
+	MaxFeePerGas string     `json:"maxFeePerGas,omitempty"`
+	SkipEstimate bool       `json:"skipEstimation,omitempty"`
+	Hourly       *limitJSON `json:"hourly,omitempty"`
+	Daily        *limitJSON `json:"daily,omitempty"`
+	Allowlist    *[]string  `json:"allowlist,omitempty"`
+	// The rules on effects: token amounts as decimal strings of token
+	// units.
+	Tokens               []tokenRuleJSON `json:"tokens,omitempty"`
+	TokenRecipients      *[]string       `json:"tokenRecipients,omitempty"`
+	Spenders             *[]string       `json:"spenders,omitempty"`
+	NoUnlimitedApprovals bool            `json:"noUnlimitedApprovals,omitempty"`
+	RatePerSecond        float64         `json:"ratePerSecond,omitempty"`
+	Burst                int             `json:"burst,omitempty"`
+	MaxWaits             int             `json:"maxWaits,omitempty"`
+	CreatedAt            *time.Time      `json:"createdAt,omitempty"`
+	CreatedBy            string          `json:"createdBy,omitempty"`
+}
+
+// tokenRuleJSON is a TokenRule on the wire: an object, so that a rolling
+// window can join maxPerTx later.
+type tokenRuleJSON struct {
+	ChainID   uint64 `json:"chainId"`
+	Token     string `json:"token"`
+	MaxPerTx  string `json:"maxPerTx,omitempty"`
+	Protected bool   `json:"protected,omitempty"`
 }
 
 type limitJSON struct {
@@ -40,7 +55,8 @@ type limitJSON struct {
 func (p Policy) MarshalJSON() ([]byte, error) {
 	j := policyJSON{Principal: p.Principal, Version: p.Version, Roles: p.Roles, MaxValue: weiText(p.MaxValue),
 		MaxGasLimit: p.MaxGasLimit, MaxFeePerGas: weiText(p.MaxFeePerGas), SkipEstimate: p.SkipEstimation,
-		RatePerSecond: p.RatePerSecond, Burst: p.Burst, MaxWaits: p.MaxWaits, CreatedBy: p.CreatedBy}
+		RatePerSecond: p.RatePerSecond, Burst: p.Burst, MaxWaits: p.MaxWaits, CreatedBy: p.CreatedBy,
+		NoUnlimitedApprovals: p.NoUnlimitedApprovals, TokenRecipients: addressList(p.TokenRecipients), Spenders: addressList(p.Spenders)}
 	if j.Roles == nil {
 		j.Roles = []Role{}
 	}
@@ -63,6 +79,10 @@ func (p Policy) MarshalJSON() ([]byte, error) {
 		}
 		j.Allowlist = &list
 	}
+	for _, r := range p.Tokens {
+		j.Tokens = append(j.Tokens, tokenRuleJSON{ChainID: r.ChainID, Token: CanonicalAddress(r.Token),
+			MaxPerTx: weiText(r.MaxPerTx), Protected: r.Protected})
+	}
 	if !p.CreatedAt.IsZero() {
 		t := p.CreatedAt.UTC()
 		j.CreatedAt = &t
@@ -79,7 +99,8 @@ func (p *Policy) UnmarshalJSON(b []byte) error {
 	}
 	v := &ValidationError{}
 	out := Policy{Principal: j.Principal, Version: j.Version, Roles: j.Roles, RatePerSecond: j.RatePerSecond, Burst: j.Burst,
-		MaxWaits: j.MaxWaits, CreatedBy: j.CreatedBy, MaxGasLimit: j.MaxGasLimit, SkipEstimation: j.SkipEstimate}
+		MaxWaits: j.MaxWaits, CreatedBy: j.CreatedBy, MaxGasLimit: j.MaxGasLimit, SkipEstimation: j.SkipEstimate,
+		NoUnlimitedApprovals: j.NoUnlimitedApprovals}
 	if j.CreatedAt != nil {
 		out.CreatedAt = *j.CreatedAt
 	}
@@ -114,11 +135,64 @@ func (p *Policy) UnmarshalJSON(b []byte) error {
 			out.Allowlist = append(out.Allowlist, a)
 		}
 	}
+	for i, r := range j.Tokens {
+		field := fmt.Sprintf("tokens[%d]", i)
+		rule := TokenRule{ChainID: r.ChainID, Protected: r.Protected}
+		rule.Token = parseListed(v, field+".token", r.Token)
+		if r.MaxPerTx != "" {
+			n, ok := new(big.Int).SetString(r.MaxPerTx, 10)
+			if !ok || n.Sign() < 0 {
+				v.Add(field+".maxPerTx", "must be a non-negative decimal number of token units, got %q", r.MaxPerTx)
+			}
+			rule.MaxPerTx = n
+		}
+		out.Tokens = append(out.Tokens, rule)
+	}
+	out.TokenRecipients = parseAddressList(v, "tokenRecipients", j.TokenRecipients)
+	out.Spenders = parseAddressList(v, "spenders", j.Spenders)
 	if err := v.Err(); err != nil {
 		return err
 	}
 	*p = out
 	return nil
+}
+
+// addressList is a list's wire form: nil stays absent, empty stays [].
+func addressList(as []common.Address) *[]string {
+	if as == nil {
+		return nil
+	}
+	list := make([]string, len(as))
+	for i, a := range as {
+		list[i] = CanonicalAddress(a)
+	}
+	return &list
+}
+
+// parseAddressList reads a list whose absence means no list (nil) and
+// whose [] means an empty one; a bad entry is named by its index.
+func parseAddressList(v *ValidationError, field string, list *[]string) []common.Address {
+	if list == nil {
+		return nil
+	}
+	out := make([]common.Address, 0, len(*list))
+	for i, s := range *list {
+		out = append(out, parseListed(v, fmt.Sprintf("%s[%d]", field, i), s))
+	}
+	return out
+}
+
+// parseListed reads a required address.
+func parseListed(v *ValidationError, field, s string) common.Address {
+	if s == "" {
+		v.Add(field, "is required")
+		return common.Address{}
+	}
+	a, err := ParseAddress(s)
+	if err != nil {
+		v.Add(field, "%v", err)
+	}
+	return a
 }
 
 func weiText(v *big.Int) string {
