@@ -203,13 +203,14 @@ func (c *Chain) SealedAt(h common.Hash) (time.Time, bool) {
 	return t, ok
 }
 
-// waitIndexed waits, for up to a few seconds, until the transaction indexer
-// has caught up with the head. Until it has, geth answers a lookup of an
+// waitIndexed waits, for up to 30 seconds (on a loaded machine the indexer
+// can take several), until the transaction indexer has caught up with the
+// head. Until it has, geth answers a lookup of an
 // unknown transaction (eth_getTransactionByHash, eth_getTransactionReceipt)
 // with "transaction indexing is in progress" instead of null, which a real
 // node only does while syncing.
 func (c *Chain) waitIndexed() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
