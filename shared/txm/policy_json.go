@@ -21,6 +21,7 @@ type policyJSON struct {
 	MaxGasLimit   uint64     `json:"maxGasLimit,omitempty"`
 	MaxFeePerGas  string     `json:"maxFeePerGas,omitempty"`
 	SkipEstimate  bool       `json:"skipEstimation,omitempty"`
+	Simulation    string     `json:"simulation,omitempty"` // "enforce" (the default) or "advisory"
 	Hourly        *limitJSON `json:"hourly,omitempty"`
 	Daily         *limitJSON `json:"daily,omitempty"`
 	Allowlist     *[]string  `json:"allowlist,omitempty"`
@@ -30,6 +31,12 @@ type policyJSON struct {
 	CreatedAt     *time.Time `json:"createdAt,omitempty"`
 	CreatedBy     string     `json:"createdBy,omitempty"`
 }
+
+// The values of a policy's "simulation".
+const (
+	SimulationEnforce  = "enforce"
+	SimulationAdvisory = "advisory"
+)
 
 type limitJSON struct {
 	Value string `json:"value,omitempty"`
@@ -43,6 +50,9 @@ func (p Policy) MarshalJSON() ([]byte, error) {
 		RatePerSecond: p.RatePerSecond, Burst: p.Burst, MaxWaits: p.MaxWaits, CreatedBy: p.CreatedBy}
 	if j.Roles == nil {
 		j.Roles = []Role{}
+	}
+	if p.SimulationAdvisory {
+		j.Simulation = SimulationAdvisory
 	}
 	if p.AllSigners {
 		j.Signers = []string{"*"}
@@ -82,6 +92,13 @@ func (p *Policy) UnmarshalJSON(b []byte) error {
 		MaxWaits: j.MaxWaits, CreatedBy: j.CreatedBy, MaxGasLimit: j.MaxGasLimit, SkipEstimation: j.SkipEstimate}
 	if j.CreatedAt != nil {
 		out.CreatedAt = *j.CreatedAt
+	}
+	switch j.Simulation {
+	case "", SimulationEnforce:
+	case SimulationAdvisory:
+		out.SimulationAdvisory = true
+	default:
+		v.Add("simulation", "must be %q or %q, got %q", SimulationEnforce, SimulationAdvisory, j.Simulation)
 	}
 	for _, s := range j.Signers {
 		if s == "*" {

@@ -232,7 +232,8 @@ func (w *World) Node(t *testing.T, name string) *Node {
 	require.NoError(t, err)
 	h, err := api.NewHandler(api.Deps{Config: cfg, Auth: authn, Policies: n.Policies, PolicyStore: policyStore, Create: n.Create,
 		Queries: store, Completions: feed, Actions: actions, ActionLog: store, Operator: store,
-		Views: map[uint64]txm.ChainView{evmtest.ChainID: client}, Metrics: m, Log: log})
+		Views: map[uint64]txm.ChainView{evmtest.ChainID: client}, Simulators: map[uint64]txm.Simulator{evmtest.ChainID: client},
+		Metrics: m, Log: log})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
