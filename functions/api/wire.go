@@ -314,8 +314,9 @@ type txView struct {
 	Receipt              *receiptView    `json:"receipt,omitempty"`
 	LastError            string          `json:"lastError,omitempty"`
 	// Effects are what the create's simulation showed the transaction
-	// moves or allows; a plain transfer's is its value.
-	Effects []txm.Effect `json:"effects"`
+	// moves or allows; a plain transfer's is its value. Omitted where the
+	// simulation is not read (lists, a replay's answer).
+	Effects *[]txm.Effect `json:"effects,omitempty"`
 	// Simulation is how the create was simulated ("simulateV1",
 	// "call+estimate"); omitted for a plain transfer, which needs none.
 	Simulation txm.SimMethod `json:"simulation,omitempty"`
@@ -367,16 +368,20 @@ func viewTx(t *txm.Tx) txView {
 	return v
 }
 
-// effectsOf is t's effects: its simulation's, or for a plain transfer (not
-// simulated) its value; never nil.
-func effectsOf(t *txm.Tx) []txm.Effect {
+// effectsOf is t's effects: its simulation's, or for a plain transfer (no
+// data, not simulated) its value; nil when t was read without its
+// simulation.
+func effectsOf(t *txm.Tx) *[]txm.Effect {
+	out := []txm.Effect{}
 	switch {
-	case t.Simulation != "" && t.Effects != nil:
-		return t.Effects
-	case t.Simulation == "" && len(t.Data) == 0 && t.To != nil && t.Value != nil && t.Value.Sign() > 0:
-		return []txm.Effect{{Kind: txm.EffectNative, From: t.From, To: *t.To, Amount: t.Value}}
+	case t.Simulation != "":
+		out = append(out, t.Effects...)
+	case len(t.Data) > 0 || t.To == nil:
+		return nil
+	case t.Value != nil && t.Value.Sign() > 0:
+		out = append(out, txm.Effect{Kind: txm.EffectNative, From: t.From, To: *t.To, Amount: t.Value})
 	}
-	return []txm.Effect{}
+	return &out
 }
 
 func bigString(v *big.Int) *string {

@@ -79,9 +79,12 @@ func NewCreateTx(store CreateStore, chains map[uint64]ChainReader, relay *Relay,
 
 // Execute validates r, asks who's policy, answers a replay of a known
 // request id at once, and otherwise allocates a nonce through the signer's
-// dispatcher. Invalid input returns a *txm.ValidationError, a refusal a
-// *txm.Refusal (ErrForbidden), a call whose gas estimate fails in the EVM a
-// *txm.ExecutionError (ErrInvalid); nothing is written for any. A request
+// dispatcher; a create that is not a plain transfer is simulated first,
+// with the other calls of its allocation batch (simulateBatch). Invalid
+// input returns a *txm.ValidationError, a refusal a *txm.Refusal
+// (ErrForbidden), a call whose simulation reverts a *txm.RevertedError and
+// one that fails in the EVM otherwise a *txm.ExecutionError (both
+// ErrInvalid); nothing is written for any. A request
 // without a request id gets one (r.RequestID), so that every create can be
 // retried safely: after ErrOutcomeUnknown (the database connection was lost
 // during COMMIT and the outcome could not be read back) the caller retries
