@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/big"
 
 	"github.com/ethereum/go-ethereum/common"
 
@@ -146,9 +147,19 @@ func (c *CreateTx) judge(w *waiter, res txm.SimResult) error {
 	return c.checkCost(pol, r)
 }
 
-// checkEffects is where the creator's policy judges what the simulation
-// showed the transaction moves or allows (r.Effects); a refusal is a
-// *txm.Refusal naming the rule.
+// plainEffects are the effects of a create that is not simulated (a plain
+// transfer): its value, if any.
+func plainEffects(r *txm.Request) []txm.Effect {
+	if r.To == nil || r.Value == nil || r.Value.Sign() == 0 {
+		return nil
+	}
+	return []txm.Effect{{Kind: txm.EffectNative, From: r.From, To: *r.To, Amount: new(big.Int).Set(r.Value)}}
+}
+
+// checkEffects is where the creator's policy judges what the transaction
+// moves or allows (r.Effects: the simulation's, or a plain transfer's
+// value), before it gets a nonce; a refusal is a *txm.Refusal naming the
+// rule. The policy's rules on effects are not written yet: it passes all.
 func (c *CreateTx) checkEffects(pol txm.Policy, r *txm.Request) error {
 	return nil
 }

@@ -207,6 +207,10 @@ func (c *CreateTx) execute(ctx context.Context, who txm.Principal, r *txm.Reques
 			r.GasEstimate = gas
 		}
 	}
+	r.Effects = plainEffects(r)
+	if err := c.checkEffects(pol, r); err != nil {
+		return txm.Created{}, err
+	}
 	if err := c.checkCost(pol, r); err != nil {
 		return txm.Created{}, err
 	}
