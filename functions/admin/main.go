@@ -381,7 +381,7 @@ func (a *admin) listAudit(ctx context.Context, principal string, limit int) erro
 // rules.
 var (
 	policyFields = []string{"principal", "version", "roles", "signers", "maxValue", "maxGasLimit", "maxFeePerGas",
-		"skipEstimation", "hourly", "daily", "allowlist", "tokens", "tokenRecipients", "spenders", "noUnlimitedApprovals",
+		"skipEstimation", "simulation", "hourly", "daily", "allowlist", "tokens", "tokenRecipients", "spenders", "noUnlimitedApprovals",
 		"ratePerSecond", "burst", "maxWaits", "createdAt", "createdBy"}
 	limitFields     = []string{"value", "count"}
 	tokenRuleFields = []string{"chainId", "token", "maxPerTx", "protected"}

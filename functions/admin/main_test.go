@@ -220,7 +220,7 @@ func TestPolicyFieldsCoverTheWireForm(t *testing.T) {
 	t.Parallel()
 	var full txm.Policy
 	require.NoError(t, json.Unmarshal([]byte(`{"principal": "p", "version": 3, "roles": ["admin"], "signers": ["*", "0x0000000000000000000000000000000000000001"],
-  "maxValue": "1", "maxGasLimit": 21000, "maxFeePerGas": "1", "skipEstimation": true,
+  "maxValue": "1", "maxGasLimit": 21000, "maxFeePerGas": "1", "skipEstimation": true, "simulation": "advisory",
   "hourly": {"value": "1", "count": 1}, "daily": {"value": "1", "count": 1},
   "allowlist": ["0x0000000000000000000000000000000000000002"],
   "tokens": [{"chainId": 1, "token": "0x0000000000000000000000000000000000000003", "maxPerTx": "1"}],

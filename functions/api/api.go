@@ -53,9 +53,12 @@ type Deps struct {
 	// Nonces reads chain nonces for the signer status; optional per chain.
 	Nonces map[uint64]txm.NonceSource
 	// Views read balances and heads for the console; optional per chain.
-	Views   map[uint64]txm.ChainView
-	Metrics *metrics.Metrics
-	Log     *slog.Logger
+	Views map[uint64]txm.ChainView
+	// Simulators tell the signer status how each chain's creates are
+	// simulated; optional per chain.
+	Simulators map[uint64]txm.Simulator
+	Metrics    *metrics.Metrics
+	Log        *slog.Logger
 }
 
 // Creator creates transactions: *app.CreateTx or *app.ShardedCreate.
@@ -403,18 +406,21 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 
 // signerView is a signer's status on the wire.
 type signerView struct {
-	ChainID                 uint64     `json:"chainId"`
-	Address                 string     `json:"address"`
-	NextNonce               *uint64    `json:"nextNonce"`
-	ChainPendingNonce       *uint64    `json:"chainPendingNonce,omitempty"`
-	ChainLatestNonce        *uint64    `json:"chainLatestNonce,omitempty"`
-	ChainSyncedAt           *time.Time `json:"chainSyncedAt,omitempty"`
-	Allocated               int        `json:"allocated"`
-	InFlight                int        `json:"inFlight"`
-	Mined                   int        `json:"mined"`
-	Stuck                   int        `json:"stuck"`
-	OldestPendingAgeSeconds *float64   `json:"oldestPendingAgeSeconds"`
-	LeaseHolder             *leaseView `json:"leaseHolder"`
+	ChainID           uint64  `json:"chainId"`
+	Address           string  `json:"address"`
+	NextNonce         *uint64 `json:"nextNonce"`
+	ChainPendingNonce *uint64 `json:"chainPendingNonce,omitempty"`
+	ChainLatestNonce  *uint64 `json:"chainLatestNonce,omitempty"`
+	// Simulation is how this instance's last simulation on the chain ran;
+	// omitted before its first.
+	Simulation              txm.SimMethod `json:"simulation,omitempty"`
+	ChainSyncedAt           *time.Time    `json:"chainSyncedAt,omitempty"`
+	Allocated               int           `json:"allocated"`
+	InFlight                int           `json:"inFlight"`
+	Mined                   int           `json:"mined"`
+	Stuck                   int           `json:"stuck"`
+	OldestPendingAgeSeconds *float64      `json:"oldestPendingAgeSeconds"`
+	LeaseHolder             *leaseView    `json:"leaseHolder"`
 }
 
 type leaseView struct {
@@ -468,6 +474,9 @@ func (h *Handler) signer(w http.ResponseWriter, r *http.Request) {
 			lv.ExpiresAt = &l.ExpiresAt
 		}
 		v.LeaseHolder = lv
+	}
+	if sim := h.deps.Simulators[chainID]; sim != nil {
+		v.Simulation = sim.SimulationMethod()
 	}
 	if ns := h.deps.Nonces[chainID]; ns != nil {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)

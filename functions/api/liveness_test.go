@@ -173,8 +173,10 @@ func TestIssue44_EstimationErrors(t *testing.T) {
 	}{
 		{"a call that hits INVALID", call(invalid, ""), "invalid opcode: INVALID"},
 		{"a creation that hits INVALID", creation("0xfe"), "invalid opcode: INVALID"},
-		{"a call that runs out of gas", call(loop, "0x01"), "gas required exceeds allowance ("},
-		{"a creation that runs out of gas", creation("0x5b600056"), "gas required exceeds allowance ("},
+		// The simulation, which runs the call at the block's gas limit,
+		// says it first.
+		{"a call that runs out of gas", call(loop, "0x01"), "out of gas"},
+		{"a creation that runs out of gas", creation("0x5b600056"), "out of gas"},
 		{"a call that underflows the stack", call(underflow, ""), "stack underflow (0 <=> 2)"},
 		{"a creation that underflows the stack", creation("0x01"), "stack underflow (0 <=> 2)"},
 	} {
@@ -202,6 +204,8 @@ func TestIssue44_EstimationErrors(t *testing.T) {
 		{"the node's internal error", rpcproxy.Fault{RPCError: &rpcproxy.RPCError{Code: -32603, Message: "Internal error"}}},
 		{"a node behind the head", rpcproxy.Fault{RPCError: &rpcproxy.RPCError{Code: -32000, Message: "header not found"}}},
 	} {
+		// The create's simulation asks both, in one batch.
+		proxy.Fail("eth_simulateV1", 1, f.fault)
 		proxy.Fail("eth_estimateGas", 1, f.fault)
 		r := b.create(t, b.insts[0], call(invalid, ""))
 		require.Equal(t, http.StatusServiceUnavailable, r.status, "%s: %s", f.name, r.raw)

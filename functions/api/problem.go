@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -22,6 +23,8 @@ type problem struct {
 	// RequestID is the create's request id behind an outcome-unknown 503:
 	// retrying with it is safe.
 	RequestID string `json:"requestId,omitempty"`
+	// Revert is the decoded reason of a create whose simulation reverts.
+	Revert *revertView `json:"revert,omitempty"`
 	// retryAfter is the Retry-After of a 429 or 503, in seconds.
 	retryAfter int
 }
@@ -54,6 +57,7 @@ var (
 	probUnsupportedMedia = problemType{"unsupported-media-type", "Unsupported media type", http.StatusUnsupportedMediaType}
 	probInvalid          = problemType{"invalid-request", "Invalid request", http.StatusUnprocessableEntity}
 	probExecutionFailed  = problemType{"execution-failed", "Execution failed", http.StatusUnprocessableEntity}
+	probReverted         = problemType{"execution-reverted", "Execution reverted", http.StatusUnprocessableEntity}
 	probRateLimited      = problemType{"rate-limited", "Too many requests", http.StatusTooManyRequests}
 	probInternal         = problemType{"internal", "Internal error", http.StatusInternalServerError}
 	probUnavailable      = problemType{"unavailable", "Service unavailable", http.StatusServiceUnavailable}
@@ -63,7 +67,7 @@ var (
 // problemTypes lists every problem type.
 var problemTypes = []problemType{probMalformed, probUnauthenticated, probForbidden, probNotFound, probRequestIDUsed,
 	probActionIDUsed, probActionNotAllowed, probTooLarge, probUnsupportedMedia, probInvalid, probExecutionFailed,
-	probRateLimited, probInternal, probUnavailable, probOutcomeUnknown}
+	probReverted, probRateLimited, probInternal, probUnavailable, probOutcomeUnknown}
 
 // problem is a problem of type k, with detail.
 func (k problemType) problem(detail string) problem {
@@ -111,6 +115,50 @@ func executionFailed(e *txm.ExecutionError) problem {
 	return p
 }
 
+// revertView is a revert's decoded reason on the wire.
+type revertView struct {
+	// Kind is error (Error(string)), panic (Panic(uint256)), custom (a
+	// custom error) or unknown (no data, or data none of them reads).
+	Kind txm.RevertKind `json:"kind"`
+	// Reason is the text to show: the message, the panic code's meaning,
+	// the custom error with its arguments when its ABI was given.
+	Reason    string    `json:"reason"`
+	PanicCode *uint64   `json:"panicCode,omitempty"`
+	Selector  string    `json:"selector,omitempty"`
+	Name      string    `json:"name,omitempty"`
+	Args      []argView `json:"args,omitempty"`
+	// Data is the raw revert data, 0x-hex.
+	Data string `json:"data,omitempty"`
+}
+
+type argView struct {
+	Name  string `json:"name,omitempty"`
+	Type  string `json:"type"`
+	Value string `json:"value"`
+}
+
+// reverted is a create whose simulation reverts: the caller's call fails
+// on chain, so 422 with the decoded reason and never Retry-After.
+func reverted(e *txm.RevertedError) problem {
+	r := e.Revert
+	v := &revertView{Kind: r.Kind, Reason: r.Reason, Selector: r.SelectorHex(), Name: r.Name}
+	if r.Kind == txm.RevertKindPanic {
+		code := r.PanicCode
+		v.PanicCode = &code
+	}
+	for _, a := range r.Args {
+		v.Args = append(v.Args, argView{Name: a.Name, Type: a.Type, Value: a.Value})
+	}
+	if len(r.Data) > 0 {
+		v.Data = "0x" + hex.EncodeToString(r.Data)
+	}
+	msg := "the call would revert: " + r.String()
+	p := probReverted.problem(msg + "; nothing was written")
+	p.Errors = []fieldError{{Field: "data", Message: msg}}
+	p.Revert = v
+	return p
+}
+
 func notFound(detail string) problem {
 	return probNotFound.problem(detail)
 }
@@ -125,7 +173,10 @@ func unavailable(detail string) problem {
 func problemFor(err error) problem {
 	var v *txm.ValidationError
 	var failed *txm.ExecutionError
+	var rev *txm.RevertedError
 	switch {
+	case errors.As(err, &rev):
+		return reverted(rev)
 	case errors.As(err, &failed):
 		return executionFailed(failed)
 	case errors.As(err, &v):

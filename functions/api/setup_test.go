@@ -74,6 +74,34 @@ func (f *fakeChain) EstimateGas(_ context.Context, msg txm.CallMsg) (uint64, err
 	return 21000, nil
 }
 
+// HasCode says no address holds code: a create without data is a plain
+// transfer.
+func (f *fakeChain) HasCode(_ context.Context, a []common.Address) ([]bool, error) {
+	return make([]bool, len(a)), nil
+}
+
+// Simulate answers as EstimateGas: 21000 gas, or a revert with
+// Error("nope") for data starting 0xdead.
+func (f *fakeChain) Simulate(_ context.Context, calls []txm.SimCall) ([]txm.SimResult, error) {
+	if f.fail.Load() {
+		return nil, fmt.Errorf("dial tcp: connection refused")
+	}
+	out := make([]txm.SimResult, len(calls))
+	for i, c := range calls {
+		out[i] = txm.SimResult{Method: txm.SimCallEstimate, Gas: 21000}
+		if bytes.HasPrefix(c.Data, []byte{0xde, 0xad}) {
+			out[i] = txm.SimResult{Method: txm.SimCallEstimate, Reverted: true}
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeChain) SimulationMethod() txm.SimMethod { return txm.SimCallEstimate }
+
+func (f *fakeChain) DecodeRevert([]byte, string) (txm.Revert, error) {
+	return txm.Revert{Kind: txm.RevertKindError, Reason: "nope"}, nil
+}
+
 // signers are the configured test signers.
 func signers(n int) []common.Address {
 	out := make([]common.Address, n)

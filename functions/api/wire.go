@@ -21,7 +21,11 @@ import (
 var createFields = map[string]bool{
 	"chainId": true, "from": true, "to": true, "value": true, "data": true, "gasLimit": true,
 	"maxFeePerGas": true, "maxPriorityFeePerGas": true, "gasPrice": true, "requestId": true, "metadata": true,
+	"errorAbi": true,
 }
+
+// maxErrorABI bounds a create's errorAbi, in bytes.
+const maxErrorABI = 64 * 1024
 
 // maxUint256 is the largest value a quantity may have.
 var maxUint256 = new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 256), big.NewInt(1))
@@ -142,6 +146,21 @@ func decodeCreate(body []byte, idemKey string, cfg config.Config) (*txm.Request,
 			bad("metadata", "must be a JSON object")
 		} else {
 			r.Metadata = json.RawMessage(v)
+		}
+	}
+	if v, ok := present(raw, "errorAbi"); ok {
+		// A signature or ABI JSON in a string, or the ABI JSON itself.
+		switch {
+		case len(v) > maxErrorABI:
+			bad("errorAbi", "must be at most %d bytes", maxErrorABI)
+		case v[0] == '{' || v[0] == '[':
+			r.ErrorABI = string(v)
+		default:
+			if s, err := jsonString(v); err != nil || strings.TrimSpace(s) == "" {
+				bad("errorAbi", "must be a JSON ABI (an error item or an array) or a non-empty string")
+			} else {
+				r.ErrorABI = s
+			}
 		}
 	}
 	if len(errs) > 0 {
@@ -294,8 +313,18 @@ type txView struct {
 	Attempts             int             `json:"attempts"`
 	Receipt              *receiptView    `json:"receipt,omitempty"`
 	LastError            string          `json:"lastError,omitempty"`
-	CreatedAt            time.Time       `json:"createdAt"`
-	UpdatedAt            time.Time       `json:"updatedAt"`
+	// Effects are what the create's simulation showed the transaction
+	// moves or allows; a plain transfer's is its value. Omitted where the
+	// simulation is not read (lists, a replay's answer).
+	Effects *[]txm.Effect `json:"effects,omitempty"`
+	// Simulation is how the create was simulated ("simulateV1",
+	// "call+estimate"); omitted for a plain transfer, which needs none.
+	Simulation txm.SimMethod `json:"simulation,omitempty"`
+	// SimulationRevert is the reason of a simulation that reverted and
+	// was accepted under an advisory simulation policy.
+	SimulationRevert string    `json:"simulationRevert,omitempty"`
+	CreatedAt        time.Time `json:"createdAt"`
+	UpdatedAt        time.Time `json:"updatedAt"`
 }
 
 type receiptView struct {
@@ -331,11 +360,28 @@ func viewTx(t *txm.Tx) txView {
 	if g := t.Gas(); g > 0 {
 		v.GasLimit = &g
 	}
+	v.Effects, v.Simulation, v.SimulationRevert = effectsOf(t), t.Simulation, t.SimulationRevert
 	if t.Receipt != nil {
 		v.Receipt = &receiptView{BlockNumber: t.Receipt.BlockNumber, BlockHash: t.Receipt.BlockHash.Hex(),
 			Status: t.Receipt.Status, GasUsed: t.Receipt.GasUsed, EffectiveGasPrice: bigString(t.Receipt.EffectiveGasPrice)}
 	}
 	return v
+}
+
+// effectsOf is t's effects: its simulation's, or for a plain transfer (no
+// data, not simulated) its value; nil when t was read without its
+// simulation.
+func effectsOf(t *txm.Tx) *[]txm.Effect {
+	out := []txm.Effect{}
+	switch {
+	case t.Simulation != "":
+		out = append(out, t.Effects...)
+	case len(t.Data) > 0 || t.To == nil:
+		return nil
+	case t.Value != nil && t.Value.Sign() > 0:
+		out = append(out, txm.Effect{Kind: txm.EffectNative, From: t.From, To: *t.To, Amount: t.Value})
+	}
+	return &out
 }
 
 func bigString(v *big.Int) *string {

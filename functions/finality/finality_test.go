@@ -220,7 +220,8 @@ func TestIssue5_RevertedOnChain(t *testing.T) {
 	n := w.Node(t, "n0")
 	signer := w.Keys[0].Address
 	contract := w.DeployReverter(t) // uses the signer's nonce 0 outside txfence
-	ids := n.AllocateRequests(t, 1, func(int) *txm.Request {
+	// An advisory simulation lets the reverting call through to the chain.
+	ids := n.AllocateRequestsAs(t, w.Advisory(t), 1, func(int) *txm.Request {
 		return &txm.Request{ChainID: stacktest.ChainID().Uint64(), From: signer, To: &contract, Data: []byte{1, 2, 3, 4}, GasLimit: 60_000}
 	})
 	broadcastAndMine(t, w, n, signer, 2)

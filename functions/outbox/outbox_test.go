@@ -32,6 +32,20 @@ type chainStub struct{}
 func (chainStub) PendingNonce(context.Context, common.Address) (uint64, error) { return 0, nil }
 func (chainStub) LatestNonce(context.Context, common.Address) (uint64, error)  { return 0, nil }
 func (chainStub) EstimateGas(context.Context, txm.CallMsg) (uint64, error)     { return 21000, nil }
+func (chainStub) HasCode(_ context.Context, a []common.Address) ([]bool, error) {
+	return make([]bool, len(a)), nil
+}
+func (chainStub) Simulate(_ context.Context, calls []txm.SimCall) ([]txm.SimResult, error) {
+	out := make([]txm.SimResult, len(calls))
+	for i := range out {
+		out[i] = txm.SimResult{Method: txm.SimCallEstimate, Gas: 21000}
+	}
+	return out, nil
+}
+func (chainStub) SimulationMethod() txm.SimMethod { return txm.SimCallEstimate }
+func (chainStub) DecodeRevert([]byte, string) (txm.Revert, error) {
+	return txm.Revert{Kind: txm.RevertKindUnknown}, nil
+}
 
 func setup(t *testing.T) (*pgtest.DB, config.Config, *postgres.Store, *pubsubtest.Server, *app.Relay) {
 	t.Helper()

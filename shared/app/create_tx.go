@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/big"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,11 +19,16 @@ import (
 )
 
 // ChainReader is what creating a transaction asks of a chain: the pending
-// nonce (only when the shared cursor's sync is stale) and gas estimation
-// (only when the caller gave no gas limit).
+// nonce (only when the shared cursor's sync is stale), whether the
+// destination holds code (cached), the simulation of a call (one batched
+// request for the calls of an allocation batch), the decoding of a revert,
+// and gas estimation for a plain transfer.
 type ChainReader interface {
 	txm.NonceSource
 	txm.GasEstimator
+	txm.Simulator
+	txm.CodeChecker
+	txm.RevertDecoder
 }
 
 // CreateStore is the storage CreateTx needs.
@@ -73,9 +79,12 @@ func NewCreateTx(store CreateStore, chains map[uint64]ChainReader, relay *Relay,
 
 // Execute validates r, asks who's policy, answers a replay of a known
 // request id at once, and otherwise allocates a nonce through the signer's
-// dispatcher. Invalid input returns a *txm.ValidationError, a refusal a
-// *txm.Refusal (ErrForbidden), a call whose gas estimate fails in the EVM a
-// *txm.ExecutionError (ErrInvalid); nothing is written for any. A request
+// dispatcher; a create that is not a plain transfer is simulated first,
+// with the other calls of its allocation batch (simulateBatch). Invalid
+// input returns a *txm.ValidationError, a refusal a *txm.Refusal
+// (ErrForbidden), a call whose simulation reverts a *txm.RevertedError and
+// one that fails in the EVM otherwise a *txm.ExecutionError (both
+// ErrInvalid); nothing is written for any. A request
 // without a request id gets one (r.RequestID), so that every create can be
 // retried safely: after ErrOutcomeUnknown (the database connection was lost
 // during COMMIT and the outcome could not be read back) the caller retries
@@ -148,6 +157,23 @@ func (c *CreateTx) execute(ctx context.Context, who txm.Principal, r *txm.Reques
 			return txm.Created{}, err
 		}
 	}
+	if r.ErrorABI != "" {
+		if _, err := c.chains[r.ChainID].DecodeRevert(nil, r.ErrorABI); err != nil {
+			v := &txm.ValidationError{}
+			v.Add("errorAbi", "%s", strings.TrimPrefix(err.Error(), txm.ErrInvalid.Error()+": "))
+			return txm.Created{}, v
+		}
+	}
+	simulate, err := c.needsSimulation(ctx, r, pol)
+	if err != nil {
+		return txm.Created{}, err
+	}
+	if simulate {
+		// Simulated with the other calls of its allocation batch, in one
+		// request, before it gets a nonce (runBatch); the checks that need
+		// its gas run then (judge).
+		return c.queue(ctx, who, pol, r, txID.String(), true)
+	}
 	if r.GasLimit == 0 || !pol.SkipEstimation {
 		// A given gas limit is the call's: the node says whether it is
 		// enough, and whether the call fails at all.
@@ -164,15 +190,7 @@ func (c *CreateTx) execute(ctx context.Context, who txm.Principal, r *txm.Reques
 			v.Add("data", "the call would revert: %s", revert.Error())
 			return txm.Created{}, v
 		case errors.As(err, &funds):
-			// The node's answer about this signer's balance, not an outage:
-			// retrying cannot help until the signer is funded.
-			v := &txm.ValidationError{}
-			if funds.Have != nil && funds.Want != nil {
-				v.Add("value", "the signer's balance is %s wei; the transaction needs %s wei", funds.Have, funds.Want)
-			} else {
-				v.Add("value", "the signer's balance cannot pay for the value and gas")
-			}
-			return txm.Created{}, v
+			return txm.Created{}, fundsInvalid(funds)
 		case errors.As(err, &failed):
 			// The node ran the call and it fails (out of gas at any limit,
 			// an invalid opcode, ...): no retry changes that.
@@ -189,18 +207,39 @@ func (c *CreateTx) execute(ctx context.Context, who txm.Principal, r *txm.Reques
 			r.GasEstimate = gas
 		}
 	}
-	r.Cost = r.WorstCaseCost(c.cfg.Fees.For(r.ChainID).MaxFee)
-	if err := pol.CheckCost(r); err != nil {
+	r.Effects = plainEffects(r)
+	if err := c.checkEffects(pol, r); err != nil {
 		return txm.Created{}, err
 	}
-	if err := checkTxFee(r, c.cfg.Fees.For(r.ChainID).TxFeeCap); err != nil {
+	if err := c.checkCost(pol, r); err != nil {
 		return txm.Created{}, err
+	}
+	return c.queue(ctx, who, pol, r, txID.String(), false)
+}
+
+// checkCost is what a create must pass once its gas limit is known: the
+// policy's caps on the gas limit and the worst-case cost, and the nodes'
+// cap on a transaction's fee.
+func (c *CreateTx) checkCost(pol txm.Policy, r *txm.Request) error {
+	r.Cost = r.WorstCaseCost(c.cfg.Fees.For(r.ChainID).MaxFee)
+	if err := pol.CheckCost(r); err != nil {
+		return err
+	}
+	return checkTxFee(r, c.cfg.Fees.For(r.ChainID).TxFeeCap)
+}
+
+// queue hands r to the dispatcher and answers with its allocation.
+func (c *CreateTx) queue(ctx context.Context, who txm.Principal, pol txm.Policy, r *txm.Request, txID string,
+	simulate bool) (txm.Created, error) {
+	var sim *simCheck
+	if simulate {
+		sim = &simCheck{pol: pol}
 	}
 	var caps map[string]txm.Policy
 	if pol.HasRollingCaps() {
 		caps = map[string]txm.Policy{who.ID: pol}
 	}
-	created, err := c.enqueue(ctx, r, txID.String(), caps)
+	created, err := c.enqueue(ctx, r, txID, caps, sim)
 	switch {
 	case err != nil:
 		return created, err
@@ -210,6 +249,18 @@ func (c *CreateTx) execute(ctx context.Context, who txm.Principal, r *txm.Reques
 		return resolveFor(who, created.Tx, r.Fingerprint()), nil // a replay found inside the batch
 	}
 	return created, nil
+}
+
+// fundsInvalid is the node's answer about the signer's balance, not an
+// outage: retrying cannot help until the signer is funded.
+func fundsInvalid(funds *txm.InsufficientFundsError) error {
+	v := &txm.ValidationError{}
+	if funds.Have != nil && funds.Want != nil {
+		v.Add("value", "the signer's balance is %s wei; the transaction needs %s wei", funds.Have, funds.Want)
+	} else {
+		v.Add("value", "the signer's balance cannot pay for the value and gas")
+	}
+	return v
 }
 
 // checkTxFee refuses a request whose own fee, at its gas limit, is above
@@ -328,6 +379,7 @@ func (c *CreateTx) runBatch(ctx context.Context, owner string, batch []*waiter, 
 		c.relay.PublishDeleteLater(ctx, outbox)
 	}()
 	deliver := func(w *waiter, res result) { answers = append(answers, answer{w, res}) }
+	batch = c.simulateBatch(ctx, batch, func(w *waiter, err error) { deliver(w, result{err: err}) })
 	var keys []signerKey
 	groups := map[signerKey][]*waiter{}
 	for _, w := range batch {

@@ -22,6 +22,7 @@ type waiter struct {
 	req      *txm.Request
 	txID     string                // the row's id if it is created
 	caps     map[string]txm.Policy // rolling caps to pass
+	sim      *simCheck             // not nil: simulate before allocating
 	key      signerKey
 	enqueued time.Time
 	wait     txm.Span        // create.batch_wait: ends when its batch starts
@@ -256,9 +257,10 @@ func (d *dispatcher) withdraw(w *waiter) bool {
 const batchTimeout = 30 * time.Second
 
 // enqueue queues r, to be created as txID, and waits for its allocation.
-func (c *CreateTx) enqueue(ctx context.Context, r *txm.Request, txID string, caps map[string]txm.Policy) (txm.Created, error) {
+func (c *CreateTx) enqueue(ctx context.Context, r *txm.Request, txID string, caps map[string]txm.Policy,
+	sim *simCheck) (txm.Created, error) {
 	_, wait := c.metrics.StartSpan(ctx, "create.batch_wait")
-	w := &waiter{req: r, txID: txID, caps: caps, key: signerKey{chainID: r.ChainID, signer: r.From}, enqueued: time.Now(),
+	w := &waiter{req: r, txID: txID, caps: caps, sim: sim, key: signerKey{chainID: r.ChainID, signer: r.From}, enqueued: time.Now(),
 		wait: wait, ctx: ctx, done: make(chan result, 1), lead: make(chan *job, 1)}
 
 	d := c.dispatch

@@ -409,3 +409,18 @@ func DecodeRevertError(err error, errs *ErrorABI) (r txm.Revert, ok bool) {
 	}
 	return DecodeRevert(re.Data, errs), true
 }
+
+var _ txm.RevertDecoder = (*Client)(nil)
+
+// DecodeRevert implements txm.RevertDecoder: ParseErrorABI of errorABI (when
+// given), then DecodeRevert of data.
+func (c *Client) DecodeRevert(data []byte, errorABI string) (txm.Revert, error) {
+	var errs *ErrorABI
+	if errorABI != "" {
+		var err error
+		if errs, err = ParseErrorABI(errorABI); err != nil {
+			return txm.Revert{}, err
+		}
+	}
+	return DecodeRevert(data, errs), nil
+}

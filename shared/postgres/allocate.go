@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -111,7 +112,24 @@ func (s *Store) callAllocate(ctx context.Context, a *allocationArgs, batches []t
 	backend := conn.Conn().PgConn().PID()
 	owner := batches[a.batch[0]].Owner
 	qctx, span := s.metrics.Start(ctx, "allocate.call")
-	rows, err := conn.Query(qctx, a.sql(), a.args(owner, s.leases.cfg, s.topics.Submit)...)
+	var rows pgx.Rows
+	var br pgx.BatchResults
+	sims, err := simulationRows(batches)
+	if err != nil {
+		span.End()
+		return nil, fmt.Errorf("allocate: %w", err)
+	}
+	if sims == nil {
+		rows, err = conn.Query(qctx, a.sql(), a.args(owner, s.leases.cfg, s.topics.Submit)...)
+	} else {
+		// Sent together, so run in one implicit transaction: the
+		// simulations are written with their rows, or neither is.
+		b := &pgx.Batch{}
+		b.Queue(a.sql(), a.args(owner, s.leases.cfg, s.topics.Submit)...)
+		b.Queue(insertSimulationsSQL, sims.ids, sims.methods, sims.effects, sims.reverts)
+		br = conn.SendBatch(qctx, b)
+		rows, err = br.Query()
+	}
 	var got []allocated
 	if err == nil {
 		for rows.Next() {
@@ -127,6 +145,14 @@ func (s *Store) callAllocate(ctx context.Context, a *allocationArgs, batches []t
 			err = rows.Err()
 		}
 	}
+	if br != nil {
+		if err == nil {
+			_, err = br.Exec()
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+	}
 	span.End()
 	if err != nil {
 		return nil, s.allocateFailed(ctx, a, batches, backend, err)
@@ -135,6 +161,48 @@ func (s *Store) callAllocate(ctx context.Context, a *allocationArgs, batches []t
 		return nil, fmt.Errorf("allocate: %d answers for %d requests", len(got), len(a.group))
 	}
 	return got, nil
+}
+
+// insertSimulationsSQL writes the simulations of a batch's requests whose
+// rows the allocation created (not the replays and refusals).
+const insertSimulationsSQL = `INSERT INTO tx_simulation (tx_id, method, effects, revert)
+SELECT u.id, u.method, u.effects::jsonb, u.revert
+FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[]) AS u(id, method, effects, revert)
+WHERE EXISTS (SELECT 1 FROM managed_tx t WHERE t.id = u.id)`
+
+// simulations are tx_simulation's rows for a batch, as arrays.
+type simulations struct {
+	ids, methods, effects []string
+	reverts               []*string
+}
+
+// simulationRows are the simulations of batches' requests; nil when none
+// was simulated.
+func simulationRows(batches []txm.AllocationBatch) (*simulations, error) {
+	var out *simulations
+	for _, b := range batches {
+		for i, r := range b.Requests {
+			if r.Simulation == "" {
+				continue
+			}
+			effects := r.Effects
+			if effects == nil {
+				effects = []txm.Effect{}
+			}
+			j, err := json.Marshal(effects)
+			if err != nil {
+				return nil, fmt.Errorf("effects of %s: %w", b.TxIDs[i], err)
+			}
+			if out == nil {
+				out = &simulations{}
+			}
+			out.ids = append(out.ids, b.TxIDs[i])
+			out.methods = append(out.methods, string(r.Simulation))
+			out.effects = append(out.effects, string(j))
+			out.reverts = append(out.reverts, optional(r.SimulationRevert))
+		}
+	}
+	return out, nil
 }
 
 // ensureLeaseRows inserts the nonce lease rows (released, token 1) of a's

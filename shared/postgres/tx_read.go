@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/big"
@@ -29,7 +30,7 @@ LEFT JOIN LATERAL (
     SELECT tx_hash, attempt_no FROM tx_attempt WHERE tx_id = t.id ORDER BY attempt_no DESC LIMIT 1
 ) a ON true`
 
-func scanTx(row pgx.Row) (*txm.Tx, error) {
+func scanTx(row pgx.Row, extra ...any) (*txm.Tx, error) {
 	var (
 		t                                          txm.Tx
 		chainID, nonce                             int64
@@ -44,11 +45,11 @@ func scanTx(row pgx.Row) (*txm.Tx, error) {
 		attempts                                   int32
 		state                                      string
 	)
-	err := row.Scan(&t.ID, &chainID, &signer, &nonce, &requestID, &fp, &to, &value, &t.Data, &gasLimit,
+	err := row.Scan(append([]any{&t.ID, &chainID, &signer, &nonce, &requestID, &fp, &to, &value, &t.Data, &gasLimit,
 		&maxFee, &maxPrio, &gasPrice, &t.Metadata, &state, &subState, &lastErr, &t.ReorgCount,
 		&bnum, &bhash, &status, &gasUsed, &effPrice, &t.CreatedAt, &t.UpdatedAt, &thash, &attempts, &t.BroadcastCount,
 		&t.Failures, &t.FailingSince, &t.NextAttemptAt, &t.StuckSince, &t.LastBroadcastAt, &t.Principal,
-		&feeCeiling)
+		&feeCeiling}, extra...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -103,11 +104,22 @@ func deref(s *string) string {
 	return *s
 }
 
-// GetTx implements txm.TxQueries.
+// GetTx implements txm.TxQueries: the transaction with its simulation,
+// when it had one.
 func (s *Store) GetTx(ctx context.Context, id string) (*txm.Tx, error) {
-	t, err := scanTx(s.pool.QueryRow(ctx, `SELECT `+txColumns+` FROM `+txFrom+` WHERE t.id = $1::uuid`, id))
+	var method, revert *string
+	var effects []byte
+	t, err := scanTx(s.pool.QueryRow(ctx, `SELECT `+txColumns+`, sim.method, sim.effects, sim.revert FROM `+txFrom+`
+LEFT JOIN tx_simulation sim ON sim.tx_id = t.id WHERE t.id = $1::uuid`, id), &method, &effects, &revert)
 	if err != nil {
 		return nil, fmt.Errorf("get tx %s: %w", id, translate(err))
+	}
+	if method != nil {
+		t.Simulation, t.SimulationRevert = txm.SimMethod(*method), deref(revert)
+		t.Effects = []txm.Effect{}
+		if err := json.Unmarshal(effects, &t.Effects); err != nil {
+			return nil, fmt.Errorf("get tx %s: effects: %w", id, err)
+		}
 	}
 	return t, nil
 }

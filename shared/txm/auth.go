@@ -83,10 +83,16 @@ type Policy struct {
 	// pays per gas, bumps and replacements included: it becomes their fee
 	// ceiling where it is below the chain's cap (nil: the chain's cap).
 	MaxFeePerGas *big.Int
-	// SkipEstimation lets a create that gives its gas limit skip the gas
-	// estimate (and its revert check); otherwise a given gas limit is
-	// checked by estimation too.
+	// SkipEstimation lets a create without data that gives its gas limit
+	// skip the gas estimate and the code check of its destination: it is
+	// taken for a plain transfer. A create with data is simulated whatever
+	// this says; otherwise a given gas limit is checked by estimation too.
 	SkipEstimation bool
+	// SimulationAdvisory records a create's simulation without enforcing
+	// it: a call that reverts is accepted (its revert recorded), for flows
+	// whose transactions depend on the signer's own pending ones. The
+	// default enforces: a revert is refused. No request can choose.
+	SimulationAdvisory bool
 	// Hourly and Daily cap, per signer, what the principal sends in the last
 	// hour and the last 24 hours.
 	Hourly, Daily Limit

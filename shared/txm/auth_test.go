@@ -1,12 +1,15 @@
 package txm
 
 import (
+	"encoding/json"
 	"errors"
 	"math/big"
+	"strings"
 	"testing"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestPolicy_CanRead(t *testing.T) {
@@ -129,4 +132,29 @@ func TestIssue44_CostRules(t *testing.T) {
 	over.FeeCeiling = p.MaxFeePerGas
 	over.Cost = over.WorstCaseCost(chainCap)
 	assert.Equal(t, RuleMaxValue, rule(p.CheckCost(over)), "50,001 wei of value and fees, above 50,000")
+}
+
+func TestPolicySimulationMode(t *testing.T) {
+	for _, c := range []struct {
+		in       string
+		advisory bool
+		bad      bool
+	}{
+		{`{"principal":"p","roles":[]}`, false, false},
+		{`{"principal":"p","roles":[],"simulation":"enforce"}`, false, false},
+		{`{"principal":"p","roles":[],"simulation":"advisory"}`, true, false},
+		{`{"principal":"p","roles":[],"simulation":"skip"}`, false, true},
+	} {
+		var p Policy
+		err := json.Unmarshal([]byte(c.in), &p)
+		if c.bad {
+			require.ErrorIs(t, err, ErrInvalid, c.in)
+			continue
+		}
+		require.NoError(t, err, c.in)
+		assert.Equal(t, c.advisory, p.SimulationAdvisory, c.in)
+		out, err := json.Marshal(p)
+		require.NoError(t, err)
+		assert.Equal(t, c.advisory, strings.Contains(string(out), `"simulation":"advisory"`), "%s", out)
+	}
 }

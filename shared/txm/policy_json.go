@@ -21,6 +21,7 @@ type policyJSON struct {
 	MaxGasLimit  uint64     `json:"maxGasLimit,omitempty"`
 	MaxFeePerGas string     `json:"maxFeePerGas,omitempty"`
 	SkipEstimate bool       `json:"skipEstimation,omitempty"`
+	Simulation   string     `json:"simulation,omitempty"` // "enforce" (the default) or "advisory"
 	Hourly       *limitJSON `json:"hourly,omitempty"`
 	Daily        *limitJSON `json:"daily,omitempty"`
 	Allowlist    *[]string  `json:"allowlist,omitempty"`
@@ -46,6 +47,12 @@ type tokenRuleJSON struct {
 	Protected bool   `json:"protected,omitempty"`
 }
 
+// The values of a policy's "simulation".
+const (
+	SimulationEnforce  = "enforce"
+	SimulationAdvisory = "advisory"
+)
+
 type limitJSON struct {
 	Value string `json:"value,omitempty"`
 	Count int    `json:"count,omitempty"`
@@ -59,6 +66,9 @@ func (p Policy) MarshalJSON() ([]byte, error) {
 		NoUnlimitedApprovals: p.NoUnlimitedApprovals, TokenRecipients: addressList(p.TokenRecipients), Spenders: addressList(p.Spenders)}
 	if j.Roles == nil {
 		j.Roles = []Role{}
+	}
+	if p.SimulationAdvisory {
+		j.Simulation = SimulationAdvisory
 	}
 	if p.AllSigners {
 		j.Signers = []string{"*"}
@@ -103,6 +113,13 @@ func (p *Policy) UnmarshalJSON(b []byte) error {
 		NoUnlimitedApprovals: j.NoUnlimitedApprovals}
 	if j.CreatedAt != nil {
 		out.CreatedAt = *j.CreatedAt
+	}
+	switch j.Simulation {
+	case "", SimulationEnforce:
+	case SimulationAdvisory:
+		out.SimulationAdvisory = true
+	default:
+		v.Add("simulation", "must be %q or %q, got %q", SimulationEnforce, SimulationAdvisory, j.Simulation)
 	}
 	for _, s := range j.Signers {
 		if s == "*" {

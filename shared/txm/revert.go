@@ -87,3 +87,25 @@ func (r Revert) String() string {
 	}
 	return fmt.Sprintf("unrecognised revert data (%d bytes)", len(r.Data))
 }
+
+// RevertDecoder decodes revert data with the caller's description of its
+// custom errors.
+type RevertDecoder interface {
+	// DecodeRevert decodes data (never failing on the chain's data);
+	// errorABI, when not empty, describes custom errors as a JSON ABI or a
+	// signature. A malformed errorABI is an error matching ErrInvalid, also
+	// when data is nil, so that a request's errorABI can be checked before
+	// anything is simulated.
+	DecodeRevert(data []byte, errorABI string) (Revert, error)
+}
+
+// RevertedError says a create's simulation reverted: the call would fail on
+// chain. It matches ErrInvalid under errors.Is (HTTP 422).
+type RevertedError struct {
+	Revert Revert
+}
+
+func (e *RevertedError) Error() string { return "the call would revert: " + e.Revert.String() }
+
+// Is makes a RevertedError match ErrInvalid.
+func (e *RevertedError) Is(target error) bool { return target == ErrInvalid }

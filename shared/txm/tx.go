@@ -36,6 +36,19 @@ type Request struct {
 	// the caps on the principal count; nil: the value. Not part of the
 	// fingerprint.
 	Cost *big.Int
+	// ErrorABI is the caller's description of the custom errors the call
+	// may revert with (a JSON ABI or a signature), used only to decode a
+	// revert's arguments. Not stored, not part of the fingerprint.
+	ErrorABI string
+	// Simulation is how the create's simulation ran; "" when it needed
+	// none (a plain transfer). Not part of the fingerprint.
+	Simulation SimMethod
+	// Effects are what the simulation showed the transaction moves or
+	// allows (nil when it needed none, or it reverted).
+	Effects []Effect
+	// SimulationRevert is the decoded reason of a simulation that reverted
+	// and was accepted anyway (an advisory simulation policy); "" otherwise.
+	SimulationRevert string
 }
 
 // WorstCaseCost is the most the transaction can take from its signer on a

@@ -232,7 +232,8 @@ func (w *World) Node(t *testing.T, name string) *Node {
 	require.NoError(t, err)
 	h, err := api.NewHandler(api.Deps{Config: cfg, Auth: authn, Policies: n.Policies, PolicyStore: policyStore, Create: n.Create,
 		Queries: store, Completions: feed, Actions: actions, ActionLog: store, Operator: store,
-		Views: map[uint64]txm.ChainView{evmtest.ChainID: client}, Metrics: m, Log: log})
+		Views: map[uint64]txm.ChainView{evmtest.ChainID: client}, Simulators: map[uint64]txm.Simulator{evmtest.ChainID: client},
+		Metrics: m, Log: log})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -292,6 +293,26 @@ func (n *Node) Allocate(t testing.TB, signer common.Address, count int) []string
 // loaded machine; nothing was written) is retried, as its client would.
 func (n *Node) AllocateRequests(t testing.TB, count int, req func(i int) *txm.Request) []string {
 	t.Helper()
+	return n.AllocateRequestsAs(t, app.DevPrincipal, count, req)
+}
+
+// Advisory stores, for the principal "advisory", a sender's policy of every
+// signer whose simulation is advisory, and returns the principal: its
+// creates that revert in simulation still get a nonce (those that give a
+// gas limit), so that a test can have a call revert on chain.
+func (w *World) Advisory(t testing.TB) txm.Principal {
+	t.Helper()
+	policies, err := postgres.NewPolicies(w.DB.Pool)
+	require.NoError(t, err)
+	_, err = policies.PutPolicy(context.Background(), txm.Policy{Principal: "advisory", Roles: []txm.Role{txm.RoleSender, txm.RoleReader},
+		AllSigners: true, SkipEstimation: true, SimulationAdvisory: true}, "stacktest")
+	require.NoError(t, err)
+	return txm.Principal{ID: "advisory"}
+}
+
+// AllocateRequestsAs is AllocateRequests by the principal who.
+func (n *Node) AllocateRequestsAs(t testing.TB, who txm.Principal, count int, req func(i int) *txm.Request) []string {
+	t.Helper()
 	ids := make([]string, count)
 	errs := make(chan error, count)
 	for i := 0; i < count; i++ {
@@ -299,7 +320,7 @@ func (n *Node) AllocateRequests(t testing.TB, count int, req func(i int) *txm.Re
 			var c txm.Created
 			var err error
 			for try := 0; try < 5; try++ {
-				if c, err = n.Create.Execute(context.Background(), app.DevPrincipal, req(i)); !errors.Is(err, txm.ErrFenced) {
+				if c, err = n.Create.Execute(context.Background(), who, req(i)); !errors.Is(err, txm.ErrFenced) {
 					break
 				}
 			}
