@@ -284,10 +284,16 @@ func (c *Client) sendSimBatch(ctx context.Context, list []*simElem) error {
 
 // simulateV1Results reads the answers of an eth_simulateV1 batch.
 func (c *Client) simulateV1Results(calls []txm.SimCall, sims, estimates []simElem) ([]txm.SimResult, error) {
-	out := make([]txm.SimResult, len(calls))
+	return eachResult(len(calls), func(i int) (txm.SimResult, error) { return c.simulateV1Result(sims[i], estimates[i]) })
+}
+
+// eachResult reads n answers with one; any unusable answer fails them all,
+// each named by its call's index.
+func eachResult(n int, one func(i int) (txm.SimResult, error)) ([]txm.SimResult, error) {
+	out := make([]txm.SimResult, n)
 	var errs []error
-	for i := range calls {
-		r, err := c.simulateV1Result(sims[i], estimates[i])
+	for i := range out {
+		r, err := one(i)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("call %d: %w", i, err))
 			continue
@@ -342,20 +348,9 @@ func (c *Client) simulateV1Result(sim, estimate simElem) (txm.SimResult, error) 
 // fallbackResults reads the answers of eth_call and eth_estimateGas; the
 // effects are the top-level native value, all a call's result shows.
 func (c *Client) fallbackResults(calls []txm.SimCall, ethCalls, estimates []simElem) ([]txm.SimResult, error) {
-	out := make([]txm.SimResult, len(calls))
-	var errs []error
-	for i, call := range calls {
-		r, err := c.fallbackResult(call, ethCalls[i], estimates[i])
-		if err != nil {
-			errs = append(errs, fmt.Errorf("call %d: %w", i, err))
-			continue
-		}
-		out[i] = r
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	return out, nil
+	return eachResult(len(calls), func(i int) (txm.SimResult, error) {
+		return c.fallbackResult(calls[i], ethCalls[i], estimates[i])
+	})
 }
 
 func (c *Client) fallbackResult(call txm.SimCall, ethCall, estimate simElem) (txm.SimResult, error) {
