@@ -203,3 +203,31 @@ func TestIssue47_WindowFeesCount(t *testing.T) {
 	assert.Equal(t, txm.RuleWindowAmount, empty.body["rule"])
 	assert.Equal(t, 1, managedRows(t, w, from))
 }
+
+// TestWindowPolicy_PutAndRead: an admin writes a policy's windows through
+// the API and reads them back as written; a bad window is 422 naming its
+// field, and changes nothing.
+func TestWindowPolicy_PutAndRead(t *testing.T) {
+	w := windowWorld(t, 1)
+	signer := w.Keys[0].Address
+	admin := w.APIKey(t, txm.Policy{Principal: "root", Roles: []txm.Role{txm.RoleAdmin}, AllSigners: true})
+	url := w.Node(t, "a").APIURL + "/v1/principals/svc/policy"
+	window := map[string]any{"scope": "principal", "asset": "native", "period": "7d", "maxAmount": "5", "maxCount": 2}
+	good := map[string]any{"roles": []string{"sender"}, "signers": []string{signer.Hex()}, "windows": []any{window}}
+	put := postJSON(t, http.MethodPut, url, admin, good)
+	require.Equal(t, http.StatusOK, put.status, "%v", put.body)
+	got := postJSON(t, http.MethodGet, url, admin, nil)
+	require.Equal(t, http.StatusOK, got.status, "%v", got.body)
+	assert.Equal(t, []any{map[string]any{"scope": "principal", "asset": "native", "period": "7d", "maxAmount": "5",
+		"maxCount": float64(2)}}, got.body["windows"])
+
+	bad := map[string]any{"roles": []string{"sender"}, "signers": []string{signer.Hex()},
+		"windows": []any{map[string]any{"scope": "signer", "asset": "native", "period": "45d", "maxCount": 1}}}
+	refused := postJSON(t, http.MethodPut, url, admin, bad)
+	require.Equal(t, http.StatusUnprocessableEntity, refused.status, "%v", refused.body)
+	errs, _ := refused.body["errors"].([]any)
+	require.Len(t, errs, 1, "%v", refused.body)
+	assert.Equal(t, "windows[0].period", errs[0].(map[string]any)["field"])
+	got = postJSON(t, http.MethodGet, url, admin, nil)
+	assert.EqualValues(t, 1, got.body["version"], "a refused policy writes nothing")
+}
