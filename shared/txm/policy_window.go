@@ -108,9 +108,9 @@ func ParseWindowPeriod(s string) (period time.Duration, day bool, err error) {
 	return period + time.Duration(days)*24*time.Hour, false, nil
 }
 
-// describe names the window in a refusal: what it counts, of what, over
-// which period, up to what.
-func (w Window) describe(index int) string {
+// describe says, in a refusal, what the window counts, of what, over which
+// period, up to what.
+func (w Window) describe() string {
 	var asset string
 	switch {
 	case !w.Native():
@@ -129,13 +129,13 @@ func (w Window) describe(index int) string {
 	}
 	whose := "sent by this principal from any signer"
 	if w.Scope == WindowSigner {
-		whose = "sent by the signer, whoever created them"
+		whose = "sent by the signer whoever created them"
 	}
 	period := "in the last " + w.PeriodText()
 	if w.Day {
 		period = "in the UTC day"
 	}
-	return fmt.Sprintf("windows[%d]: at most %s %s, %s", index, strings.Join(limits, " and "), whose, period)
+	return fmt.Sprintf("at most %s %s, %s", strings.Join(limits, " and "), whose, period)
 }
 
 // WindowCheck is one of the creator's windows a request counts in, with
@@ -233,8 +233,8 @@ func (p Policy) WindowRefusal(rule string, index int) *Refusal {
 	if rule == RuleWindowCount {
 		what = "count"
 	}
-	return &Refusal{Rule: rule, Detail: fmt.Sprintf("the transaction would take the %s of window %s past its cap",
-		what, p.Windows[index].describe(index))}
+	return &Refusal{Rule: rule, Detail: fmt.Sprintf("the transaction would pass the %s cap of windows[%d]: %s",
+		what, index, p.Windows[index].describe())}
 }
 
 // validateWindows checks the windows: a known scope, a chain with a token,
