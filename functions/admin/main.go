@@ -378,13 +378,14 @@ func (a *admin) listAudit(ctx context.Context, principal string, limit int) erro
 
 // policyFields are the fields of txm.Policy's wire form; limitFields those
 // of its hourly and daily limits; tokenRuleFields those of one of its token
-// rules.
+// rules; windowFields those of one of its windows.
 var (
 	policyFields = []string{"principal", "version", "roles", "signers", "maxValue", "maxGasLimit", "maxFeePerGas",
 		"skipEstimation", "simulation", "hourly", "daily", "allowlist", "tokens", "tokenRecipients", "spenders", "noUnlimitedApprovals",
-		"ratePerSecond", "burst", "maxWaits", "createdAt", "createdBy"}
+		"windows", "ratePerSecond", "burst", "maxWaits", "createdAt", "createdBy"}
 	limitFields     = []string{"value", "count"}
 	tokenRuleFields = []string{"chainId", "token", "maxPerTx", "protected"}
+	windowFields    = []string{"scope", "asset", "chainId", "period", "maxAmount", "maxCount"}
 )
 
 // decodePolicy reads one policy in its wire form, refusing unknown fields
@@ -408,13 +409,20 @@ func decodePolicy(raw []byte) (txm.Policy, error) {
 			}
 		}
 	}
-	if v, ok := fields["tokens"]; ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
-		var rules []map[string]json.RawMessage
-		if err := json.Unmarshal(v, &rules); err != nil {
-			return txm.Policy{}, fmt.Errorf("%w: tokens must be a list of objects with chainId, token, maxPerTx, protected", txm.ErrInvalid)
+	for _, list := range []struct {
+		name   string
+		fields []string
+	}{{"tokens", tokenRuleFields}, {"windows", windowFields}} {
+		v, ok := fields[list.name]
+		if !ok || bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+			continue
 		}
-		for i, rule := range rules {
-			if err := knownFields(fmt.Sprintf("tokens[%d].", i), rule, tokenRuleFields); err != nil {
+		var items []map[string]json.RawMessage
+		if err := json.Unmarshal(v, &items); err != nil {
+			return txm.Policy{}, fmt.Errorf("%w: %s must be a list of objects with %s", txm.ErrInvalid, list.name, strings.Join(list.fields, ", "))
+		}
+		for i, item := range items {
+			if err := knownFields(fmt.Sprintf("%s[%d].", list.name, i), item, list.fields); err != nil {
 				return txm.Policy{}, err
 			}
 		}

@@ -184,14 +184,16 @@ func TestAdminPolicyPutAndShow(t *testing.T) {
 
 	// Bad files write nothing.
 	for name, body := range map[string]string{
-		"unknown.json":       `{"principal": "svc@example.com", "roles": ["sender"], "maxvalue": "1"}`,
-		"unknown_limit.json": `{"principal": "svc@example.com", "roles": ["sender"], "hourly": {"values": "1"}}`,
-		"role.json":          `{"principal": "svc@example.com", "roles": ["root"]}`,
-		"noprincipal.json":   `{"roles": ["sender"]}`,
-		"wei.json":           `{"principal": "svc@example.com", "roles": ["sender"], "maxValue": "-1"}`,
-		"signer.json":        `{"principal": "svc@example.com", "roles": ["sender"], "signers": ["0x12"]}`,
-		"array.json":         `[{"principal": "svc@example.com", "roles": ["sender"]}]`,
-		"trailing.json":      `{"principal": "svc@example.com", "roles": ["sender"]} {}`,
+		"unknown.json":        `{"principal": "svc@example.com", "roles": ["sender"], "maxvalue": "1"}`,
+		"unknown_limit.json":  `{"principal": "svc@example.com", "roles": ["sender"], "hourly": {"values": "1"}}`,
+		"unknown_window.json": `{"principal": "svc@example.com", "roles": ["sender"], "windows": [{"scope": "signer", "asset": "native", "period": "1h", "max": "1"}]}`,
+		"window.json":         `{"principal": "svc@example.com", "roles": ["sender"], "windows": [{"scope": "signer", "asset": "native", "period": "1w", "maxCount": 1}]}`,
+		"role.json":           `{"principal": "svc@example.com", "roles": ["root"]}`,
+		"noprincipal.json":    `{"roles": ["sender"]}`,
+		"wei.json":            `{"principal": "svc@example.com", "roles": ["sender"], "maxValue": "-1"}`,
+		"signer.json":         `{"principal": "svc@example.com", "roles": ["sender"], "signers": ["0x12"]}`,
+		"array.json":          `[{"principal": "svc@example.com", "roles": ["sender"]}]`,
+		"trailing.json":       `{"principal": "svc@example.com", "roles": ["sender"]} {}`,
 	} {
 		_, _, err := c.run("policy", "put", "--file", write(name, body))
 		assert.ErrorIs(t, err, txm.ErrInvalid, name)
@@ -225,6 +227,7 @@ func TestPolicyFieldsCoverTheWireForm(t *testing.T) {
   "allowlist": ["0x0000000000000000000000000000000000000002"],
   "tokens": [{"chainId": 1, "token": "0x0000000000000000000000000000000000000003", "maxPerTx": "1"}],
   "tokenRecipients": ["0x0000000000000000000000000000000000000004"], "spenders": [], "noUnlimitedApprovals": true,
+  "windows": [{"scope": "principal", "asset": "0x0000000000000000000000000000000000000003", "chainId": 1, "period": "1h", "maxAmount": "1", "maxCount": 1}],
   "ratePerSecond": 1, "burst": 1, "maxWaits": 1,
   "createdAt": "2024-01-01T00:00:00Z", "createdBy": "x"}`), &full))
 	raw, err := json.Marshal(full)
@@ -322,8 +325,11 @@ func TestIssue46_PolicyDoc(t *testing.T) {
 	for _, f := range tokenRuleFields {
 		assert.Contains(t, doc, `"`+f+`"`, "the token rules show %s", f)
 	}
+	for _, f := range windowFields {
+		assert.Contains(t, doc, `"`+f+`"`, "the windows show %s", f)
+	}
 	for _, rule := range []string{txm.RuleRole, txm.RuleSigner, txm.RuleMaxValue, txm.RuleMaxGasLimit, txm.RuleMaxFee,
-		txm.RuleAllowlist, txm.RuleHourlyValue, txm.RuleHourlyCount, txm.RuleDailyValue, txm.RuleDailyCount,
+		txm.RuleAllowlist, txm.RuleHourlyValue, txm.RuleHourlyCount, txm.RuleDailyValue, txm.RuleDailyCount, txm.RuleWindowAmount, txm.RuleWindowCount,
 		txm.RuleTokenMaxPerTx, txm.RuleTokenProtected, txm.RuleTokenRecipients, txm.RuleSpenders, txm.RuleUnlimitedApprovals, txm.RuleEffectsUnknown} {
 		assert.Contains(t, doc, "`"+rule+"`", "the refusal rules name %s", rule)
 	}

@@ -32,6 +32,23 @@
 -- (r_cost: the value and the gas limit at the fee ceiling); r_fee_ceiling
 -- (the creator's maxFeePerGas, null for none) is written on the row.
 --
+-- The windows (a policy's "windows") come as arrays w_* too, one element
+-- per check (a window a request counts in: w_period the rolling interval
+-- or 'day', w_max_amount and w_max_count its caps, w_label what names it
+-- in the refusal, 'window_amount:<label>' or 'window_count:<label>') or
+-- per record (w_period null: a token the request moves out of its signer,
+-- counted under the signer's key when the signer is watched), in request
+-- order (w_req). Keys are made here: w_scope 'p' is the request's
+-- principal's, 's' its signer's, of w_asset ('native' or a token address),
+-- on the request's chain (window_usage). A signer's keys are read and
+-- written under its lease row; a principal's keys under a transaction
+-- advisory lock on each, taken in one order after every lease row's, so
+-- that no two allocations wait on each other in a cycle. A request's checks
+-- are all judged, with its caps, before it adds anything to the usage of
+-- the requests after it. Every created request of a watched signer
+-- (window_watch, or one this batch checks a signer's window of) counts its
+-- worst-case cost under the signer's native key.
+--
 -- The lease rows must exist (the caller inserts a new signer's first, in
 -- its own statement, so that the locks here are only ever taken in one
 -- order). Errors: SQLSTATE TF001 fenced (MESSAGE names the write:
@@ -70,7 +87,15 @@ CREATE OR REPLACE FUNCTION txfence_allocate(
     r_day_count  int[],
     r_day_value  text[],
     r_fee_ceiling text[],  -- the creator's cap on what any attempt pays per gas; null: the chain's cap
-    r_cost       text[])   -- the worst-case cost, value + gas × fee ceiling, which the caps count
+    r_cost       text[],   -- the worst-case cost, value + gas × fee ceiling, which the caps count
+    w_req        int[],    -- the windows: per check or record, its request (ascending)
+    w_scope      text[],   -- 'p' the principal's key, 's' the signer's
+    w_asset      text[],   -- 'native' or the token's address
+    w_period     text[],   -- an interval or 'day' (the UTC day); null: a record, no check
+    w_amount     text[],   -- what the request counts in it (wei, or token units)
+    w_max_amount text[],   -- null: no cap on the amount
+    w_max_count  int[],    -- null: no cap on the count
+    w_label      text[])   -- names the window in the refusal
 RETURNS TABLE (o_idx int, o_outcome text, o_tx_id uuid, o_nonce bigint, o_rule text,
     o_group int, o_token bigint, o_acquired text, o_outbox_id bigint, o_created_at timestamptz,
     o_contended bool)
@@ -112,6 +137,29 @@ DECLARE
     v_j        int;
     v_sums     record;
     rec        record;
+    -- windows: each w element's key, each request's first and last element,
+    -- each signer watched or not, usage read per (key, period) and what
+    -- this batch adds per key, before the request judged
+    v_w        int := coalesce(cardinality(w_req), 0);
+    v_windowed bool := false;
+    v_watched  bool[];
+    v_wkey     text[] := '{}';
+    v_wfrom    int[];
+    v_wto      int[];
+    v_uk       text[] := '{}';
+    v_uc       bigint[] := '{}';
+    v_ua       numeric[] := '{}';
+    v_ak       text[] := '{}';
+    v_ac       bigint[] := '{}';
+    v_aa       numeric[] := '{}';
+    v_done     text[];
+    v_key      text;
+    v_amount   numeric;
+    v_since    timestamptz;
+    v_u        int;
+    v_b        int;
+    v_i        int;
+    v_h        bigint;
 BEGIN
     IF v_signers = 0 OR v_requests = 0 OR p_owner IS NULL OR p_owner = ''
        OR cardinality(s_signer) <> v_signers OR cardinality(s_pending) <> v_signers
@@ -120,7 +168,14 @@ BEGIN
             cardinality(r_max_fee), cardinality(r_max_prio), cardinality(r_gas_price), cardinality(r_meta),
             cardinality(r_principal), cardinality(r_hour_count), cardinality(r_hour_value),
             cardinality(r_day_count), cardinality(r_day_value), cardinality(r_fee_ceiling),
-            cardinality(r_cost)])) IS NOT FALSE THEN
+            cardinality(r_cost)])) IS NOT FALSE
+       OR (v_w <> ANY (ARRAY[coalesce(cardinality(w_scope), 0), coalesce(cardinality(w_asset), 0),
+            coalesce(cardinality(w_period), 0), coalesce(cardinality(w_amount), 0), coalesce(cardinality(w_max_amount), 0),
+            coalesce(cardinality(w_max_count), 0), coalesce(cardinality(w_label), 0)])) IS NOT FALSE
+       OR EXISTS (SELECT 1 FROM unnest(w_req, w_scope, w_asset, w_amount) WITH ORDINALITY AS w(req, scope, asset, amount, i)
+            WHERE (w.req BETWEEN 1 AND v_requests AND w.req >= coalesce(w_req[(w.i - 1)::int], 1) AND w.scope IN ('p', 's')
+                   AND w.asset IS NOT NULL AND w.amount IS NOT NULL AND (w.scope = 's' OR r_principal[w.req] IS NOT NULL))
+                  IS NOT TRUE) THEN
         RAISE EXCEPTION 'txfence_allocate: bad arguments' USING ERRCODE = '22023';
     END IF;
 
@@ -188,50 +243,156 @@ BEGIN
             WITH ORDINALITY AS r(g, rid, lookup, hc, hv, dc, dv, idx)) x;
 
     v_rule := array_fill(NULL::text, ARRAY[v_requests]);
-    IF v_capped THEN
-        -- Rolling caps, in request order: what each capped principal sent
-        -- from the signer in the last hour and day (read under the lease,
-        -- so that concurrent batches cannot both pass a cap) plus what
-        -- this batch gives it before the request. What a request sends is
-        -- its worst-case cost (its value and its gas at its fee ceiling).
+    -- The windows' keys, and the signers whose every send is counted: those
+    -- watched, and those whose window a request of this batch checks.
+    IF v_w > 0 THEN
+        v_wkey := ARRAY(
+            SELECT w.scope || '/' || s_chain[r_group[w.req]] || '/'
+                || CASE w.scope WHEN 'p' THEN r_principal[w.req] ELSE s_signer[r_group[w.req]] END || '/' || w.asset
+            FROM unnest(w_req, w_scope, w_asset) WITH ORDINALITY AS w(req, scope, asset, i)
+            ORDER BY w.i);
+        v_windowed := cardinality(array_remove(w_period, NULL)) > 0;
+    END IF;
+    v_watched := ARRAY(
+        SELECT EXISTS (SELECT 1 FROM window_watch ww WHERE ww.signer = u.s)
+            OR EXISTS (SELECT 1 FROM window_watch ww WHERE ww.signer = '*')
+            OR EXISTS (SELECT 1 FROM unnest(w_req, w_scope, w_period) AS w(req, scope, period)
+                       WHERE r_group[w.req] = u.g AND w.scope = 's' AND w.period IS NOT NULL)
+        FROM unnest(s_signer) WITH ORDINALITY AS u(s, g)
+        ORDER BY u.g);
+    IF v_windowed THEN
+        -- A principal's window spans signers, whose lease rows do not
+        -- serialize it: a lock on each of its keys does, taken after every
+        -- lease row's and in one order (waiting here is the same designed
+        -- queue as for the lease rows).
+        PERFORM set_config('lock_timeout', '0', true);
+        FOR v_h IN
+            SELECT DISTINCT hashtextextended('window_usage:' || w.k, 0)
+            FROM unnest(w_req, v_wkey, w_scope, w_period) AS w(req, k, scope, period)
+            WHERE w.scope = 'p' AND w.period IS NOT NULL AND v_outcome[w.req] = 'created'
+            ORDER BY 1
+        LOOP
+            PERFORM pg_advisory_xact_lock(v_h);
+        END LOOP;
+        PERFORM set_config('lock_timeout', v_lock_timeout, true);
+        v_wfrom := array_fill(NULL::int, ARRAY[v_requests]);
+        v_wto := array_fill(NULL::int, ARRAY[v_requests]);
+        FOR v_i IN 1 .. v_w LOOP
+            v_wfrom[w_req[v_i]] := coalesce(v_wfrom[w_req[v_i]], v_i);
+            v_wto[w_req[v_i]] := v_i;
+        END LOOP;
+    END IF;
+
+    IF v_capped OR v_windowed THEN
+        -- Rolling caps and windows, in request order. The caps: what each
+        -- capped principal sent from the signer in the last hour and day
+        -- (read under the lease, so that concurrent batches cannot both
+        -- pass a cap) plus what this batch gives it before the request.
+        -- What a request sends is its worst-case cost (its value and its
+        -- gas at its fee ceiling). The windows: what each key's usage holds
+        -- in the window's period (read under the key's lock) plus what this
+        -- batch adds to the key before the request. A request refused by
+        -- one adds to none.
         FOR rec IN
             SELECT r.idx::int AS idx, r.g, r.p, coalesce(r.cost, r.v, '0')::numeric AS v,
-                r.hc, r.hv::numeric AS hv, r.dc, r.dv::numeric AS dv
+                r.hc, r.hv::numeric AS hv, r.dc, r.dv::numeric AS dv,
+                r.hc IS NOT NULL OR r.hv IS NOT NULL OR r.dc IS NOT NULL OR r.dv IS NOT NULL AS capped
             FROM unnest(r_group, r_principal, r_value, r_cost, r_hour_count, r_hour_value, r_day_count, r_day_value)
                 WITH ORDINALITY AS r(g, p, v, cost, hc, hv, dc, dv, idx)
-            WHERE r.hc IS NOT NULL OR r.hv IS NOT NULL OR r.dc IS NOT NULL OR r.dv IS NOT NULL
+            WHERE v_windowed OR r.hc IS NOT NULL OR r.hv IS NOT NULL OR r.dc IS NOT NULL OR r.dv IS NOT NULL
             ORDER BY r.idx
         LOOP
             CONTINUE WHEN v_outcome[rec.idx] <> 'created';
-            v_k := array_position(v_keys, rec.g || '/' || rec.p);
-            IF v_k IS NULL THEN
-                v_keys := v_keys || (rec.g || '/' || rec.p);
-                v_k := cardinality(v_keys);
-                SELECT coalesce(sum(tx_count) FILTER (WHERE minute > clock_timestamp() - interval '1 hour'), 0) AS hc,
-                       coalesce(sum(value) FILTER (WHERE minute > clock_timestamp() - interval '1 hour'), 0) AS hv,
-                       coalesce(sum(tx_count), 0) AS dc, coalesce(sum(value), 0) AS dv
-                INTO v_sums
-                FROM principal_usage
-                WHERE principal = rec.p AND chain_id = s_chain[rec.g] AND signer = s_signer[rec.g]
-                  AND minute > clock_timestamp() - interval '24 hours';
-                v_hc[v_k] := v_sums.hc;
-                v_hv[v_k] := v_sums.hv;
-                v_dc[v_k] := v_sums.dc;
-                v_dv[v_k] := v_sums.dv;
+            IF rec.capped THEN
+                v_k := array_position(v_keys, rec.g || '/' || rec.p);
+                IF v_k IS NULL THEN
+                    v_keys := v_keys || (rec.g || '/' || rec.p);
+                    v_k := cardinality(v_keys);
+                    SELECT coalesce(sum(tx_count) FILTER (WHERE minute > clock_timestamp() - interval '1 hour'), 0) AS hc,
+                           coalesce(sum(value) FILTER (WHERE minute > clock_timestamp() - interval '1 hour'), 0) AS hv,
+                           coalesce(sum(tx_count), 0) AS dc, coalesce(sum(value), 0) AS dv
+                    INTO v_sums
+                    FROM principal_usage
+                    WHERE principal = rec.p AND chain_id = s_chain[rec.g] AND signer = s_signer[rec.g]
+                      AND minute > clock_timestamp() - interval '24 hours';
+                    v_hc[v_k] := v_sums.hc;
+                    v_hv[v_k] := v_sums.hv;
+                    v_dc[v_k] := v_sums.dc;
+                    v_dv[v_k] := v_sums.dv;
+                END IF;
+                v_rule[rec.idx] := CASE
+                    WHEN rec.hc IS NOT NULL AND v_hc[v_k] + 1 > rec.hc THEN 'hourly_count'
+                    WHEN rec.hv IS NOT NULL AND v_hv[v_k] + rec.v > rec.hv THEN 'hourly_value'
+                    WHEN rec.dc IS NOT NULL AND v_dc[v_k] + 1 > rec.dc THEN 'daily_count'
+                    WHEN rec.dv IS NOT NULL AND v_dv[v_k] + rec.v > rec.dv THEN 'daily_value'
+                END;
             END IF;
-            v_rule[rec.idx] := CASE
-                WHEN rec.hc IS NOT NULL AND v_hc[v_k] + 1 > rec.hc THEN 'hourly_count'
-                WHEN rec.hv IS NOT NULL AND v_hv[v_k] + rec.v > rec.hv THEN 'hourly_value'
-                WHEN rec.dc IS NOT NULL AND v_dc[v_k] + 1 > rec.dc THEN 'daily_count'
-                WHEN rec.dv IS NOT NULL AND v_dv[v_k] + rec.v > rec.dv THEN 'daily_value'
-            END;
+            IF v_rule[rec.idx] IS NULL AND v_wfrom[rec.idx] IS NOT NULL THEN
+                FOR v_i IN v_wfrom[rec.idx] .. v_wto[rec.idx] LOOP
+                    CONTINUE WHEN w_period[v_i] IS NULL;
+                    v_u := array_position(v_uk, v_wkey[v_i] || ' ' || w_period[v_i]);
+                    IF v_u IS NULL THEN
+                        -- Usage is kept per minute: a rolling window counts
+                        -- the minutes that started within its period, the
+                        -- day the minutes of the UTC day.
+                        v_since := CASE WHEN w_period[v_i] = 'day'
+                            THEN date_trunc('day', clock_timestamp(), 'UTC') - interval '1 minute'
+                            ELSE clock_timestamp() - w_period[v_i]::interval END;
+                        SELECT coalesce(sum(u.tx_count), 0) AS c, coalesce(sum(u.amount), 0) AS a INTO v_sums
+                        FROM window_usage u
+                        WHERE u.key = v_wkey[v_i] AND u.minute > v_since;
+                        v_uk := v_uk || (v_wkey[v_i] || ' ' || w_period[v_i]);
+                        v_u := cardinality(v_uk);
+                        v_uc[v_u] := v_sums.c;
+                        v_ua[v_u] := v_sums.a;
+                    END IF;
+                    v_b := array_position(v_ak, v_wkey[v_i]);
+                    IF w_max_count[v_i] IS NOT NULL AND v_uc[v_u] + coalesce(v_ac[v_b], 0) + 1 > w_max_count[v_i] THEN
+                        v_rule[rec.idx] := 'window_count:' || w_label[v_i];
+                        EXIT;
+                    END IF;
+                    IF w_max_amount[v_i] IS NOT NULL
+                       AND v_ua[v_u] + coalesce(v_aa[v_b], 0) + w_amount[v_i]::numeric > w_max_amount[v_i]::numeric THEN
+                        v_rule[rec.idx] := 'window_amount:' || w_label[v_i];
+                        EXIT;
+                    END IF;
+                END LOOP;
+            END IF;
             IF v_rule[rec.idx] IS NOT NULL THEN
                 v_outcome[rec.idx] := 'refused';
-            ELSE
+                CONTINUE;
+            END IF;
+            IF rec.capped THEN
                 v_hc[v_k] := v_hc[v_k] + 1;
                 v_hv[v_k] := v_hv[v_k] + rec.v;
                 v_dc[v_k] := v_dc[v_k] + 1;
                 v_dv[v_k] := v_dv[v_k] + rec.v;
+            END IF;
+            IF v_windowed THEN
+                -- What the request adds to the keys it counts under, once
+                -- each: its signer's native value, then its elements' keys
+                -- (a signer's token, a principal's asset).
+                v_done := '{}';
+                FOR v_i IN 0 .. coalesce(v_wto[rec.idx] - v_wfrom[rec.idx] + 1, 0) LOOP
+                    IF v_i = 0 THEN
+                        v_key := 's/' || s_chain[rec.g] || '/' || s_signer[rec.g] || '/native';
+                        v_amount := rec.v;
+                    ELSE
+                        v_key := v_wkey[v_wfrom[rec.idx] + v_i - 1];
+                        v_amount := w_amount[v_wfrom[rec.idx] + v_i - 1]::numeric;
+                    END IF;
+                    CONTINUE WHEN v_key = ANY (v_done);
+                    v_done := v_done || v_key;
+                    v_b := array_position(v_ak, v_key);
+                    IF v_b IS NULL THEN
+                        v_ak := v_ak || v_key;
+                        v_ac := v_ac || 1::bigint;
+                        v_aa := v_aa || v_amount;
+                    ELSE
+                        v_ac[v_b] := v_ac[v_b] + 1;
+                        v_aa[v_b] := v_aa[v_b] + v_amount;
+                    END IF;
+                END LOOP;
             END IF;
         END LOOP;
         -- A request id's later copies share the fate of a refused first one.
@@ -275,7 +436,8 @@ BEGIN
     END IF;
 
     -- One submit prompt per signer with new rows, the cursors (never
-    -- backwards), what capped principals sent (this minute's bucket), and
+    -- backwards), what capped principals sent and the windows' usage (this
+    -- minute's bucket), and
     -- the lease rows, taken and released in one write; fenced again, so that
     -- a batch that outlived its lease while it wrote commits nothing.
     WITH made AS (
@@ -312,6 +474,25 @@ BEGIN
         ORDER BY r.g, r.p
         ON CONFLICT (principal, chain_id, signer, minute) DO UPDATE
         SET tx_count = pu.tx_count + EXCLUDED.tx_count, value = pu.value + EXCLUDED.value),
+    wusage AS (
+        -- The windows' usage (this minute's bucket) of the created
+        -- requests: a watched signer's native value and tokens, the keys of
+        -- the principals' windows they count in (each once a request).
+        INSERT INTO window_usage AS wu (key, minute, tx_count, amount)
+        SELECT x.k, date_trunc('minute', clock_timestamp()), count(*), sum(x.a)
+        FROM (
+            SELECT 's/' || s_chain[r.g] || '/' || s_signer[r.g] || '/native' AS k, coalesce(r.cost, r.v, '0')::numeric AS a
+            FROM unnest(r_group, r_value, r_cost, v_outcome) AS r(g, v, cost, o)
+            WHERE r.o = 'created' AND v_watched[r.g]
+            UNION ALL
+            (SELECT DISTINCT ON (w.req, w.k) w.k, w.a::numeric
+             FROM unnest(w_req, v_wkey, w_scope, w_period, w_amount) AS w(req, k, scope, period, a)
+             WHERE v_outcome[w.req] = 'created' AND (w.scope = 'p' AND w.period IS NOT NULL
+                 OR w.scope = 's' AND w.period IS NULL AND v_watched[r_group[w.req]]))) x
+        GROUP BY x.k
+        ORDER BY x.k
+        ON CONFLICT (key, minute) DO UPDATE
+        SET tx_count = wu.tx_count + EXCLUDED.tx_count, amount = wu.amount + EXCLUDED.amount),
     rel AS (
         UPDATE signer_lease AS l
         SET owner = p_owner, fencing_token = x.t, expires_at = '-infinity', updated_at = clock_timestamp(), wanted_at = NULL

@@ -10,7 +10,11 @@
 -- gathered by ordered aggregates, whose plans' set-up and sorts cost more
 -- than a plain batch's rows. The caller picks it for plain batches; it
 -- refuses any other (22023), so that a batch is never answered without its
--- look-ups or caps.
+-- look-ups or caps. A batch with a window to check (a w_* element with a
+-- period) is not plain; its records (tokens its requests move out of their
+-- signers) are, and, with every request's worst-case cost, are counted in
+-- the window usage of the signers that are watched (window_watch), as
+-- txfence_allocate counts them.
 --
 -- A made-up request id repeated in a batch makes the call fail on
 -- managed_tx_request_id_key, where txfence_allocate would answer the copy
@@ -46,7 +50,15 @@ CREATE OR REPLACE FUNCTION txfence_allocate_plain(
     r_day_count  int[],
     r_day_value  text[],
     r_fee_ceiling text[],  -- the creator's cap on what any attempt pays per gas; null: the chain's cap
-    r_cost       text[])   -- the worst-case cost, value + gas × fee ceiling, which the caps count
+    r_cost       text[],   -- the worst-case cost, value + gas × fee ceiling, which the caps count
+    w_req        int[],    -- the windows, as txfence_allocate takes them: a plain batch has records only
+    w_scope      text[],
+    w_asset      text[],
+    w_period     text[],
+    w_amount     text[],
+    w_max_amount text[],
+    w_max_count  int[],
+    w_label      text[])
 RETURNS TABLE (o_idx int, o_outcome text, o_tx_id uuid, o_nonce bigint, o_rule text,
     o_group int, o_token bigint, o_acquired text, o_outbox_id bigint, o_created_at timestamptz,
     o_contended bool)
@@ -72,6 +84,8 @@ DECLARE
     v_released bigint;
     v_g        int;
     v_i        int;
+    v_w        int := coalesce(cardinality(w_req), 0);
+    v_watched  int[];     -- the signers (g) whose every send is counted
 BEGIN
     IF v_signers = 0 OR v_requests = 0 OR p_owner IS NULL OR p_owner = ''
        OR cardinality(s_signer) <> v_signers OR cardinality(s_pending) <> v_signers
@@ -80,14 +94,21 @@ BEGIN
             cardinality(r_max_fee), cardinality(r_max_prio), cardinality(r_gas_price), cardinality(r_meta),
             cardinality(r_principal), cardinality(r_hour_count), cardinality(r_hour_value),
             cardinality(r_day_count), cardinality(r_day_value), cardinality(r_fee_ceiling),
-            cardinality(r_cost)])) IS NOT FALSE THEN
+            cardinality(r_cost)])) IS NOT FALSE
+       OR (v_w <> ANY (ARRAY[coalesce(cardinality(w_scope), 0), coalesce(cardinality(w_asset), 0),
+            coalesce(cardinality(w_period), 0), coalesce(cardinality(w_amount), 0), coalesce(cardinality(w_max_amount), 0),
+            coalesce(cardinality(w_max_count), 0), coalesce(cardinality(w_label), 0)])) IS NOT FALSE THEN
         RAISE EXCEPTION 'txfence_allocate_plain: bad arguments' USING ERRCODE = '22023';
     END IF;
-    -- A plain batch only: nothing to look up, no cap, each signer's
-    -- requests together (signer 1's first, then signer 2's, ...).
+    -- A plain batch only: nothing to look up, no cap, no window to check
+    -- (records of a signer's tokens only), each signer's requests together
+    -- (signer 1's first, then signer 2's, ...).
     IF (true = ANY (r_lookup)) IS NOT FALSE
        OR cardinality(array_remove(r_hour_count, NULL)) > 0 OR cardinality(array_remove(r_hour_value, NULL)) > 0
        OR cardinality(array_remove(r_day_count, NULL)) > 0 OR cardinality(array_remove(r_day_value, NULL)) > 0
+       OR coalesce(cardinality(array_remove(w_period, NULL)), 0) > 0
+       OR EXISTS (SELECT 1 FROM unnest(w_req, w_scope, w_asset, w_amount) AS w(req, scope, asset, amount)
+            WHERE (w.req BETWEEN 1 AND v_requests AND w.scope = 's' AND w.asset IS NOT NULL AND w.amount IS NOT NULL) IS NOT TRUE)
        OR r_group[1] IS DISTINCT FROM 1 OR r_group[v_requests] IS DISTINCT FROM v_signers THEN
         RAISE EXCEPTION 'txfence_allocate_plain: not a plain batch' USING ERRCODE = '22023';
     END IF;
@@ -157,6 +178,30 @@ BEGIN
     GET DIAGNOSTICS v_inserted = ROW_COUNT;
     IF v_inserted <> v_requests OR clock_timestamp() >= v_deadline THEN
         RAISE EXCEPTION 'allocate_insert' USING ERRCODE = 'TF001', HINT = '1';
+    END IF;
+
+    -- The window usage (this minute's bucket) of the watched signers: each
+    -- request's worst-case cost under its signer's native key, and the
+    -- tokens it moves out under the signer's token keys.
+    v_watched := ARRAY(
+        SELECT u.g FROM unnest(s_signer) WITH ORDINALITY AS u(s, g)
+        WHERE EXISTS (SELECT 1 FROM window_watch ww WHERE ww.signer = u.s)
+           OR EXISTS (SELECT 1 FROM window_watch ww WHERE ww.signer = '*'));
+    IF cardinality(v_watched) > 0 THEN
+        INSERT INTO window_usage AS wu (key, minute, tx_count, amount)
+        SELECT x.k, date_trunc('minute', clock_timestamp()), count(*), sum(x.a)
+        FROM (
+            SELECT 's/' || s_chain[r.g] || '/' || s_signer[r.g] || '/native' AS k, coalesce(r.cost, r.v, '0')::numeric AS a
+            FROM unnest(r_group, r_value, r_cost) AS r(g, v, cost)
+            WHERE r.g = ANY (v_watched)
+            UNION ALL
+            SELECT 's/' || s_chain[r_group[w.req]] || '/' || s_signer[r_group[w.req]] || '/' || w.asset, w.a::numeric
+            FROM unnest(w_req, w_asset, w_amount) AS w(req, asset, a)
+            WHERE r_group[w.req] = ANY (v_watched)) x
+        GROUP BY x.k
+        ORDER BY x.k
+        ON CONFLICT (key, minute) DO UPDATE
+        SET tx_count = wu.tx_count + EXCLUDED.tx_count, amount = wu.amount + EXCLUDED.amount;
     END IF;
 
     -- One submit prompt per signer (each has new rows), the cursors (never

@@ -236,7 +236,7 @@ func (c *CreateTx) queue(ctx context.Context, who txm.Principal, pol txm.Policy,
 		sim = &simCheck{pol: pol}
 	}
 	var caps map[string]txm.Policy
-	if pol.HasRollingCaps() {
+	if pol.HasRollingCaps() || pol.HasWindows() {
 		caps = map[string]txm.Policy{who.ID: pol}
 	}
 	created, err := c.enqueue(ctx, r, txID, caps, sim)

@@ -105,9 +105,9 @@ func (st *ResubmitStats) add(o ResubmitStats) {
 func (s *SweepResubmit) Run(ctx context.Context, budget, interval time.Duration) (ResubmitStats, error) {
 	var total ResubmitStats
 	// Once an invocation: the usage behind rolling caps outlives its window
-	// by an hour at most.
+	// by an hour at most, the usage behind the policies' windows by a day.
 	if err := s.store.PruneUsage(ctx); err != nil {
-		s.log.WarnContext(ctx, "prune principal usage", "err", err)
+		s.log.WarnContext(ctx, "prune usage", "err", err)
 	}
 	err := runPasses(ctx, budget, interval, s.Pass, total.add, sleep(interval))
 	return total, err

@@ -1,13 +1,16 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/big"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -51,11 +54,11 @@ const (
 	allocateSQL = `SELECT o_idx, o_outcome, o_tx_id::text, o_nonce, o_rule, o_group, o_token, o_acquired, o_outbox_id, o_created_at,
     o_contended
 FROM txfence_allocate($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
-    $21, $22, $23, $24, $25, $26, $27)`
+    $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35)`
 	allocatePlainSQL = `SELECT o_idx, o_outcome, o_tx_id::text, o_nonce, o_rule, o_group, o_token, o_acquired, o_outbox_id,
     o_created_at, o_contended
 FROM txfence_allocate_plain($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
-    $21, $22, $23, $24, $25, $26, $27)`
+    $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35)`
 )
 
 // Allocate implements txm.Allocator with one call of txfence_allocate (or
@@ -278,7 +281,12 @@ func (s *Store) allocated(ctx context.Context, a *allocationArgs, batches []txm.
 			fresh[t.ID] = t
 			results[b][k] = txm.Created{Outcome: txm.OutcomeCreated, Tx: t}
 		case "refused":
-			results[b][k] = txm.Created{Outcome: txm.OutcomeRefused, Refusal: batches[b].Caps[req.Principal].UsageRefusal(*r.rule)}
+			pol := batches[b].Caps[req.Principal]
+			refusal := pol.UsageRefusal(*r.rule)
+			if rule, index, ok := windowRule(*r.rule); ok {
+				refusal = pol.WindowRefusal(rule, index)
+			}
+			results[b][k] = txm.Created{Outcome: txm.OutcomeRefused, Refusal: refusal}
 		case "existing":
 			stored = append(stored, r.txID)
 		default:
@@ -437,6 +445,15 @@ type allocationArgs struct {
 	hourValue, dayValue                        []*string
 	feeCeiling, cost                           []*string
 
+	// The windows: one element per window a request counts in (a check,
+	// with a period) and per token it moves out of its signer (a record,
+	// without), in request order.
+	wReq                []int32
+	wScope, wAsset      []string
+	wPeriod, wMaxAmount []*string
+	wAmount, wLabel     []string
+	wMaxCount           []*int32
+
 	batch, index  []int // per request: its batch and its index there
 	signerRequest []int // per signer: the index of its first request
 }
@@ -505,17 +522,76 @@ func newAllocationArgs(batches []txm.AllocationBatch) *allocationArgs {
 			}
 			a.hourCount, a.hourValue = append(a.hourCount, hc), append(a.hourValue, hv)
 			a.dayCount, a.dayValue = append(a.dayCount, dc), append(a.dayValue, dv)
+			a.addWindows(int32(len(a.group)), r, b.Caps)
 		}
 	}
 	return a
 }
 
-// plain says whether the batch is plain: no request id to look up and no
-// principal capped (each signer's requests are together, as
-// newAllocationArgs puts them).
+// addWindows adds the window elements of request idx (1-based): a check
+// per window of its creator's policy it counts in, and a record per token
+// it moves out of its signer, which counts in the signer's windows when a
+// policy watches the signer (the database knows which do).
+func (a *allocationArgs) addWindows(idx int32, r *txm.Request, caps map[string]txm.Policy) {
+	if pol, ok := caps[r.Principal]; ok {
+		for _, c := range pol.WindowChecks(r) {
+			scope, asset := "p", txm.WindowNative
+			if c.Window.Scope == txm.WindowSigner {
+				scope = "s"
+			}
+			if !c.Window.Native() {
+				asset = txm.CanonicalAddress(c.Window.Token)
+			}
+			period := txm.WindowDay
+			if !c.Window.Day {
+				period = strconv.FormatInt(int64(c.Window.Period/time.Minute), 10) + " minutes"
+			}
+			var count *int32
+			if c.Window.MaxCount > 0 {
+				n := int32(c.Window.MaxCount)
+				count = &n
+			}
+			a.wReq, a.wScope, a.wAsset = append(a.wReq, idx), append(a.wScope, scope), append(a.wAsset, asset)
+			a.wPeriod, a.wAmount = append(a.wPeriod, &period), append(a.wAmount, c.Amount.String())
+			a.wMaxAmount, a.wMaxCount = append(a.wMaxAmount, bigText(c.Window.MaxAmount)), append(a.wMaxCount, count)
+			a.wLabel = append(a.wLabel, strconv.Itoa(c.Index))
+		}
+	}
+	out := txm.TokensOut(r.From, r.Effects)
+	tokens := make([]common.Address, 0, len(out))
+	for t := range out {
+		tokens = append(tokens, t)
+	}
+	slices.SortFunc(tokens, func(x, y common.Address) int { return bytes.Compare(x[:], y[:]) })
+	for _, t := range tokens {
+		a.wReq, a.wScope, a.wAsset = append(a.wReq, idx), append(a.wScope, "s"), append(a.wAsset, txm.CanonicalAddress(t))
+		a.wPeriod, a.wAmount = append(a.wPeriod, nil), append(a.wAmount, out[t].String())
+		a.wMaxAmount, a.wMaxCount, a.wLabel = append(a.wMaxAmount, nil), append(a.wMaxCount, nil), append(a.wLabel, "")
+	}
+}
+
+// windowRule reads a window's refusal as txfence_allocate answers it,
+// "<rule>:<the window's index>".
+func windowRule(s string) (rule string, index int, ok bool) {
+	rule, label, found := strings.Cut(s, ":")
+	if !found || rule != txm.RuleWindowAmount && rule != txm.RuleWindowCount {
+		return "", 0, false
+	}
+	index, err := strconv.Atoi(label)
+	return rule, index, err == nil
+}
+
+// plain says whether the batch is plain: no request id to look up, no
+// principal capped and no window to check (each signer's requests are
+// together, as newAllocationArgs puts them).
 func (a *allocationArgs) plain() bool {
 	for i := range a.group {
 		if a.lookup[i] || a.hourCount[i] != nil || a.hourValue[i] != nil || a.dayCount[i] != nil || a.dayValue[i] != nil {
+			return false
+		}
+	}
+	for _, p := range a.wPeriod {
+		if p != nil {
 			return false
 		}
 	}
@@ -535,7 +611,8 @@ func (a *allocationArgs) sql() string {
 func (a *allocationArgs) args(owner string, lease config.Lease, topic string) []any {
 	return []any{owner, lease.Duration, lease.ClockSkew, topic, a.sChain, a.sSigner, a.sPending,
 		a.group, a.id, a.requestID, a.lookup, a.fp, a.to, a.value, a.data, a.gas, a.maxFee, a.maxPrio, a.gasPrice,
-		a.meta, a.principal, a.hourCount, a.hourValue, a.dayCount, a.dayValue, a.feeCeiling, a.cost}
+		a.meta, a.principal, a.hourCount, a.hourValue, a.dayCount, a.dayValue, a.feeCeiling, a.cost,
+		a.wReq, a.wScope, a.wAsset, a.wPeriod, a.wAmount, a.wMaxAmount, a.wMaxCount, a.wLabel}
 }
 
 // optional is s, nil when empty (a NULL).
@@ -546,9 +623,11 @@ func optional(s string) *string {
 	return &s
 }
 
-// PruneUsage deletes usage older than the longest window (a day).
+// PruneUsage deletes usage older than the longest window: the rolling caps'
+// (a day, with an hour to spare) and the windows' (31 days, with a day).
 func (s *Store) PruneUsage(ctx context.Context) error {
-	if _, err := s.pool.Exec(ctx, `DELETE FROM principal_usage WHERE minute < clock_timestamp() - interval '25 hours'`); err != nil {
+	if _, err := s.pool.Exec(ctx, `WITH windows AS (DELETE FROM window_usage WHERE minute < clock_timestamp() - interval '32 days')
+DELETE FROM principal_usage WHERE minute < clock_timestamp() - interval '25 hours'`); err != nil {
 		return fmt.Errorf("prune usage: %w", translate(err))
 	}
 	return nil

@@ -81,6 +81,9 @@ func (s *Policies) PutPolicy(ctx context.Context, p txm.Policy, by string) (txm.
 		if err := lockPrincipal(ctx, tx, p.Principal); err != nil {
 			return err
 		}
+		if err := watchSigners(ctx, tx, p); err != nil {
+			return err
+		}
 		return translate(tx.QueryRow(ctx, `
 WITH put AS (
     INSERT INTO principal_policy (principal, version, policy, created_by)
@@ -105,6 +108,7 @@ SELECT version, created_at FROM put`, p.Principal, raw, by, AuditPolicyPut).Scan
 // nothing. A principal listed twice gets the first.
 func (s *Policies) SeedPolicies(ctx context.Context, ps []txm.Policy) error {
 	raws := make(map[string][]byte, len(ps))
+	policies := make(map[string]txm.Policy, len(ps))
 	var order []string
 	for _, p := range ps {
 		if err := p.Validate(); err != nil {
@@ -117,7 +121,7 @@ func (s *Policies) SeedPolicies(ctx context.Context, ps []txm.Policy) error {
 		if err != nil {
 			return fmt.Errorf("seed policy of %q: %w", p.Principal, err)
 		}
-		raws[p.Principal] = raw
+		raws[p.Principal], policies[p.Principal] = raw, p
 		order = append(order, p.Principal)
 	}
 	if len(order) == 0 {
@@ -130,7 +134,7 @@ func (s *Policies) SeedPolicies(ctx context.Context, ps []txm.Policy) error {
 			if err := lockPrincipal(ctx, tx, principal); err != nil {
 				return err
 			}
-			_, err := tx.Exec(ctx, `
+			tag, err := tx.Exec(ctx, `
 WITH seeded AS (
     INSERT INTO principal_policy (principal, version, policy, created_by)
     SELECT $1::text, 1, $2::jsonb, $3::text WHERE NOT EXISTS (SELECT 1 FROM principal_policy WHERE principal = $1)
@@ -142,11 +146,38 @@ SELECT $3, $4, principal, 'ok', 'version 1' FROM seeded`, principal, raws[princi
 			if err != nil {
 				return fmt.Errorf("seed policy of %q: %w", principal, translate(err))
 			}
+			if tag.RowsAffected() > 0 { // seeded: its audit row was written
+				if err := watchSigners(ctx, tx, policies[principal]); err != nil {
+					return err
+				}
+			}
 		}
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("seed policies: %w", err)
+	}
+	return nil
+}
+
+// watchSigners marks the signers p names (or every signer) as watched
+// when p has a signer's window: from then on what they send is counted in
+// the window usage, whoever creates it (window_watch).
+func watchSigners(ctx context.Context, tx pgx.Tx, p txm.Policy) error {
+	if !p.WatchesSigners() {
+		return nil
+	}
+	signers := []string{"*"}
+	if !p.AllSigners {
+		signers = signers[:0]
+		for _, s := range p.Signers {
+			signers = append(signers, txm.CanonicalAddress(s))
+		}
+		slices.Sort(signers)
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO window_watch (signer) SELECT unnest($1::text[]) ON CONFLICT DO NOTHING`, signers)
+	if err != nil {
+		return fmt.Errorf("watch signers: %w", translate(err))
 	}
 	return nil
 }

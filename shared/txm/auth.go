@@ -96,6 +96,10 @@ type Policy struct {
 	// Hourly and Daily cap, per signer, what the principal sends in the last
 	// hour and the last 24 hours.
 	Hourly, Daily Limit
+	// Windows cap what is sent in rolling periods or the UTC day, per
+	// signer (whoever creates) or per principal (from every signer), in
+	// native value (fees included) or per token.
+	Windows []Window
 	// Allowlist, when not nil, is every destination the principal may send
 	// to (contract creations are refused).
 	Allowlist []common.Address
@@ -202,6 +206,7 @@ func (p Policy) Validate() error {
 		v.Add("rate", "ratePerSecond, burst and maxWaits must not be negative")
 	}
 	p.validateTokens(v)
+	p.validateWindows(v)
 	return v.Err()
 }
 
@@ -210,9 +215,9 @@ func (p Policy) Validate() error {
 type Refusal struct {
 	// Rule is one of the Rule constants: role, signer, max_value,
 	// max_gas_limit, max_fee_per_gas, hourly_value, hourly_count,
-	// daily_value, daily_count, allowlist, and the rules on effects
-	// tokens_max_per_tx, tokens_protected, token_recipients, spenders,
-	// no_unlimited_approvals, effects_unknown.
+	// daily_value, daily_count, window_amount, window_count, allowlist,
+	// and the rules on effects tokens_max_per_tx, tokens_protected,
+	// token_recipients, spenders, no_unlimited_approvals, effects_unknown.
 	Rule   string
 	Detail string
 }
@@ -234,6 +239,10 @@ const (
 	RuleHourlyCount = "hourly_count"
 	RuleDailyValue  = "daily_value"
 	RuleDailyCount  = "daily_count"
+	// RuleWindowAmount and RuleWindowCount refuse what would take one of
+	// the policy's windows past its maxAmount or its maxCount.
+	RuleWindowAmount = "window_amount"
+	RuleWindowCount  = "window_count"
 
 	// The rules on a transaction's effects (CheckEffects), each named after
 	// its policy field.

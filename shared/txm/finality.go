@@ -219,8 +219,8 @@ type ResubmitStore interface {
 	// untouched (their prompt was lost or given up on), and returns the
 	// outbox ids.
 	PromptStranded(ctx context.Context, olderThan time.Duration) ([]int64, error)
-	// PruneUsage forgets principals' usage older than the longest rolling
-	// cap window (a day).
+	// PruneUsage forgets the usage older than the longest window: the
+	// rolling caps' (a day) and the policies' windows' (MaxWindowPeriod).
 	PruneUsage(ctx context.Context) error
 	// SignersToTend lists signers with work for the sweep: TRACKING
 	// transactions last broadcast at least olderThan ago, a lowest-nonce

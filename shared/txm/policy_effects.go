@@ -12,8 +12,8 @@ import (
 // ERC-721 or ERC-1155 contract) on one chain out of its signer. Its
 // amounts are token units as the token's events give them: the smallest
 // unit of an ERC-20, a count of tokens for an ERC-721, and the units of
-// every id together for an ERC-1155. Rolling windows per token would sit
-// beside MaxPerTx in this rule.
+// every id together for an ERC-1155. Rolling windows per token are the
+// policy's Windows.
 type TokenRule struct {
 	ChainID uint64
 	Token   common.Address
@@ -32,9 +32,10 @@ type TokenRule struct {
 var UnlimitedAllowance = new(big.Int).Lsh(big.NewInt(1), 255)
 
 // HasEffectRules reports whether any rule of the policy judges a
-// transaction's token effects: without one, CheckEffects passes anything.
+// transaction's token effects (a token's window counts them): without one,
+// CheckEffects passes anything.
 func (p Policy) HasEffectRules() bool {
-	return len(p.Tokens) > 0 || p.TokenRecipients != nil || p.Spenders != nil || p.NoUnlimitedApprovals
+	return len(p.Tokens) > 0 || p.TokenRecipients != nil || p.Spenders != nil || p.NoUnlimitedApprovals || p.hasTokenWindows()
 }
 
 // TokenRuleFor is the rule for token on chainID, if the policy has one.

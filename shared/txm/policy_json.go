@@ -31,6 +31,7 @@ type policyJSON struct {
 	TokenRecipients      *[]string       `json:"tokenRecipients,omitempty"`
 	Spenders             *[]string       `json:"spenders,omitempty"`
 	NoUnlimitedApprovals bool            `json:"noUnlimitedApprovals,omitempty"`
+	Windows              []windowJSON    `json:"windows,omitempty"`
 	RatePerSecond        float64         `json:"ratePerSecond,omitempty"`
 	Burst                int             `json:"burst,omitempty"`
 	MaxWaits             int             `json:"maxWaits,omitempty"`
@@ -45,6 +46,18 @@ type tokenRuleJSON struct {
 	Token     string `json:"token"`
 	MaxPerTx  string `json:"maxPerTx,omitempty"`
 	Protected bool   `json:"protected,omitempty"`
+}
+
+// windowJSON is a Window on the wire: asset "native" or a token's address,
+// the period as "day" or a duration ("30m", "1h", "7d"), maxAmount a
+// decimal string of wei or token units.
+type windowJSON struct {
+	Scope     WindowScope `json:"scope"`
+	Asset     string      `json:"asset"`
+	ChainID   uint64      `json:"chainId,omitempty"`
+	Period    string      `json:"period"`
+	MaxAmount string      `json:"maxAmount,omitempty"`
+	MaxCount  *int        `json:"maxCount,omitempty"`
 }
 
 // The values of a policy's "simulation".
@@ -92,6 +105,17 @@ func (p Policy) MarshalJSON() ([]byte, error) {
 	for _, r := range p.Tokens {
 		j.Tokens = append(j.Tokens, tokenRuleJSON{ChainID: r.ChainID, Token: CanonicalAddress(r.Token),
 			MaxPerTx: weiText(r.MaxPerTx), Protected: r.Protected})
+	}
+	for _, w := range p.Windows {
+		wj := windowJSON{Scope: w.Scope, Asset: WindowNative, ChainID: w.ChainID, Period: w.PeriodText(), MaxAmount: weiText(w.MaxAmount)}
+		if !w.Native() {
+			wj.Asset = CanonicalAddress(w.Token)
+		}
+		if w.MaxCount != 0 {
+			n := w.MaxCount
+			wj.MaxCount = &n
+		}
+		j.Windows = append(j.Windows, wj)
 	}
 	if !p.CreatedAt.IsZero() {
 		t := p.CreatedAt.UTC()
@@ -165,6 +189,9 @@ func (p *Policy) UnmarshalJSON(b []byte) error {
 		}
 		out.Tokens = append(out.Tokens, rule)
 	}
+	for i, wj := range j.Windows {
+		out.Windows = append(out.Windows, parseWindow(v, fmt.Sprintf("windows[%d]", i), wj))
+	}
 	out.TokenRecipients = parseAddressList(v, "tokenRecipients", j.TokenRecipients)
 	out.Spenders = parseAddressList(v, "spenders", j.Spenders)
 	if err := v.Err(); err != nil {
@@ -172,6 +199,48 @@ func (p *Policy) UnmarshalJSON(b []byte) error {
 	}
 	*p = out
 	return nil
+}
+
+// parseWindow reads a window's wire form; what only the whole window can
+// tell (a chain with a token, something limited) is Validate's.
+func parseWindow(v *ValidationError, field string, wj windowJSON) Window {
+	w := Window{Scope: wj.Scope, ChainID: wj.ChainID}
+	switch wj.Asset {
+	case WindowNative:
+	case "":
+		v.Add(field+".asset", "is required: %q or a token's address", WindowNative)
+	default:
+		a, err := ParseAddress(wj.Asset)
+		switch {
+		case err != nil:
+			v.Add(field+".asset", "%q or a token's address: %v", WindowNative, err)
+		case a == (common.Address{}):
+			v.Add(field+".asset", "the zero address is no token: give %q for native value", WindowNative)
+		}
+		w.Token = a
+	}
+	if wj.Period == "" {
+		v.Add(field+".period", "is required: %q or a duration such as 30m, 1h or 7d", WindowDay)
+	} else {
+		var err error
+		if w.Period, w.Day, err = ParseWindowPeriod(wj.Period); err != nil {
+			v.Add(field+".period", "%v", err)
+		}
+	}
+	if wj.MaxAmount != "" {
+		n, ok := new(big.Int).SetString(wj.MaxAmount, 10)
+		if !ok || n.Sign() < 0 {
+			v.Add(field+".maxAmount", "must be a non-negative decimal number (wei, or token units), got %q", wj.MaxAmount)
+		}
+		w.MaxAmount = n
+	}
+	if wj.MaxCount != nil {
+		if *wj.MaxCount < 1 {
+			v.Add(field+".maxCount", "must be at least 1 (leave it out for no cap on the count), got %d", *wj.MaxCount)
+		}
+		w.MaxCount = *wj.MaxCount
+	}
+	return w
 }
 
 // addressList is a list's wire form: nil stays absent, empty stays [].

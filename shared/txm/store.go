@@ -20,8 +20,9 @@ type AllocationBatch struct {
 	// TxIDs are the ids the new rows get, one per request, chosen before
 	// the batch so that an unknown commit outcome can be looked up.
 	TxIDs []string
-	// Caps are the policies, by principal, whose rolling caps the batch's
-	// requests must pass (checked against the usage under the nonce lease).
+	// Caps are the policies, by principal, whose rolling caps and windows
+	// the batch's requests must pass (checked against the usage under the
+	// nonce lease, and a principal's windows under a lock of their own).
 	Caps map[string]Policy
 }
 
