@@ -132,6 +132,105 @@
     }
   }
 
+  // ---- effects -----------------------------------------------------------
+  // What a transaction moves or allows, as its simulation at create showed
+  // it (GET /v1/transactions/{id} and the list's items carry `effects`,
+  // `simulation` and `simulationRevert`).
+
+  const ZERO = '0x0000000000000000000000000000000000000000';
+  const MAX_UINT256 = (1n << 256n) - 1n;
+  const EFFECT_LABEL = {
+    native: 'Native value',
+    erc20_transfer: 'ERC-20 transfer',
+    erc20_approval: 'ERC-20 approval',
+    erc721_transfer: 'ERC-721 transfer',
+    erc721_approval: 'ERC-721 approval',
+    approval_for_all: 'Approval for all',
+    erc1155_transfer: 'ERC-1155 transfer',
+  };
+  const SIM_LABEL = {
+    simulateV1: 'eth_simulateV1 (transfers traced)',
+    'call+estimate': 'eth_call and eth_estimateGas (top-level value only: this node does not trace token effects)',
+  };
+  const isApproval = (k) => k === 'erc20_approval' || k === 'erc721_approval' || k === 'approval_for_all';
+
+  // addrHTML is an address shortened as elsewhere on the page, the whole of
+  // it in its title, the signer's own address labelled, and the zero
+  // address said in words (what it means depends on the side: zero).
+  function addrHTML(a, signer, zero) {
+    if (!a) return '<span class="muted">—</span>';
+    if (a.toLowerCase() === ZERO && zero) return `<span class="muted" title="${esc(a)}">${esc(zero)}</span>`;
+    const mine = signer && a.toLowerCase() === signer.toLowerCase();
+    return `<span class="mono" title="${esc(a)}">${esc(short(a))}</span>${mine ? ' <span class="tag" title="the transaction\'s signer">signer</span>' : ''}`;
+  }
+
+  // units writes a whole number of token units with thousands separators
+  // (the token's decimals are not known here).
+  const units = (v) => BigInt(v).toLocaleString('en-US');
+
+  function amountHTML(e) {
+    const v = BigInt(e.amount ?? 0);
+    switch (e.kind) {
+      case 'native':
+        return `${esc(eth(e.amount))} <span class="muted">(${esc(units(e.amount))} wei)</span>`;
+      case 'erc20_approval':
+        if (v === MAX_UINT256) return '<strong>unlimited</strong> <span class="muted">(2²⁵⁶−1)</span>';
+        return v === 0n ? 'revoked (0)' : esc(units(e.amount)) + ' <span class="muted">units</span>';
+      case 'approval_for_all':
+        return v === 0n ? 'revoked' : 'granted';
+      case 'erc721_transfer':
+        return '1 token';
+      case 'erc721_approval':
+        return e.to && e.to.toLowerCase() === ZERO ? 'cleared' : '1 token';
+      default:
+        return esc(units(e.amount)) + ' <span class="muted">units</span>';
+    }
+  }
+
+  function effectRow(e, signer) {
+    const approval = isApproval(e.kind);
+    return `<tr data-kind="${esc(e.kind)}"><td>${esc(EFFECT_LABEL[e.kind] || e.kind)}</td>` +
+      `<td>${e.token ? addrHTML(e.token, signer) : '<span class="muted">native</span>'}</td>` +
+      `<td>${addrHTML(e.from, signer, approval ? '' : '(mint)')}</td>` +
+      `<td>${addrHTML(e.to, signer, approval ? '(none)' : '(burn)')}${approval ? ' <span class="muted">spender</span>' : ''}</td>` +
+      `<td class="num">${amountHTML(e)}</td>` +
+      `<td class="num mono">${e.tokenId != null ? esc(e.tokenId) : '<span class="muted">—</span>'}</td></tr>`;
+  }
+
+  // effectsHTML is the effects of t as a table, with how they were found
+  // and, when an advisory simulation reverted, its decoded reason.
+  function effectsHTML(t) {
+    const how = t.simulation
+      ? `Simulated at create with ${esc(SIM_LABEL[t.simulation] || t.simulation)}.`
+      : t.effects
+        ? 'Not simulated: a plain transfer (no data, to an address without code) moves its value and nothing else.'
+        : 'Not recorded for this transaction.';
+    const revert = t.simulationRevert
+      ? `<p class="revert" role="note"><strong>The simulation reverted:</strong> <span class="mono">${esc(t.simulationRevert)}</span>. ` +
+        `Recorded, not enforced: the creator's policy makes simulation advisory, so the transaction may fail on chain.</p>`
+      : '';
+    const list = t.effects || [];
+    const rows = list.map((e) => effectRow(e, t.from)).join('');
+    const table = rows
+      ? `<table class="effects"><thead><tr><th scope="col">Effect</th><th scope="col">Token</th><th scope="col">From</th><th scope="col">To</th><th scope="col" class="num">Amount</th><th scope="col" class="num">Token id</th></tr></thead><tbody>${rows}</tbody></table>`
+      : `<p class="muted">${t.simulationRevert ? 'No effects: the call reverts.' : t.effects ? 'It moves nothing.' : ''}</p>`;
+    return `<p class="muted" id="tx-simulation" data-simulation="${esc(t.simulation || '')}">${how}</p>${revert}${table}`;
+  }
+
+  // effectsBrief is the effects of t in a few words a line, for a table
+  // cell.
+  function effectsBrief(t) {
+    const list = t.effects || [];
+    if (!list.length) return t.simulationRevert ? '<span class="error">reverts (advisory)</span>' : '<span class="muted">none</span>';
+    return list
+      .map((e) => {
+        const what = e.kind === 'native' ? esc(eth(e.amount)) : `${amountHTML(e)} <span class="muted">of</span> ${addrHTML(e.token, t.from)}${e.tokenId != null ? ' #' + esc(e.tokenId) : ''}`;
+        const to = isApproval(e.kind) ? 'spender ' + addrHTML(e.to, t.from, '(none)') : '→ ' + addrHTML(e.to, t.from, '(burn)');
+        return `<div class="effect" data-kind="${esc(e.kind)}">${esc(EFFECT_LABEL[e.kind] || e.kind)}: ${what} ${to}</div>`;
+      })
+      .join('');
+  }
+
   // ---- signers view ------------------------------------------------------
 
   function laneHTML(s) {
@@ -384,7 +483,8 @@ ${rows ? `<table><thead><tr><th class="num">Nonce</th><th>State</th><th>Transact
 <dt>Reorgs</dt><dd>${t.reorgCount}</dd>
 <dt>Created / updated</dt><dd>${when(t.createdAt)} / ${when(t.updatedAt)}</dd>
 <dt>Last error</dt><dd class="mono">${esc(t.lastError) || '—'}</dd>
-</dl>`);
+</dl>
+<h3>Simulated effects</h3><div id="tx-effects">${effectsHTML(t)}</div>`);
       actionButtons();
       const attempts = (t.attemptList || [])
         .map((a) => `<tr><td class="num">${a.no}</td><td>${esc(a.kind)}</td><td class="mono" title="${esc(a.hash)}">${esc(short(a.hash))}</td><td class="num">${a.maxFeePerGas ? gwei(a.maxFeePerGas) + ' / ' + gwei(a.maxPriorityFeePerGas) : gwei(a.gasPrice)}</td><td class="num">${a.gasLimit}</td><td>${when(a.broadcastAt)}</td><td class="num">${a.broadcastCount}</td><td>${esc(a.outcome) || '—'}</td><td class="num">${a.token}</td><td><div class="lasterr" title="${esc(a.lastError)}">${esc(a.lastError)}</div></td></tr>`)
