@@ -83,3 +83,18 @@ func TestIssue47_ConsoleEffects(t *testing.T) {
 	browsertest.Run(t, ctx, 20*time.Second, chromedp.FullScreenshot(&png, 100))
 	artifact(t, "issue47-effects-revert.png", png)
 }
+
+// TestConsole_ApprovalsQueueEmpty: the approvals queue opens from the
+// header and, with nothing held for approval, says so without an error.
+func TestConsole_ApprovalsQueueEmpty(t *testing.T) {
+	w := stacktest.NewWorld(t, 1, keyed)
+	a := w.Node(t, "a")
+	a.CreateTx(t, stacktest.Transfer(w.Keys[0].Address, big.NewInt(1))) // allocated at once: not in the queue
+	admin := w.APIKey(t, txm.Policy{Principal: "ops@example.com", Roles: []txm.Role{txm.RoleAdmin}, AllSigners: true})
+	ctx := browsertest.New(t)
+	signIn(t, ctx, a.APIURL, admin)
+	browsertest.Run(t, ctx, 10*time.Second, chromedp.Click(`#nav-approvals`, chromedp.ByQuery))
+	browsertest.Poll(t, ctx, "the queue", `document.getElementById('approval-rows')?.textContent.includes('No transaction waits for approval')`, 10*time.Second)
+	assert.True(t, browsertest.Eval[bool](t, ctx, `document.getElementById('notice').hidden`), "no error is shown")
+	assert.Zero(t, browsertest.Eval[int](t, ctx, `document.querySelectorAll('#approval-rows tr[data-tx]').length`))
+}
