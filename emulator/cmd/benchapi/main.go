@@ -57,6 +57,7 @@ func main() {
 	capTight := flag.Duration("capacity-tight", 20*time.Millisecond, "the capacity ladder also reports the highest rate carried within this p99")
 	simSlices := flag.Int("sim-slices", 6, "the simulation comparison (sim): slices each kind of create, plain and simulated, is offered the load")
 	simSlice := flag.Duration("sim-slice", 3*time.Second, "the simulation comparison: how long a slice lasts")
+	simDelay := flag.Duration("sim-delay", 0, "the simulation comparison: a delay added to each simulation request, standing for a node across a network (the simulated chain answers from this process)")
 	only := flag.String("only", "", "a regular expression: run only the scenarios whose key (hot1, hot3, naive3, p99, signers1000, sim, capacity, ...) matches; the summary lines show 0 for the others")
 	flag.Parse()
 	filter, err := regexp.Compile(*only)
@@ -65,8 +66,8 @@ func main() {
 		os.Exit(2)
 	}
 	abEnv, err := parseAB(*ab)
-	if err == nil && (*simSlices < 1 || *simSlice <= 0) {
-		err = fmt.Errorf("-sim-slices and -sim-slice must be positive")
+	if err == nil && (*simSlices < 1 || *simSlice <= 0 || *simDelay < 0) {
+		err = fmt.Errorf("-sim-slices and -sim-slice must be positive, -sim-delay not negative")
 	}
 	if err != nil || *abSlices < 1 || *abSlice <= 0 {
 		fmt.Fprintln(os.Stderr, "benchapi: -ab, -ab-slices, -ab-slice:", err)
@@ -80,7 +81,7 @@ func main() {
 	} else {
 		l := ladder{from: *capFrom, step: *capStep, steps: *capSteps, hold: *capHold, p99: *capP99, tight: *capTight}
 		err = run(ctx, *n, *naiveN, *conc, *procs, *rate, *rateFor, *warm, *profile, *statements, filter, l,
-			simOptions{slices: *simSlices, slice: *simSlice})
+			simOptions{slices: *simSlices, slice: *simSlice, delay: *simDelay})
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchapi:", err)

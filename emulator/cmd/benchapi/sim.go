@@ -38,6 +38,7 @@ import (
 type simOptions struct {
 	slices int           // slices each kind is offered the load
 	slice  time.Duration // how long a slice lasts
+	delay  time.Duration // added to each simulation request: a node across a network
 }
 
 // simOutcome is what the simulation comparison measured.
@@ -62,10 +63,12 @@ func (o simOutcome) callQuantile(q float64) time.Duration {
 
 // rpcTimer is a reverse proxy in front of the chain's JSON-RPC that times,
 // while it is on, each HTTP request that carries an eth_simulateV1 call (a
-// JSON-RPC batch of one allocation batch's simulations and estimates), from
-// its arrival to the end of the node's answer.
+// JSON-RPC batch of simulations and estimates), from its arrival to the end
+// of the node's answer. With a delay, it holds each such request that long
+// first, as a network between txfence and a node would.
 type rpcTimer struct {
 	url   string
+	delay time.Duration
 	srv   *http.Server
 	proxy *httputil.ReverseProxy
 
@@ -77,7 +80,7 @@ type rpcTimer struct {
 
 var simMethod = []byte(`"eth_simulateV1"`)
 
-func startRPCTimer(upstream string) (*rpcTimer, error) {
+func startRPCTimer(upstream string, delay time.Duration) (*rpcTimer, error) {
 	u, err := url.Parse(upstream)
 	if err != nil {
 		return nil, err
@@ -86,7 +89,7 @@ func startRPCTimer(upstream string) (*rpcTimer, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &rpcTimer{url: "http://" + ln.Addr().String(), proxy: httputil.NewSingleHostReverseProxy(u)}
+	t := &rpcTimer{url: "http://" + ln.Addr().String(), delay: delay, proxy: httputil.NewSingleHostReverseProxy(u)}
 	t.srv = &http.Server{Handler: t, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = t.srv.Serve(ln) }()
 	return t, nil
@@ -101,6 +104,9 @@ func (t *rpcTimer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	n := bytes.Count(body, simMethod)
 	start := time.Now()
+	if n > 0 && t.delay > 0 {
+		time.Sleep(t.delay)
+	}
 	t.proxy.ServeHTTP(w, r)
 	d := time.Since(start)
 	if n == 0 {
@@ -144,7 +150,7 @@ func runSim(ctx context.Context, b *bench, conc, gomaxprocs int, warm time.Durat
 	if err != nil {
 		return o, err
 	}
-	timer, err := startRPCTimer(b.rpcURL)
+	timer, err := startRPCTimer(b.rpcURL, opts.delay)
 	if err != nil {
 		return o, err
 	}
@@ -161,8 +167,8 @@ func runSim(ctx context.Context, b *bench, conc, gomaxprocs int, warm time.Durat
 	sim := plain
 	sim.To, sim.Data = token.Hex(), hexutil.Encode(data)
 
-	fmt.Printf("\nsimulation: a hot signer through 1 process, %d concurrent clients (closed loop): plain transfers (no data, no call) against ERC-20 transfers (simulated: eth_simulateV1 and eth_estimateGas, one JSON-RPC batch an allocation batch), in %d slices of %s each, plain sim sim plain ..., after %s of each not counted\n",
-		conc, opts.slices, opts.slice, warm)
+	fmt.Printf("\nsimulation: a hot signer through 1 process, %d concurrent clients (closed loop): plain transfers (no data, no call) against ERC-20 transfers (simulated: eth_simulateV1 and eth_estimateGas, one JSON-RPC batch an allocation batch), in %d slices of %s each, plain sim sim plain ..., after %s of each not counted; %s added to each simulation request\n",
+		conc, opts.slices, opts.slice, warm, opts.delay)
 	// The process syncs the signer's nonce once, then runs at each load.
 	if _, err := loadgen.Run(ctx, loadgen.Config{URLs: api.urls, ChainID: 1337, Signers: []string{signer}, Concurrency: 1, Requests: 1}); err != nil {
 		return o, err
