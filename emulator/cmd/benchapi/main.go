@@ -2,7 +2,8 @@
 // against one ephemeral PostgreSQL with durable commits (fsync and
 // synchronous_commit on), for 1 and 3 API processes, a hot signer and many
 // signers, batched allocation against the naive path (one database
-// transaction per request, no batching) measured in the same run. It prints
+// transaction per request, no batching) measured in the same run, and
+// creates that are simulated against plain transfers (sim.go). It prints
 // creates/s, p50/p95/p99 and the ratio to the naive baseline, and checks
 // that every signer's nonces came out contiguous. Run it with `make bench-api`.
 package main
