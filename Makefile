@@ -174,9 +174,13 @@ fmt:
 ## path, a hot signer, 64 and 1,000 signers, and p99 at an offered 5,000/s
 ## for 10 s, each measured after a second at its own load that is printed
 ## apart and not counted (ARGS="-warm 0" counts from the first request);
-## then the capacity ladder: the open load a hot signer's 1 and 3 processes,
-## and 1,000 signers' 3, carry (ARGS="-only 'hot|p99|signers'" leaves it out).
-## Last line: bench-api: hot1= hot3= naive3= ratio= p99ms= signers1000= rssmb=
+## then the simulation comparison: a hot signer's ERC-20 transfers, which are
+## simulated, against its plain transfers, which need no call, in alternating
+## slices, with the simulation requests' round trip; then the capacity ladder:
+## the open load a hot signer's 1 and 3 processes, and 1,000 signers' 3, carry
+## (ARGS="-only 'hot|p99|signers'" leaves both out).
+## Last two lines: bench-api-sim: plain= sim= ratio= sim_p50ms= sim_p99ms=
+## bench-api: hot1= hot3= naive3= ratio= p99ms= signers1000= rssmb=
 .PHONY: bench-api
 bench-api: deps
 	$(GO) run ./emulator/cmd/benchapi $(ARGS)

@@ -23,10 +23,14 @@ import (
 
 // Config shapes one run.
 type Config struct {
-	URLs        []string // API base URLs; clients are spread over them round-robin
-	ChainID     uint64
-	Signers     []string // from addresses; one = a hot signer
-	To          string
+	URLs    []string // API base URLs; clients are spread over them round-robin
+	ChainID uint64
+	Signers []string // from addresses; one = a hot signer
+	To      string
+	// Data, 0x-hex, makes each create a call that carries it (to To, a
+	// contract), without a gas limit: the create's simulation estimates
+	// it. Empty: a plain transfer of 1 wei with a gas limit of 21,000.
+	Data        string
 	Concurrency int
 	Requests    int           // total creates (0: run for Duration)
 	Duration    time.Duration // used when Requests is 0
@@ -116,7 +120,8 @@ func round(d time.Duration) time.Duration {
 }
 
 // Run performs the load and returns what it measured. Every request is a
-// plain transfer with an explicit gas limit and no request id.
+// plain transfer with an explicit gas limit, or a call with cfg.Data, and
+// has no request id.
 func Run(ctx context.Context, cfg Config) (Result, error) {
 	if len(cfg.URLs) == 0 || len(cfg.Signers) == 0 || cfg.Concurrency < 1 {
 		return Result{}, fmt.Errorf("loadgen: URLs, signers and a positive concurrency are required")
@@ -145,7 +150,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	bodies := make([][]byte, len(cfg.Signers))
 	for i, s := range cfg.Signers {
-		b, _ := json.Marshal(map[string]any{"chainId": cfg.ChainID, "from": s, "to": cfg.To, "value": "1", "gasLimit": 21000})
+		body := map[string]any{"chainId": cfg.ChainID, "from": s, "to": cfg.To, "value": "1", "gasLimit": 21000}
+		if cfg.Data != "" {
+			body = map[string]any{"chainId": cfg.ChainID, "from": s, "to": cfg.To, "data": cfg.Data}
+		}
+		b, _ := json.Marshal(body)
 		bodies[i] = b
 	}
 	var (

@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -106,4 +107,29 @@ func TestRun_SharesConnections(t *testing.T) {
 	require.NoError(t, err)
 	assert.LessOrEqual(t, opened.Load(), int64(8))
 	assert.Eventually(t, func() bool { return closed.Load() == opened.Load() }, 5*time.Second, 10*time.Millisecond, "closed when the run ended")
+}
+
+// A run with Data sends calls that carry it and leave the gas to the
+// create's simulation; without, plain transfers with their gas limit.
+func TestRun_Data(t *testing.T) {
+	t.Parallel()
+	bodies := make(chan map[string]any, 4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var b map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&b)
+		bodies <- b
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	t.Cleanup(srv.Close)
+	for _, data := range []string{"0xa9059cbb", ""} {
+		_, err := Run(context.Background(), Config{URLs: []string{srv.URL}, ChainID: 1, Signers: []string{"0xa"}, To: "0xc",
+			Data: data, Concurrency: 1, Requests: 1})
+		require.NoError(t, err)
+		b := <-bodies
+		if data != "" {
+			assert.Equal(t, map[string]any{"chainId": 1.0, "from": "0xa", "to": "0xc", "data": data}, b)
+		} else {
+			assert.Equal(t, map[string]any{"chainId": 1.0, "from": "0xa", "to": "0xc", "value": "1", "gasLimit": 21000.0}, b)
+		}
+	}
 }

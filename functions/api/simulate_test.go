@@ -297,3 +297,67 @@ func TestIssue47_TokenPolicies(t *testing.T) {
 	assert.Equal(t, "100", e["amount"])
 	assert.EqualValues(t, 0, a.body["nonce"])
 }
+
+// TestIssue47_EffectsInListAndReplay: the effects, the simulation method
+// and an advisory simulation's revert are in every answer that shows the
+// transaction, not only GET by id: a page of the list, the list by request
+// id, and the 200 of an idempotent replay.
+func TestIssue47_EffectsInListAndReplay(t *testing.T) {
+	w := stacktest.NewWorld(t, 2, func(c *config.Config) { c.Auth.Methods = []string{"apikey"} })
+	from, to := w.Keys[0].Address, common.HexToAddress("0x00000000000000000000000000000000000a11ce")
+	token := w.Chain.MustDeploy(t, w.Keys[1], evmtest.ERC20(), "Test", "TST", from, big.NewInt(1_000_000))
+	rev := w.Chain.MustDeploy(t, w.Keys[1], evmtest.Reverter())
+	key := w.APIKey(t, txm.Policy{Principal: "flow", Roles: []txm.Role{txm.RoleSender, txm.RoleReader},
+		Signers: []common.Address{from}, SimulationAdvisory: true})
+	url := w.Node(t, "a").APIURL + "/v1/transactions"
+
+	bodies := []map[string]any{
+		{"requestId": "erc20", "to": token, "data": hexData(pack(t, evmtest.ERC20(), "transfer", to, big.NewInt(250)))},
+		{"requestId": "plain", "to": to, "value": "7"},
+		{"requestId": "reverts", "to": rev, "data": hexData(pack(t, evmtest.Reverter(), "failWithReason")), "gasLimit": 100_000},
+	}
+	for _, b := range bodies {
+		b["chainId"], b["from"] = evmtest.ChainID, from
+	}
+	erc20 := []any{map[string]any{"kind": "erc20_transfer", "token": txm.CanonicalAddress(token), "from": txm.CanonicalAddress(from),
+		"to": txm.CanonicalAddress(to), "amount": "250"}}
+	plain := []any{map[string]any{"kind": "native", "from": txm.CanonicalAddress(from), "to": txm.CanonicalAddress(to), "amount": "7"}}
+	// check says what an answer must show of each transaction.
+	check := func(what string, got map[string]any) {
+		t.Helper()
+		switch got["requestId"] {
+		case "erc20":
+			assert.Equal(t, erc20, got["effects"], "%s: the ERC-20 transfer's effects", what)
+			assert.Equal(t, "simulateV1", got["simulation"], what)
+			assert.Nil(t, got["simulationRevert"], what)
+		case "plain":
+			assert.Equal(t, plain, got["effects"], "%s: a plain transfer's effect is its value", what)
+			assert.Nil(t, got["simulation"], what)
+		case "reverts":
+			assert.Equal(t, []any{}, got["effects"], "%s: a reverted simulation moves nothing", what)
+			assert.Equal(t, "simulateV1", got["simulation"], what)
+			assert.NotEmpty(t, got["simulationRevert"], "%s: the advisory simulation's revert", what)
+		default:
+			t.Fatalf("%s: unexpected transaction %v", what, got)
+		}
+	}
+	for _, b := range bodies {
+		a := postJSON(t, http.MethodPost, url, key, b)
+		require.Equal(t, http.StatusAccepted, a.status, "%v", a.body)
+		again := postJSON(t, http.MethodPost, url, key, b)
+		require.Equal(t, http.StatusOK, again.status, "a replay: %v", again.body)
+		require.Equal(t, a.body["id"], again.body["id"])
+		check("the replay's 200", again.body)
+
+		one := postJSON(t, http.MethodGet, url+"?from="+from.Hex()+"&requestId="+b["requestId"].(string), key, nil)
+		require.Equal(t, http.StatusOK, one.status, "%v", one.body)
+		check("the list by request id", one.body)
+	}
+	page := postJSON(t, http.MethodGet, url+"?from="+from.Hex(), key, nil)
+	require.Equal(t, http.StatusOK, page.status, "%v", page.body)
+	items, _ := page.body["items"].([]any)
+	require.Len(t, items, len(bodies), "%v", page.body)
+	for _, it := range items {
+		check("a page of the list", it.(map[string]any))
+	}
+}

@@ -314,8 +314,9 @@ type txView struct {
 	Receipt              *receiptView    `json:"receipt,omitempty"`
 	LastError            string          `json:"lastError,omitempty"`
 	// Effects are what the create's simulation showed the transaction
-	// moves or allows; a plain transfer's is its value. Omitted where the
-	// simulation is not read (lists, a replay's answer).
+	// moves or allows; a plain transfer's is its value. Every reader of a
+	// transaction reads its simulation with it; nil (omitted) only for a
+	// transaction read without it.
 	Effects *[]txm.Effect `json:"effects,omitempty"`
 	// Simulation is how the create was simulated ("simulateV1",
 	// "call+estimate"); omitted for a plain transfer, which needs none.

@@ -104,36 +104,55 @@ func deref(s *string) string {
 	return *s
 }
 
-// GetTx implements txm.TxQueries: the transaction with its simulation,
-// when it had one.
-func (s *Store) GetTx(ctx context.Context, id string) (*txm.Tx, error) {
+// simColumns and simJoin read a transaction's simulation beside it, in
+// the same query, for one row or a page: the scanned values go to
+// scanTxSim.
+const (
+	simColumns = `, sim.method, sim.effects, sim.revert`
+	simJoin    = `
+LEFT JOIN tx_simulation sim ON sim.tx_id = t.id`
+)
+
+// scanTxSim is scanTx of a row read with simColumns: the transaction with
+// its simulation, when it had one.
+func scanTxSim(row pgx.Row) (*txm.Tx, error) {
 	var method, revert *string
 	var effects []byte
-	t, err := scanTx(s.pool.QueryRow(ctx, `SELECT `+txColumns+`, sim.method, sim.effects, sim.revert FROM `+txFrom+`
-LEFT JOIN tx_simulation sim ON sim.tx_id = t.id WHERE t.id = $1::uuid`, id), &method, &effects, &revert)
+	t, err := scanTx(row, &method, &effects, &revert)
 	if err != nil {
-		return nil, fmt.Errorf("get tx %s: %w", id, translate(err))
+		return nil, err
 	}
 	if method != nil {
 		t.Simulation, t.SimulationRevert = txm.SimMethod(*method), deref(revert)
 		t.Effects = []txm.Effect{}
 		if err := json.Unmarshal(effects, &t.Effects); err != nil {
-			return nil, fmt.Errorf("get tx %s: effects: %w", id, err)
+			return nil, fmt.Errorf("tx %s: effects: %w", t.ID, err)
 		}
 	}
 	return t, nil
 }
 
-// txsByID reads the transactions of ids that exist.
+// GetTx implements txm.TxQueries: the transaction with its simulation,
+// when it had one.
+func (s *Store) GetTx(ctx context.Context, id string) (*txm.Tx, error) {
+	t, err := scanTxSim(s.pool.QueryRow(ctx, `SELECT `+txColumns+simColumns+` FROM `+txFrom+simJoin+` WHERE t.id = $1::uuid`, id))
+	if err != nil {
+		return nil, fmt.Errorf("get tx %s: %w", id, translate(err))
+	}
+	return t, nil
+}
+
+// txsByID reads the transactions of ids that exist, with their
+// simulations.
 func (s *Store) txsByID(ctx context.Context, ids []string) ([]*txm.Tx, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+txColumns+` FROM `+txFrom+` WHERE t.id = ANY($1::uuid[])`, ids)
+	rows, err := s.pool.Query(ctx, `SELECT `+txColumns+simColumns+` FROM `+txFrom+simJoin+` WHERE t.id = ANY($1::uuid[])`, ids)
 	if err != nil {
 		return nil, translate(err)
 	}
 	defer rows.Close()
 	var out []*txm.Tx
 	for rows.Next() {
-		t, err := scanTx(rows)
+		t, err := scanTxSim(rows)
 		if err != nil {
 			return nil, translate(err)
 		}
@@ -142,9 +161,10 @@ func (s *Store) txsByID(ctx context.Context, ids []string) ([]*txm.Tx, error) {
 	return out, translate(rows.Err())
 }
 
-// FindByRequestID implements txm.TxQueries.
+// FindByRequestID implements txm.TxQueries: the transaction with its
+// simulation, which a replay's answer shows.
 func (s *Store) FindByRequestID(ctx context.Context, chainID uint64, signer common.Address, requestID string) (*txm.Tx, error) {
-	t, err := scanTx(s.pool.QueryRow(ctx, `SELECT `+txColumns+` FROM `+txFrom+`
+	t, err := scanTxSim(s.pool.QueryRow(ctx, `SELECT `+txColumns+simColumns+` FROM `+txFrom+simJoin+`
 WHERE t.chain_id = $1 AND t.signer = $2 AND t.request_id = $3`, int64(chainID), txm.CanonicalAddress(signer), requestID))
 	if err != nil {
 		return nil, fmt.Errorf("find tx by request id: %w", translate(err))
@@ -152,7 +172,8 @@ WHERE t.chain_id = $1 AND t.signer = $2 AND t.request_id = $3`, int64(chainID), 
 	return t, nil
 }
 
-// ListTxs implements txm.TxQueries: ordered by id (time-ordered UUIDv7).
+// ListTxs implements txm.TxQueries: ordered by id (time-ordered UUIDv7),
+// each with its simulation, read in the same query as the page.
 func (s *Store) ListTxs(ctx context.Context, f txm.TxFilter) ([]*txm.Tx, error) {
 	var where []string
 	var args []any
@@ -192,7 +213,7 @@ func (s *Store) ListTxs(ctx context.Context, f txm.TxFilter) ([]*txm.Tx, error) 
 	if limit <= 0 {
 		limit = 50
 	}
-	q := `SELECT ` + txColumns + ` FROM ` + txFrom
+	q := `SELECT ` + txColumns + simColumns + ` FROM ` + txFrom + simJoin
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
@@ -205,7 +226,7 @@ func (s *Store) ListTxs(ctx context.Context, f txm.TxFilter) ([]*txm.Tx, error) 
 	defer rows.Close()
 	var out []*txm.Tx
 	for rows.Next() {
-		t, err := scanTx(rows)
+		t, err := scanTxSim(rows)
 		if err != nil {
 			return nil, fmt.Errorf("list txs: %w", translate(err))
 		}

@@ -2,7 +2,8 @@
 // against one ephemeral PostgreSQL with durable commits (fsync and
 // synchronous_commit on), for 1 and 3 API processes, a hot signer and many
 // signers, batched allocation against the naive path (one database
-// transaction per request, no batching) measured in the same run. It prints
+// transaction per request, no batching) measured in the same run, and
+// creates that are simulated against plain transfers (sim.go). It prints
 // creates/s, p50/p95/p99 and the ratio to the naive baseline, and checks
 // that every signer's nonces came out contiguous. Run it with `make bench-api`.
 package main
@@ -55,7 +56,10 @@ func main() {
 	capHold := flag.Duration("capacity-hold", 3*time.Second, "how long each step of the capacity ladder offers its rate")
 	capP99 := flag.Duration("capacity-p99", 50*time.Millisecond, "a step of the capacity ladder is carried when its p99 is at most this (and at least 97% of it is answered): beyond a process set's capacity its queue grows and its p99 with it, to hundreds of milliseconds within a step")
 	capTight := flag.Duration("capacity-tight", 20*time.Millisecond, "the capacity ladder also reports the highest rate carried within this p99")
-	only := flag.String("only", "", "a regular expression: run only the scenarios whose key (hot1, hot3, naive3, p99, signers1000, capacity, ...) matches; the summary line shows 0 for the others")
+	simSlices := flag.Int("sim-slices", 6, "the simulation comparison (sim): slices each kind of create, plain and simulated, is offered the load")
+	simSlice := flag.Duration("sim-slice", 3*time.Second, "the simulation comparison: how long a slice lasts")
+	simDelay := flag.Duration("sim-delay", 0, "the simulation comparison: a delay added to each simulation request, standing for a node across a network (the simulated chain answers from this process)")
+	only := flag.String("only", "", "a regular expression: run only the scenarios whose key (hot1, hot3, naive3, p99, signers1000, sim, capacity, ...) matches; the summary lines show 0 for the others")
 	flag.Parse()
 	filter, err := regexp.Compile(*only)
 	if err != nil {
@@ -63,6 +67,9 @@ func main() {
 		os.Exit(2)
 	}
 	abEnv, err := parseAB(*ab)
+	if err == nil && (*simSlices < 1 || *simSlice <= 0 || *simDelay < 0) {
+		err = fmt.Errorf("-sim-slices and -sim-slice must be positive, -sim-delay not negative")
+	}
 	if err != nil || *abSlices < 1 || *abSlice <= 0 {
 		fmt.Fprintln(os.Stderr, "benchapi: -ab, -ab-slices, -ab-slice:", err)
 		os.Exit(2)
@@ -74,7 +81,8 @@ func main() {
 		err = runABs(ctx, *conc, *procs, *rate, *warm, filter, abEnv, *abSlices, *abSlice, *abLead)
 	} else {
 		l := ladder{from: *capFrom, step: *capStep, steps: *capSteps, hold: *capHold, p99: *capP99, tight: *capTight}
-		err = run(ctx, *n, *naiveN, *conc, *procs, *rate, *rateFor, *warm, *profile, *statements, filter, l)
+		err = run(ctx, *n, *naiveN, *conc, *procs, *rate, *rateFor, *warm, *profile, *statements, filter, l,
+			simOptions{slices: *simSlices, slice: *simSlice, delay: *simDelay})
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchapi:", err)
@@ -153,6 +161,8 @@ func (o outcome) cpuPer() string {
 type bench struct {
 	server, dbURL, rpcURL string
 	pool                  *pgxpool.Pool
+	chain                 *evmtest.Chain
+	deployer              evmtest.DevKey // funded: deploys the token the simulated creates call
 	signers               []string
 	scenarios             []scenario
 	latency, many         scenario // the p99 and signers1000 scenarios
@@ -184,13 +194,14 @@ func setUp(ctx context.Context, n, naiveN int, rate float64, rateFor time.Durati
 		return nil, nil, err
 	}
 	stops = append(stops, stopDB)
-	chain, err := evmtest.New(nil)
+	deployer := evmtest.DevKeys(1)[0]
+	chain, err := evmtest.New(evmtest.FundedAlloc([]evmtest.DevKey{deployer}, evmtest.DevBalance()))
 	if err != nil {
 		cleanup()
 		return nil, nil, err
 	}
 	stops = append(stops, func() { chain.Close() })
-	b := &bench{server: server, dbURL: dbURL, rpcURL: chain.URL, pool: pool}
+	b := &bench{server: server, dbURL: dbURL, rpcURL: chain.URL, pool: pool, chain: chain, deployer: deployer}
 	if relayPrompts {
 		ps, err := pubsubtest.Start(ctx, benchProject)
 		if err != nil {
@@ -260,7 +271,7 @@ func runABs(ctx context.Context, conc, gomaxprocs int, rate float64, warm time.D
 }
 
 func run(ctx context.Context, n, naiveN, conc, gomaxprocs int, rate float64, rateFor, warm time.Duration, profile string, statements bool,
-	only *regexp.Regexp, l ladder) error {
+	only *regexp.Regexp, l ladder, simOpts simOptions) error {
 	b, cleanup, err := setUp(ctx, n, naiveN, rate, rateFor, statements)
 	if err != nil {
 		return err
@@ -314,6 +325,12 @@ func run(ctx context.Context, n, naiveN, conc, gomaxprocs int, rate float64, rat
 			return fmt.Errorf("%s: %d creates failed: %v", sc.name(), o.res.Errors, o.res.Statuses)
 		}
 	}
+	var sim simOutcome
+	if only.MatchString("sim") {
+		if sim, err = runSim(ctx, b, conc, gomaxprocs, warm, profile, simOpts); err != nil {
+			return err
+		}
+	}
 	if only.MatchString("capacity") {
 		if err := runCapacity(ctx, b, pool, gomaxprocs, warm, l); err != nil {
 			return err
@@ -329,6 +346,9 @@ func run(ctx context.Context, n, naiveN, conc, gomaxprocs int, rate float64, rat
 			rss = max(rss, o.rssMB)
 		}
 	}
+	fmt.Printf("bench-api-sim: plain=%.0f sim=%.0f ratio=%.2f sim_p50ms=%.2f sim_p99ms=%.2f\n",
+		sim.plain.PerSecond(), sim.sim.PerSecond(), sim.sim.PerSecond()/max(sim.plain.PerSecond(), 1),
+		float64(sim.callQuantile(0.5).Microseconds())/1000, float64(sim.callQuantile(0.99).Microseconds())/1000)
 	fmt.Printf("bench-api: hot1=%.0f hot3=%.0f naive3=%.0f ratio=%.1f p99ms=%.1f signers1000=%.0f rssmb=%.0f\n",
 		hot1.res.PerSecond(), hot3.res.PerSecond(), naive3.res.PerSecond(), hot3.res.PerSecond()/naive3.res.PerSecond(),
 		float64(got[latency].res.Quantile(0.99).Microseconds())/1000, got[many].res.PerSecond(), rss)

@@ -132,6 +132,105 @@
     }
   }
 
+  // ---- effects -----------------------------------------------------------
+  // What a transaction moves or allows, as its simulation at create showed
+  // it (GET /v1/transactions/{id} and the list's items carry `effects`,
+  // `simulation` and `simulationRevert`).
+
+  const ZERO = '0x0000000000000000000000000000000000000000';
+  const MAX_UINT256 = (1n << 256n) - 1n;
+  const EFFECT_LABEL = {
+    native: 'Native value',
+    erc20_transfer: 'ERC-20 transfer',
+    erc20_approval: 'ERC-20 approval',
+    erc721_transfer: 'ERC-721 transfer',
+    erc721_approval: 'ERC-721 approval',
+    approval_for_all: 'Approval for all',
+    erc1155_transfer: 'ERC-1155 transfer',
+  };
+  const SIM_LABEL = {
+    simulateV1: 'eth_simulateV1 (transfers traced)',
+    'call+estimate': 'eth_call and eth_estimateGas (top-level value only: this node does not trace token effects)',
+  };
+  const isApproval = (k) => k === 'erc20_approval' || k === 'erc721_approval' || k === 'approval_for_all';
+
+  // addrHTML is an address shortened as elsewhere on the page, the whole of
+  // it in its title, the signer's own address labelled, and the zero
+  // address said in words (what it means depends on the side: zero).
+  function addrHTML(a, signer, zero) {
+    if (!a) return '<span class="muted">—</span>';
+    if (a.toLowerCase() === ZERO && zero) return `<span class="muted" title="${esc(a)}">${esc(zero)}</span>`;
+    const mine = signer && a.toLowerCase() === signer.toLowerCase();
+    return `<span class="mono" title="${esc(a)}">${esc(short(a))}</span>${mine ? ' <span class="tag" title="the transaction\'s signer">signer</span>' : ''}`;
+  }
+
+  // units writes a whole number of token units with thousands separators
+  // (the token's decimals are not known here).
+  const units = (v) => BigInt(v).toLocaleString('en-US');
+
+  function amountHTML(e) {
+    const v = BigInt(e.amount ?? 0);
+    switch (e.kind) {
+      case 'native':
+        return `${esc(eth(e.amount))} <span class="muted">(${esc(units(e.amount))} wei)</span>`;
+      case 'erc20_approval':
+        if (v === MAX_UINT256) return '<strong>unlimited</strong> <span class="muted">(2²⁵⁶−1)</span>';
+        return v === 0n ? 'revoked (0)' : esc(units(e.amount)) + ' <span class="muted">units</span>';
+      case 'approval_for_all':
+        return v === 0n ? 'revoked' : 'granted';
+      case 'erc721_transfer':
+        return '1 token';
+      case 'erc721_approval':
+        return e.to && e.to.toLowerCase() === ZERO ? 'cleared' : '1 token';
+      default:
+        return esc(units(e.amount)) + ' <span class="muted">units</span>';
+    }
+  }
+
+  function effectRow(e, signer) {
+    const approval = isApproval(e.kind);
+    return `<tr data-kind="${esc(e.kind)}"><td>${esc(EFFECT_LABEL[e.kind] || e.kind)}</td>` +
+      `<td>${e.token ? addrHTML(e.token, signer) : '<span class="muted">native</span>'}</td>` +
+      `<td>${addrHTML(e.from, signer, approval ? '' : '(mint)')}</td>` +
+      `<td>${addrHTML(e.to, signer, approval ? '(none)' : '(burn)')}${approval ? ' <span class="muted">spender</span>' : ''}</td>` +
+      `<td class="num">${amountHTML(e)}</td>` +
+      `<td class="num mono">${e.tokenId != null ? esc(e.tokenId) : '<span class="muted">—</span>'}</td></tr>`;
+  }
+
+  // effectsHTML is the effects of t as a table, with how they were found
+  // and, when an advisory simulation reverted, its decoded reason.
+  function effectsHTML(t) {
+    const how = t.simulation
+      ? `Simulated at create with ${esc(SIM_LABEL[t.simulation] || t.simulation)}.`
+      : t.effects
+        ? 'Not simulated: a plain transfer (no data, to an address without code) moves its value and nothing else.'
+        : 'Not recorded for this transaction.';
+    const revert = t.simulationRevert
+      ? `<p class="revert" role="note"><strong>The simulation reverted:</strong> <span class="mono">${esc(t.simulationRevert)}</span>. ` +
+        `Recorded, not enforced: the creator's policy makes simulation advisory, so the transaction may fail on chain.</p>`
+      : '';
+    const list = t.effects || [];
+    const rows = list.map((e) => effectRow(e, t.from)).join('');
+    const table = rows
+      ? `<table class="effects"><thead><tr><th scope="col">Effect</th><th scope="col">Token</th><th scope="col">From</th><th scope="col">To</th><th scope="col" class="num">Amount</th><th scope="col" class="num">Token id</th></tr></thead><tbody>${rows}</tbody></table>`
+      : `<p class="muted">${t.simulationRevert ? 'No effects: the call reverts.' : t.effects ? 'It moves nothing.' : ''}</p>`;
+    return `<p class="muted" id="tx-simulation" data-simulation="${esc(t.simulation || '')}">${how}</p>${revert}${table}`;
+  }
+
+  // effectsBrief is the effects of t in a few words a line, for a table
+  // cell.
+  function effectsBrief(t) {
+    const list = t.effects || [];
+    if (!list.length) return t.simulationRevert ? '<span class="error">reverts (advisory)</span>' : '<span class="muted">none</span>';
+    return list
+      .map((e) => {
+        const what = e.kind === 'native' ? esc(eth(e.amount)) : `${amountHTML(e)} <span class="muted">of</span> ${addrHTML(e.token, t.from)}${e.tokenId != null ? ' #' + esc(e.tokenId) : ''}`;
+        const to = isApproval(e.kind) ? 'spender ' + addrHTML(e.to, t.from, '(none)') : '→ ' + addrHTML(e.to, t.from, '(burn)');
+        return `<div class="effect" data-kind="${esc(e.kind)}">${esc(EFFECT_LABEL[e.kind] || e.kind)}: ${what} ${to}</div>`;
+      })
+      .join('');
+  }
+
   // ---- signers view ------------------------------------------------------
 
   function laneHTML(s) {
@@ -373,7 +472,7 @@ ${rows ? `<table><thead><tr><th class="num">Nonce</th><th>State</th><th>Transact
       redraw($('tx-body'), `<h2>Transaction <span class="mono">${esc(t.id)}</span> <span class="badge s-${esc(t.state)}" id="tx-state" data-state="${esc(t.state)}">${esc(t.state)}</span> <span id="tx-substate" class="mono">${esc(t.subState)}</span></h2>
 <dl class="kv">
 <dt>Signer</dt><dd><a class="mono" href="#/signer/${t.chainId}/${esc(t.from)}">${esc(t.from)}</a> on chain ${t.chainId}</dd>
-<dt>Nonce</dt><dd>${t.nonce}</dd>
+<dt>Nonce</dt><dd>${t.nonce ?? '<span class="muted">none yet</span>'}</dd>
 <dt>To</dt><dd class="mono">${esc(t.to) || '(contract creation)'}</dd>
 <dt>Value</dt><dd>${esc(eth(t.value))} <span class="muted">(${esc(t.value)} wei)</span></dd>
 <dt>Gas limit</dt><dd>${t.gasLimit ?? '—'}</dd>
@@ -384,7 +483,9 @@ ${rows ? `<table><thead><tr><th class="num">Nonce</th><th>State</th><th>Transact
 <dt>Reorgs</dt><dd>${t.reorgCount}</dd>
 <dt>Created / updated</dt><dd>${when(t.createdAt)} / ${when(t.updatedAt)}</dd>
 <dt>Last error</dt><dd class="mono">${esc(t.lastError) || '—'}</dd>
-</dl>`);
+${t.approval ? `<dt>Approval</dt><dd id="tx-approval">${approvalHTML(t)}${t.state === PENDING ? '<a href="#/approvals">Decide in the approvals queue</a>' : ''}</dd>` : ''}
+</dl>
+<h3>Simulated effects</h3><div id="tx-effects">${effectsHTML(t)}</div>`);
       actionButtons();
       const attempts = (t.attemptList || [])
         .map((a) => `<tr><td class="num">${a.no}</td><td>${esc(a.kind)}</td><td class="mono" title="${esc(a.hash)}">${esc(short(a.hash))}</td><td class="num">${a.maxFeePerGas ? gwei(a.maxFeePerGas) + ' / ' + gwei(a.maxPriorityFeePerGas) : gwei(a.gasPrice)}</td><td class="num">${a.gasLimit}</td><td>${when(a.broadcastAt)}</td><td class="num">${a.broadcastCount}</td><td>${esc(a.outcome) || '—'}</td><td class="num">${a.token}</td><td><div class="lasterr" title="${esc(a.lastError)}">${esc(a.lastError)}</div></td></tr>`)
@@ -400,6 +501,167 @@ ${rows ? `<table><thead><tr><th class="num">Nonce</th><th>State</th><th>Transact
 <h3>Admin actions</h3>${actions ? `<table><thead><tr><th>When</th><th>Action</th><th>Status</th><th>Result</th><th>Reason</th><th>Actor</th><th class="num">Token</th></tr></thead><tbody>${actions}</tbody></table>` : '<p class="muted">None.</p>'}`;
       document.body.dataset.rendered = String(Number(document.body.dataset.rendered || 0) + 1);
     }
+    return view;
+  }
+
+  // ---- approvals queue ---------------------------------------------------
+  // Transactions held for approval (state PENDING_APPROVAL, no nonce yet),
+  // each with what it would move, and Approve / Reject for an approver. The
+  // server decides who may approve (nobody their own request) and answers
+  // 403 or 409 with the reason, shown on the row. An API that does not hold
+  // transactions for approval refuses the state filter: the queue is then
+  // empty.
+
+  const PENDING = 'PENDING_APPROVAL';
+
+  // approvalHTML is who must approve t, who has, and until when.
+  function approvalHTML(t) {
+    const a = t.approval;
+    if (!a) return '<span class="muted">—</span>';
+    const given = a.approvals || [];
+    const who = a.approverRole ? `role <strong>${esc(a.approverRole)}</strong>` : (a.approvers || []).map(esc).join(', ') || '—';
+    const done = given.length
+      ? given.map((x) => `<span title="${esc(when(x.at))}">${esc(x.principal)}</span>`).join(', ')
+      : '<span class="muted">none yet</span>';
+    let until = '—';
+    if (a.expiresAt) {
+      const left = (new Date(a.expiresAt).getTime() - Date.now()) / 1000;
+      until = left > 0 ? `${esc(when(a.expiresAt))} <span class="muted">(in ${age(left)})</span>` : `<span class="error">expired ${esc(when(a.expiresAt))}</span>`;
+    }
+    return `<div data-approvals="${given.length}" data-required="${a.required ?? ''}"><strong>${given.length} of ${esc(a.required ?? '?')}</strong> from ${who}</div>` +
+      `<div class="muted">approved by: ${done}</div><div class="muted">expires: ${until}</div>`;
+  }
+
+  function approvalsView() {
+    const outcomes = new Map(); // tx id → the last decision's answer shown on its row
+    let deciding = null; // the transaction the reason dialog is for
+    let items = [];
+    let nextCursor = '';
+    const cursors = [''];
+    let page = 0;
+    $('view').innerHTML = `<h2>Approvals</h2>
+<p class="muted">Transactions held for approval: none has a nonce yet, so none holds its signer up. Approve or reject each from here; the server checks that you may.</p>
+<div class="pager"><button type="button" id="prev">← Previous</button><button type="button" id="next">Next →</button><span id="range" aria-live="polite"></span></div>
+<p id="decision" class="outcome" role="status" aria-live="polite"></p>
+<div class="scroll"><table id="approvals">
+<thead><tr><th scope="col">Requested</th><th scope="col">Requester</th><th scope="col">Signer</th><th scope="col">To</th><th scope="col" class="num">Value</th><th scope="col">Effects</th><th scope="col">Approval</th><th scope="col">Decide</th></tr></thead>
+<tbody id="approval-rows"><tr><td colspan="8" class="muted">Loading…</td></tr></tbody>
+</table></div>`;
+    $('prev').addEventListener('click', () => {
+      if (page > 0) {
+        page--;
+        refresh();
+      }
+    });
+    $('next').addEventListener('click', () => {
+      if (nextCursor) {
+        cursors[page + 1] = nextCursor;
+        page++;
+        refresh();
+      }
+    });
+    $('approval-rows').addEventListener('click', (e) => {
+      const b = e.target.closest('button[data-action]');
+      if (!b || b.disabled) return;
+      const [kind, id] = b.dataset.action.split(':');
+      const t = items.find((x) => x.id === id);
+      if (!t) return;
+      if (kind === 'approve') decide(t, 'approve', { comment: '' });
+      else openReject(t);
+    });
+
+    function row(t) {
+      const mine = me && t.principal === me.principal;
+      const approved = me && ((t.approval && t.approval.approvals) || []).some((x) => x.principal === me.principal);
+      const out = outcomes.get(t.id);
+      const why = mine ? 'your own request: another approver decides' : approved ? 'you approved it already' : '';
+      return `<tr data-tx="${esc(t.id)}">
+<td><a href="#/tx/${esc(t.id)}" title="${esc(t.id)}">${esc(when(t.createdAt))}</a></td>
+<td>${esc(t.principal || '—')}${mine ? ' <span class="tag">you</span>' : ''}</td>
+<td class="nowrap">${addrHTML(t.from)} <span class="muted">· ${esc(t.chainId)}</span></td>
+<td class="nowrap">${t.to ? addrHTML(t.to, t.from) : '<span class="muted">(contract creation)</span>'}</td>
+<td class="num nowrap" title="${esc(t.value)} wei">${esc(eth(t.value))}</td>
+<td>${effectsBrief(t)}</td>
+<td>${approvalHTML(t)}</td>
+<td><div class="buttons-inline"><button type="button" class="primary" data-action="approve:${esc(t.id)}"${why ? ` disabled title="${esc(why)}"` : ''}>Approve</button>` +
+        `<button type="button" class="danger" data-action="reject:${esc(t.id)}">Reject</button></div>` +
+        `${out ? `<div class="${out.error ? 'error' : 'muted'}" data-outcome>${esc(out.text)}</div>` : ''}</td></tr>`;
+    }
+
+    function say(id, text, error) {
+      outcomes.set(id, { text, error });
+      $('decision').textContent = text;
+      $('decision').className = 'outcome' + (error ? ' error' : '');
+    }
+
+    async function decide(t, kind, body) {
+      const label = kind === 'approve' ? 'Approval' : 'Rejection';
+      try {
+        const r = await api(`/v1/transactions/${encodeURIComponent(t.id)}/${kind}`, { method: 'POST', body });
+        const a = r && r.approval;
+        say(t.id, kind === 'approve'
+          ? `Approved ${t.id}${a ? ` (${(a.approvals || []).length} of ${a.required})` : ''}${r && r.state && r.state !== PENDING ? '; now ' + r.state : ''}.`
+          : `Rejected ${t.id}: it ends FAILED_FINAL, rejected.`);
+      } catch (err) {
+        if (err.status !== 403 && err.status !== 409) {
+          say(t.id, `${label} failed: ${err.message}`, true);
+          if (current === view) failed(err);
+          return;
+        }
+        say(t.id, `${label} refused: ${err.message}`, true); // the problem's detail: why this caller may not
+      }
+      refresh();
+    }
+
+    function openReject(t) {
+      deciding = t;
+      const d = $('act');
+      $('act-title').textContent = 'Reject transaction';
+      $('act-what').textContent = `Reject the request of ${t.principal || 'unknown'} to send from ${t.from}` +
+        ` (${t.id}). It ends FAILED_FINAL, rejected, and never gets a nonce.`;
+      $('act-fees').hidden = true;
+      $('act-reason').value = '';
+      $('act-error').textContent = '';
+      $('act-submit').disabled = false;
+      d.dataset.kind = 'reject';
+      d.showModal();
+      $('act-reason').focus();
+    }
+
+    async function refresh() {
+      const q = new URLSearchParams({ state: PENDING, limit: '100' });
+      if (cursors[page]) q.set('cursor', cursors[page]);
+      let data;
+      try {
+        data = await api('/v1/transactions?' + q.toString());
+      } catch (err) {
+        if (current !== view) return;
+        const noQueue = err.status === 400 && ((err.problem && err.problem.errors) || []).some((e) => e.field === 'state');
+        if (!noQueue) {
+          failed(err);
+          $('approval-rows').innerHTML = `<tr><td colspan="8" class="error">${esc(err.message)}</td></tr>`;
+          return;
+        }
+        data = { items: [] }; // this API holds nothing for approval
+      }
+      if (current !== view) return;
+      notice('');
+      items = data.items;
+      redraw($('approval-rows'), items.length ? items.map(row).join('') : '<tr><td colspan="8" class="muted">No transaction waits for approval.</td></tr>');
+      nextCursor = data.nextCursor || '';
+      $('range').textContent = items.length ? `${page * 100 + 1}–${page * 100 + items.length}` : '';
+      $('prev').disabled = page === 0;
+      $('next').disabled = !nextCursor;
+      document.body.dataset.rendered = String(Number(document.body.dataset.rendered || 0) + 1);
+    }
+
+    const view = {
+      approvals: true,
+      refresh,
+      submitAction: (kind, reason) => {
+        if (kind === 'reject' && deciding) decide(deciding, 'reject', { reason });
+      },
+    };
     return view;
   }
 
@@ -438,6 +700,7 @@ ${rows ? `<table><thead><tr><th class="num">Nonce</th><th>State</th><th>Transact
     const parts = path.split('/').filter(Boolean);
     notice('');
     if (parts[0] === 'tx' && parts[1]) current = txView(parts[1]);
+    else if (parts[0] === 'approvals') current = approvalsView();
     else if (parts[0] === 'signer' && parts[2]) current = signerView(parts[1], parts[2]);
     else current = signersView(new URLSearchParams(query || ''));
     Promise.resolve(current.refresh()).then(() => setLive('live · updated ' + new Date().toLocaleTimeString()));
@@ -477,14 +740,15 @@ ${rows ? `<table><thead><tr><th class="num">Nonce</th><th>State</th><th>Transact
   }
 
   // start reads who the caller is while the first view loads (the signers
-  // view does not need to know); a transaction view is drawn again once the
-  // role is known, since its buttons depend on it.
+  // view does not need to know); a transaction view and the approvals queue
+  // are drawn again once the caller is known, since their buttons depend on
+  // it.
   async function start() {
     const who = whoami();
     route();
     follow();
     await who;
-    if (current && current.txId) current.refresh();
+    if (current && (current.txId || current.approvals)) current.refresh();
   }
 
   $('auth').addEventListener('submit', (e) => {
