@@ -62,12 +62,19 @@ var (
 	probInternal         = problemType{"internal", "Internal error", http.StatusInternalServerError}
 	probUnavailable      = problemType{"unavailable", "Service unavailable", http.StatusServiceUnavailable}
 	probOutcomeUnknown   = problemType{"outcome-unknown", "Outcome unknown", http.StatusServiceUnavailable}
+
+	// The answers of an approval or a rejection that is not made.
+	probSelfApproval       = problemType{"self-approval", "Own request", http.StatusForbidden}
+	probNotApprover        = problemType{"not-an-approver", "Not an approver", http.StatusForbidden}
+	probAlreadyDecided     = problemType{"already-decided", "Already decided", http.StatusConflict}
+	probNotPendingApproval = problemType{"not-pending-approval", "Not waiting for approval", http.StatusConflict}
 )
 
 // problemTypes lists every problem type.
 var problemTypes = []problemType{probMalformed, probUnauthenticated, probForbidden, probNotFound, probRequestIDUsed,
 	probActionIDUsed, probActionNotAllowed, probTooLarge, probUnsupportedMedia, probInvalid, probExecutionFailed,
-	probReverted, probRateLimited, probInternal, probUnavailable, probOutcomeUnknown}
+	probReverted, probRateLimited, probInternal, probUnavailable, probOutcomeUnknown,
+	probSelfApproval, probNotApprover, probAlreadyDecided, probNotPendingApproval}
 
 // problem is a problem of type k, with detail.
 func (k problemType) problem(detail string) problem {
@@ -175,6 +182,16 @@ func problemFor(err error) problem {
 	var failed *txm.ExecutionError
 	var rev *txm.RevertedError
 	switch {
+	case errors.Is(err, txm.ErrSelfApproval):
+		return probSelfApproval.problem("nobody approves or rejects their own request; nothing was written")
+	case errors.Is(err, txm.ErrNotApprover):
+		return probNotApprover.problem("the caller is not an approver of this transaction: its rule names other principals, " +
+			"or a role the caller's policy does not grant on its signer; nothing was written")
+	case errors.Is(err, txm.ErrAlreadyDecided):
+		return probAlreadyDecided.problem("the caller has approved or rejected this transaction already; nothing was written")
+	case errors.Is(err, txm.ErrNotPendingApproval):
+		return probNotPendingApproval.problem("the transaction is not waiting for approval (it never needed one, or it was " +
+			"approved, rejected or expired); nothing was written")
 	case errors.As(err, &rev):
 		return reverted(rev)
 	case errors.As(err, &failed):

@@ -46,7 +46,8 @@ CREATE OR REPLACE FUNCTION txfence_allocate_plain(
     r_day_count  int[],
     r_day_value  text[],
     r_fee_ceiling text[],  -- the creator's cap on what any attempt pays per gas; null: the chain's cap
-    r_cost       text[])   -- the worst-case cost, value + gas × fee ceiling, which the caps count
+    r_cost       text[],   -- the worst-case cost, value + gas × fee ceiling, which the caps count
+    r_pending    bool[])   -- true: an approved transaction's held row (txfence_allocate's; never in a plain batch)
 RETURNS TABLE (o_idx int, o_outcome text, o_tx_id uuid, o_nonce bigint, o_rule text,
     o_group int, o_token bigint, o_acquired text, o_outbox_id bigint, o_created_at timestamptz,
     o_contended bool)
@@ -89,6 +90,11 @@ BEGIN
        OR cardinality(array_remove(r_hour_count, NULL)) > 0 OR cardinality(array_remove(r_hour_value, NULL)) > 0
        OR cardinality(array_remove(r_day_count, NULL)) > 0 OR cardinality(array_remove(r_day_value, NULL)) > 0
        OR r_group[1] IS DISTINCT FROM 1 OR r_group[v_requests] IS DISTINCT FROM v_signers THEN
+        RAISE EXCEPTION 'txfence_allocate_plain: not a plain batch' USING ERRCODE = '22023';
+    END IF;
+    -- An approved transaction numbers the row it was held in, which only
+    -- txfence_allocate does.
+    IF cardinality(r_pending) IS DISTINCT FROM v_requests OR (true = ANY (r_pending)) IS NOT FALSE THEN
         RAISE EXCEPTION 'txfence_allocate_plain: not a plain batch' USING ERRCODE = '22023';
     END IF;
     FOR v_i IN 2 .. v_requests LOOP
