@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"sort"
@@ -67,10 +68,27 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request, d txm.Decision)
 		t, err = h.deps.Approvals.Reject(r.Context(), c.who, c.pol, strings.ToLower(id), text)
 	}
 	if err != nil {
-		writeProblem(w, problemFor(err))
+		writeProblem(w, decisionProblem(err))
 		return
 	}
 	writeJSON(w, http.StatusOK, viewTx(t))
+}
+
+// decisionProblem is the answer to a decision that was not made.
+func decisionProblem(err error) problem {
+	switch {
+	case errors.Is(err, txm.ErrSelfApproval):
+		return probSelfApproval.problem("nobody approves or rejects their own request; nothing was written")
+	case errors.Is(err, txm.ErrNotApprover):
+		return probNotApprover.problem("the caller is not an approver of this transaction: its rule names other principals, " +
+			"or a role the caller's policy does not grant on its signer; nothing was written")
+	case errors.Is(err, txm.ErrAlreadyDecided):
+		return probAlreadyDecided.problem("the caller has approved or rejected this transaction already; nothing was written")
+	case errors.Is(err, txm.ErrNotPendingApproval):
+		return probNotPendingApproval.problem("the transaction is not waiting for approval (it never needed one, or it was " +
+			"approved, rejected or expired); nothing was written")
+	}
+	return problemFor(err)
 }
 
 // decodeDecision reads a decision's body: {"comment"} (optional, and so is

@@ -182,16 +182,6 @@ func problemFor(err error) problem {
 	var failed *txm.ExecutionError
 	var rev *txm.RevertedError
 	switch {
-	case errors.Is(err, txm.ErrSelfApproval):
-		return probSelfApproval.problem("nobody approves or rejects their own request; nothing was written")
-	case errors.Is(err, txm.ErrNotApprover):
-		return probNotApprover.problem("the caller is not an approver of this transaction: its rule names other principals, " +
-			"or a role the caller's policy does not grant on its signer; nothing was written")
-	case errors.Is(err, txm.ErrAlreadyDecided):
-		return probAlreadyDecided.problem("the caller has approved or rejected this transaction already; nothing was written")
-	case errors.Is(err, txm.ErrNotPendingApproval):
-		return probNotPendingApproval.problem("the transaction is not waiting for approval (it never needed one, or it was " +
-			"approved, rejected or expired); nothing was written")
 	case errors.As(err, &rev):
 		return reverted(rev)
 	case errors.As(err, &failed):

@@ -19,8 +19,9 @@ var _ txm.ApprovalStore = (*Store)(nil)
 const approvalOwner = "approval"
 
 // Hold implements txm.ApprovalStore: the row (no nonce, no fencing token),
-// its simulation, its approval and its history row, in one transaction; a
-// request id that exists answers with that transaction instead.
+// its simulation, its approval and its history row, in one transaction,
+// then read back; a request id that exists answers with that transaction
+// instead.
 func (s *Store) Hold(ctx context.Context, h txm.Hold) (*txm.Tx, bool, error) {
 	r := h.Request
 	fp := r.Fingerprint()
@@ -55,7 +56,7 @@ func (s *Store) Hold(ctx context.Context, h txm.Hold) (*txm.Tx, bool, error) {
 WITH held AS (
     INSERT INTO managed_tx (id, chain_id, signer, nonce, request_id, payload_fingerprint, to_address, value, data, gas_limit,
         max_fee_per_gas, max_priority_fee_per_gas, gas_price, metadata, state, principal, fee_ceiling, created_at, updated_at)
-    VALUES ($1::uuid, $2, $3, NULL, $4, $5, $6, $7::numeric, $8, $9, $10::numeric, $11::numeric, $12::numeric, $13::jsonb,
+    VALUES ($1::uuid, $2, $3, NULL, $4, $5, $6, $7::numeric, coalesce($8, '\x'::bytea), $9, $10::numeric, $11::numeric, $12::numeric, $13::jsonb,
         $14, $15, $16::numeric, now(), now())
     ON CONFLICT (chain_id, signer, request_id) WHERE request_id IS NOT NULL DO NOTHING
     RETURNING id
@@ -86,7 +87,11 @@ SELECT 1 FROM held`,
 		return nil, false, err
 	}
 	if created {
-		return nil, true, nil
+		t, err := s.GetTx(ctx, h.ID)
+		if err != nil {
+			return nil, false, fmt.Errorf("hold %s: read back: %w", h.ID, err)
+		}
+		return t, true, nil
 	}
 	existing, err := s.FindByRequestID(ctx, r.ChainID, r.From, r.RequestID)
 	if err != nil {

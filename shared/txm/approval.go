@@ -317,9 +317,9 @@ type Hold struct {
 // ApprovalStore keeps transactions held for approval and their decisions.
 type ApprovalStore interface {
 	// Hold writes a PENDING_APPROVAL transaction without a nonce, with its
-	// simulation and approval, unless its request id exists: then it
-	// returns the existing transaction (created false).
-	Hold(ctx context.Context, h Hold) (existing *Tx, created bool, err error)
+	// simulation and approval, and returns it, unless its request id
+	// exists: then it returns the existing transaction (created false).
+	Hold(ctx context.Context, h Hold) (t *Tx, created bool, err error)
 	// Decide records principal's approval of txID, if the transaction
 	// still waits for approval and has not expired
 	// (ErrNotPendingApproval) and principal has not decided on it
