@@ -192,18 +192,20 @@ BEGIN
     -- or earlier in this batch) is answered by that row. An approved
     -- request (whose request id the caller leaves out) is created while its
     -- row still waits, and otherwise answered by that row: another
-    -- approver's allocation numbered it, or it ended.
+    -- approver's allocation numbered it, or it ended, or an earlier request
+    -- of this batch is that row's (two approvers of one instance).
     SELECT (SELECT array_agg(coalesce(greatest((
                     SELECT c.next_nonce FROM signer_nonce_cursor c WHERE c.chain_id = u.c AND c.signer = u.s), u.p), 0) ORDER BY u.g)
             FROM unnest(s_chain, s_signer, s_pending) WITH ORDINALITY AS u(c, s, p, g)),
-           array_agg(CASE WHEN x.pending THEN CASE WHEN x.waiting THEN 'created' ELSE 'existing' END
+           array_agg(CASE WHEN x.pending THEN CASE WHEN x.waiting AND x.first = x.idx THEN 'created' ELSE 'existing' END
                           WHEN x.existing IS NOT NULL OR x.first <> x.idx THEN 'existing' ELSE 'created' END ORDER BY x.idx),
            array_agg(coalesce(x.existing, r_id[x.first]) ORDER BY x.idx),
            bool_or(x.capped)
     INTO v_base, v_outcome, v_tx, v_capped
     FROM (
         SELECT r.idx::int AS idx,
-            CASE WHEN r.rid IS NULL THEN r.idx::int ELSE min(r.idx::int) OVER (PARTITION BY r.g, r.rid) END AS first,
+            CASE WHEN r_pending[r.idx] THEN min(r.idx::int) OVER (PARTITION BY r_pending[r.idx], r_id[r.idx])
+                 WHEN r.rid IS NULL THEN r.idx::int ELSE min(r.idx::int) OVER (PARTITION BY r.g, r.rid) END AS first,
             CASE WHEN r.lookup AND r.rid IS NOT NULL THEN (
                 SELECT e.id FROM managed_tx e
                 WHERE e.chain_id = s_chain[r.g] AND e.signer = s_signer[r.g] AND e.request_id = r.rid)
