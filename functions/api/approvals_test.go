@@ -537,3 +537,32 @@ func TestIssue47_ApprovalRecheck(t *testing.T) {
 	assert.Equal(t, 2, aw.count(t, `SELECT next_nonce FROM signer_nonce_cursor WHERE signer = $1`, txm.CanonicalAddress(aw.signer)),
 		"only the two sent took nonces")
 }
+
+// TestIssue47_ApprovalFinishedBySweep: a transaction whose last approval
+// was written but whose allocation never ran (the instance stopped in
+// between) is allocated by the resubmit sweep, once; the approvals are
+// never lost.
+func TestIssue47_ApprovalFinishedBySweep(t *testing.T) {
+	aw := newApprovalWorld(t, false)
+	nd := aw.w.Node(t, "a")
+	ctx := context.Background()
+	held := aw.send(t, nd, treasury, twoEther, "")
+	require.Equal(t, http.StatusAccepted, held.status, "%v", held.body)
+	id := held.body["id"].(string)
+	// The decisions as ApproveTx writes them, before the allocation that
+	// does not come.
+	require.NoError(t, nd.Store.Decide(ctx, id, alice, ""))
+	require.NoError(t, nd.Store.Decide(ctx, id, bob, ""))
+	assert.Equal(t, string(txm.StatePendingApproval), aw.get(t, nd, alice, id).body["state"])
+
+	st, err := nd.Resubmit.Pass(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, st.ApprovalsFinished)
+	got := aw.get(t, nd, alice, id)
+	assert.Equal(t, string(txm.StateAllocated), got.body["state"], "%v", got.body)
+	assert.EqualValues(t, 0, got.body["nonce"])
+	st, err = nd.Resubmit.Pass(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, st.ApprovalsFinished, "once")
+	assert.Equal(t, 1, aw.count(t, `SELECT count(*) FROM tx_history WHERE tx_id = $1 AND reason = 'approved'`, id))
+}
