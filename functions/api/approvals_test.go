@@ -566,3 +566,41 @@ func TestIssue47_ApprovalFinishedBySweep(t *testing.T) {
 	assert.Zero(t, st.ApprovalsFinished, "once")
 	assert.Equal(t, 1, aw.count(t, `SELECT count(*) FROM tx_history WHERE tx_id = $1 AND reason = 'approved'`, id))
 }
+
+// TestIssue47_HeldRequestIDRace: one request id sent at once as a payout
+// that waits for approval and as a small transfer that does not (another
+// payload), through two instances: exactly one of them is the
+// transaction, the other is 409, and no create fails otherwise (the hold
+// and the allocation's look-up of request ids never interleave).
+func TestIssue47_HeldRequestIDRace(t *testing.T) {
+	aw := newApprovalWorld(t, false)
+	nodes := []*stacktest.Node{aw.w.Node(t, "a"), aw.w.Node(t, "b")}
+	const rounds = 30
+	var wg sync.WaitGroup
+	answers := make([][2]simAnswer, rounds)
+	for i := 0; i < rounds; i++ {
+		for k, value := range []*big.Int{twoEther, big.NewInt(1)} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				answers[i][k] = aw.send(t, nodes[(i+k)%2], treasury, value, fmt.Sprintf("same-%d", i))
+			}()
+		}
+	}
+	wg.Wait()
+	for i, pair := range answers {
+		created := 0
+		for _, a := range pair {
+			switch a.status {
+			case http.StatusAccepted:
+				created++
+			case http.StatusConflict:
+				assert.Equal(t, "idempotency-conflict", problemType(a), "round %d: %v", i, a.body)
+			default:
+				t.Errorf("round %d: %d %v", i, a.status, a.body)
+			}
+		}
+		assert.Equal(t, 1, created, "round %d: one transaction per request id", i)
+	}
+	assert.Equal(t, rounds, aw.count(t, `SELECT count(*) FROM managed_tx`))
+}

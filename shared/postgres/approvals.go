@@ -51,7 +51,28 @@ func (s *Store) Hold(ctx context.Context, h txm.Hold) (*txm.Tx, bool, error) {
 		value = optional("0")
 	}
 	created := false
+	chain, signer := int64(r.ChainID), txm.CanonicalAddress(r.From)
+	if err := s.ensureLeaseRow(ctx, chain, signer); err != nil {
+		return nil, false, fmt.Errorf("hold %s: %w", h.ID, err)
+	}
 	err = WithTx(ctx, s.pool, func(tx pgx.Tx) error {
+		// The signer's nonce lease row, shared: an allocation, which locks
+		// it for update while it looks request ids up and writes its rows,
+		// never runs between this insert's look-up of its request id and
+		// its commit, so one request id stays one transaction. Waiting here
+		// is in an allocation's queue, bounded by statement_timeout.
+		var lockTimeout string
+		if err := tx.QueryRow(ctx, `SELECT current_setting('lock_timeout'), set_config('lock_timeout', '0', true)`).
+			Scan(&lockTimeout, new(string)); err != nil {
+			return fmt.Errorf("hold %s: %w", h.ID, translate(err))
+		}
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM signer_lease WHERE chain_id = $1 AND signer = $2 AND scope = 'nonce' FOR SHARE`,
+			chain, signer); err != nil {
+			return fmt.Errorf("hold %s: lease row: %w", h.ID, translate(err))
+		}
+		if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`, lockTimeout); err != nil {
+			return fmt.Errorf("hold %s: %w", h.ID, translate(err))
+		}
 		tag, err := tx.Exec(ctx, `
 WITH held AS (
     INSERT INTO managed_tx (id, chain_id, signer, nonce, request_id, payload_fingerprint, to_address, value, data, gas_limit,
@@ -72,7 +93,7 @@ WITH held AS (
     SELECT id, NULL, $14, 'held for approval', $28, 0, 'hold', $15 FROM held
 )
 SELECT 1 FROM held`,
-			h.ID, int64(r.ChainID), txm.CanonicalAddress(r.From), optional(r.RequestID), fp[:], to, value, r.Data, gas,
+			h.ID, chain, signer, optional(r.RequestID), fp[:], to, value, r.Data, gas,
 			bigText(r.MaxFeePerGas), bigText(r.MaxPriorityFeePerGas), bigText(r.GasPrice), optional(string(r.Metadata)),
 			string(txm.StatePendingApproval), optional(r.Principal), bigText(r.FeeCeiling),
 			a.Asset, bigText(a.Above), a.Required, approvers, string(a.ApproverRole), h.ExpiresIn,
@@ -98,6 +119,25 @@ SELECT 1 FROM held`,
 		return nil, false, fmt.Errorf("hold %s: %w", h.ID, err)
 	}
 	return existing, false, nil
+}
+
+// ensureLeaseRow inserts the signer's nonce lease row (released, token 1)
+// unless this process knows it exists, as ensureLeaseRows does for an
+// allocation.
+func (s *Store) ensureLeaseRow(ctx context.Context, chain int64, signer string) error {
+	key := leaseRowKey{chain, signer}
+	if _, ok := s.leaseRows.Load(key); ok {
+		return nil
+	}
+	_, err := s.pool.Exec(ctx, `
+INSERT INTO signer_lease (chain_id, signer, scope, owner, fencing_token, expires_at, updated_at)
+VALUES ($1, $2, 'nonce', 'txfence', 1, '-infinity', clock_timestamp())
+ON CONFLICT DO NOTHING`, chain, signer)
+	if err != nil {
+		return fmt.Errorf("lease row: %w", translate(err))
+	}
+	s.leaseRows.Store(key, true)
+	return nil
 }
 
 // simArgs are a simulation's columns: method ("" for none), effects as

@@ -178,3 +178,43 @@ func TestIssue47_DecideRejectExpire(t *testing.T) {
 	require.Len(t, feed, 2)
 	assert.Nil(t, feed[0].Nonce)
 }
+
+// TestIssue47_HoldWaitsForAllocation: a hold shares the signer's nonce
+// lease row, which an allocation locks while it looks request ids up and
+// writes its rows: a hold never commits in the middle of an allocation, so
+// a request id an allocation did not find is not taken before its rows
+// are written.
+func TestIssue47_HoldWaitsForAllocation(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	s := testStore(t, db.Pool)
+	ctx := context.Background()
+	signer := common.HexToAddress("0xa3")
+	require.NoError(t, s.ensureLeaseRow(ctx, 1, txm.CanonicalAddress(signer)))
+	allocating, err := db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = allocating.Rollback(ctx) }()
+	_, err = allocating.Exec(ctx, `SELECT 1 FROM signer_lease WHERE chain_id = 1 AND signer = $1 AND scope = 'nonce' FOR UPDATE`,
+		txm.CanonicalAddress(signer))
+	require.NoError(t, err)
+
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := s.Hold(ctx, txm.Hold{ID: uuid.Must(uuid.NewV7()).String(), Request: allocRequest(signer, "treasury", "r-1", 5),
+			Approval:  txm.Approval{Asset: txm.AssetNative, Above: big.NewInt(0), Required: 1, Approvers: []string{"alice"}},
+			ExpiresIn: time.Hour, Owner: "test"})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("the hold did not wait for the allocation under way: %v", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	require.NoError(t, allocating.Commit(ctx))
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the hold did not go on once the allocation ended")
+	}
+}
