@@ -567,12 +567,12 @@ func TestIssue47_ApprovalFinishedBySweep(t *testing.T) {
 	assert.Equal(t, 1, aw.count(t, `SELECT count(*) FROM tx_history WHERE tx_id = $1 AND reason = 'approved'`, id))
 }
 
-// TestIssue47_HeldRequestIDRace: one request id sent at once as a payout
+// TestApprovals_HeldRequestIDRace: one request id sent at once as a payout
 // that waits for approval and as a small transfer that does not (another
 // payload), through two instances: exactly one of them is the
 // transaction, the other is 409, and no create fails otherwise (the hold
 // and the allocation's look-up of request ids never interleave).
-func TestIssue47_HeldRequestIDRace(t *testing.T) {
+func TestApprovals_HeldRequestIDRace(t *testing.T) {
 	aw := newApprovalWorld(t, false)
 	nodes := []*stacktest.Node{aw.w.Node(t, "a"), aw.w.Node(t, "b")}
 	const rounds = 30
