@@ -388,6 +388,13 @@ var (
 	windowFields    = []string{"scope", "asset", "chainId", "period", "maxAmount", "maxCount"}
 )
 
+// approvalFields are the policy's approvals field; approvalRuleFields those
+// of one of its rules.
+var (
+	approvalFields     = []string{"approvals"}
+	approvalRuleFields = []string{"asset", "chainId", "above", "required", "approvers", "approverRole", "expiresIn"}
+)
+
 // decodePolicy reads one policy in its wire form, refusing unknown fields
 // (txm.Policy's own decoding ignores them) and trailing data.
 func decodePolicy(raw []byte) (txm.Policy, error) {
@@ -395,7 +402,7 @@ func decodePolicy(raw []byte) (txm.Policy, error) {
 	if err := json.Unmarshal(raw, &fields); err != nil {
 		return txm.Policy{}, fmt.Errorf("%w: a policy is one JSON object: %v", txm.ErrInvalid, err)
 	}
-	if err := knownFields("", fields, policyFields); err != nil {
+	if err := knownFields("", fields, append(append([]string{}, policyFields...), approvalFields...)); err != nil {
 		return txm.Policy{}, err
 	}
 	for _, name := range []string{"hourly", "daily"} {
@@ -423,6 +430,18 @@ func decodePolicy(raw []byte) (txm.Policy, error) {
 		}
 		for i, item := range items {
 			if err := knownFields(fmt.Sprintf("%s[%d].", list.name, i), item, list.fields); err != nil {
+				return txm.Policy{}, err
+			}
+		}
+	}
+	if v, ok := fields["approvals"]; ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+		var rules []map[string]json.RawMessage
+		if err := json.Unmarshal(v, &rules); err != nil {
+			return txm.Policy{}, fmt.Errorf("%w: approvals must be a list of objects with %s", txm.ErrInvalid,
+				strings.Join(approvalRuleFields, ", "))
+		}
+		for i, rule := range rules {
+			if err := knownFields(fmt.Sprintf("approvals[%d].", i), rule, approvalRuleFields); err != nil {
 				return txm.Policy{}, err
 			}
 		}

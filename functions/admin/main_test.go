@@ -229,12 +229,17 @@ func TestPolicyFieldsCoverTheWireForm(t *testing.T) {
   "tokenRecipients": ["0x0000000000000000000000000000000000000004"], "spenders": [], "noUnlimitedApprovals": true,
   "windows": [{"scope": "principal", "asset": "0x0000000000000000000000000000000000000003", "chainId": 1, "period": "1h", "maxAmount": "1", "maxCount": 1}],
   "ratePerSecond": 1, "burst": 1, "maxWaits": 1,
-  "createdAt": "2024-01-01T00:00:00Z", "createdBy": "x"}`), &full))
+  "createdAt": "2024-01-01T00:00:00Z", "createdBy": "x",
+  "approvals": [{"asset": "0x0000000000000000000000000000000000000003", "chainId": 1, "above": "5", "required": 1,
+    "approvers": ["a"], "expiresIn": "1h0m0s"}]}`), &full))
 	raw, err := json.Marshal(full)
 	require.NoError(t, err)
 	var fields map[string]any
 	require.NoError(t, json.Unmarshal(raw, &fields))
-	assert.Len(t, fields, len(policyFields), "a wire-form field is missing from policyFields")
+	assert.Len(t, fields, len(policyFields)+len(approvalFields), "a wire-form field is missing from policyFields or approvalFields")
+	rules, _ := fields["approvals"].([]any)
+	require.Len(t, rules, 1)
+	assert.Len(t, rules[0], len(approvalRuleFields)-1, "an approval rule's field is missing from approvalRuleFields (approverRole is the other form)")
 	_, err = decodePolicy(raw)
 	require.NoError(t, err)
 }
@@ -327,6 +332,12 @@ func TestIssue46_PolicyDoc(t *testing.T) {
 	}
 	for _, f := range windowFields {
 		assert.Contains(t, doc, `"`+f+`"`, "the windows show %s", f)
+	}
+	for _, f := range approvalFields {
+		assert.Regexp(t, "(?m)^\\| [^|]*`"+f+"`", doc, "the fields table names %s", f)
+	}
+	for _, f := range approvalRuleFields {
+		assert.Contains(t, doc, `"`+f+`"`, "the approval rules show %s", f)
 	}
 	for _, rule := range []string{txm.RuleRole, txm.RuleSigner, txm.RuleMaxValue, txm.RuleMaxGasLimit, txm.RuleMaxFee,
 		txm.RuleAllowlist, txm.RuleHourlyValue, txm.RuleHourlyCount, txm.RuleDailyValue, txm.RuleDailyCount, txm.RuleWindowAmount, txm.RuleWindowCount,

@@ -14,10 +14,10 @@ type access struct {
 	// roles are the roles of which the caller's policy must grant one
 	// (none: a public route).
 	roles []txm.Role
-	// sender, reader and admin say what a principal whose policy grants
-	// only that role gets, on a signer its policy names: cellYes, cellOwn,
-	// cellRole, or cellEvery.
-	sender, reader, admin string
+	// sender, reader, admin and approver say what a principal whose policy
+	// grants only that role gets, on a signer its policy names: cellYes,
+	// cellOwn, cellRole, cellEvery or cellNotApprover.
+	sender, reader, admin, approver string
 	// outside says what a caller the route admits gets for a signer its
 	// policy does not name: cell404, cellSigner, cellLeftOut or cellNone.
 	outside string
@@ -33,11 +33,15 @@ const (
 	cellSigner  = "403 `signer`" // refused, naming the rule
 	cellLeftOut = "left out"     // absent from the answer
 	cellNone    = "—"            // no signer involved
+	// cellNotApprover: refused unless the transaction's rule names the
+	// caller, or the role the caller holds.
+	cellNotApprover = "403 `not-an-approver`"
 )
 
 // metricsAccess is GET /metrics: every signer's numbers, so only for an
 // admin of every signer.
-var metricsAccess = access{roles: []txm.Role{txm.RoleAdmin}, sender: cellRole, reader: cellRole, admin: cellEvery, outside: cellSigner}
+var metricsAccess = access{roles: []txm.Role{txm.RoleAdmin}, sender: cellRole, reader: cellRole, admin: cellEvery, approver: cellRole,
+	outside: cellSigner}
 
 // accessRow is one row of the access table.
 type accessRow struct {
@@ -60,9 +64,10 @@ func accessRows() []accessRow {
 // accessTable is docs/api.md's access table, in Markdown.
 func accessTable() string {
 	var b strings.Builder
-	b.WriteString("| route | sender | reader | admin | a signer outside the caller's policy |\n|---|---|---|---|---|\n")
+	b.WriteString("| route | sender | reader | admin | approver | a signer outside the caller's policy |\n|---|---|---|---|---|---|\n")
 	for _, r := range accessRows() {
-		b.WriteString("| `" + r.route + "` | " + r.a.sender + " | " + r.a.reader + " | " + r.a.admin + " | " + r.a.outside + " |\n")
+		b.WriteString("| `" + r.route + "` | " + r.a.sender + " | " + r.a.reader + " | " + r.a.admin + " | " + r.a.approver + " | " +
+			r.a.outside + " |\n")
 	}
 	return b.String()
 }

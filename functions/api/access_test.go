@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/big"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -373,16 +374,23 @@ func TestAccessTable(t *testing.T) {
 	ss := signers(2)
 	a, bSigner := ss[0], ss[1]
 	const (
-		senderA = "sender-a@proj.iam.gserviceaccount.com"
-		readerA = "reader-a@proj.iam.gserviceaccount.com"
-		adminA  = "admin-a@proj.iam.gserviceaccount.com"
-		other   = "other@proj.iam.gserviceaccount.com"
+		senderA   = "sender-a@proj.iam.gserviceaccount.com"
+		readerA   = "reader-a@proj.iam.gserviceaccount.com"
+		adminA    = "admin-a@proj.iam.gserviceaccount.com"
+		approverA = "approver-a@proj.iam.gserviceaccount.com"
+		other     = "other@proj.iam.gserviceaccount.com"
+		held      = "held@proj.iam.gserviceaccount.com"
 	)
 	onA := []common.Address{a}
 	s.put(t, txm.Policy{Principal: senderA, Roles: []txm.Role{txm.RoleSender}, Signers: onA})
 	s.put(t, txm.Policy{Principal: readerA, Roles: []txm.Role{txm.RoleReader}, Signers: onA})
 	s.put(t, txm.Policy{Principal: adminA, Roles: []txm.Role{txm.RoleAdmin}, Signers: onA})
+	s.put(t, txm.Policy{Principal: approverA, Roles: []txm.Role{txm.RoleApprover}, Signers: onA})
 	s.put(t, txm.Policy{Principal: other, Roles: []txm.Role{txm.RoleSender}, AllSigners: true})
+	// Every create of held waits for more approvals of the approver role
+	// than the probes give.
+	s.put(t, txm.Policy{Principal: held, Roles: []txm.Role{txm.RoleSender}, AllSigners: true,
+		Approvals: []txm.ApprovalRule{{Above: big.NewInt(0), Required: 5, ApproverRole: txm.RoleApprover}}})
 	mk := func(who string, from common.Address) txView {
 		r := s.create(t, inst, transfer(from, 1, ""), s.bearer(who)...)
 		require.Equal(t, http.StatusAccepted, r.status, "%s", r.raw)
@@ -390,7 +398,17 @@ func TestAccessTable(t *testing.T) {
 		return r.tx
 	}
 	own, theirs, onB := mk(senderA, a), mk(other, a), mk(other, bSigner)
-	as := map[string]string{"sender": senderA, "reader": readerA, "admin": adminA}
+	waiting := func(from common.Address) txView {
+		r := s.create(t, inst, transfer(from, 1, ""), s.bearer(held)...)
+		require.Equal(t, http.StatusAccepted, r.status, "%s", r.raw)
+		require.Equal(t, txm.StatePendingApproval, r.tx.State, "%s", r.raw)
+		return r.tx
+	}
+	// One transaction waiting for approval per approval route (a rejection
+	// ends it), and one of signer B.
+	pending := map[string]txView{"approve": waiting(a), "reject": waiting(a)}
+	pendingB := waiting(bSigner)
+	as := map[string]string{"sender": senderA, "reader": readerA, "admin": adminA, "approver": approverA}
 
 	do := func(who, method, path string, body any) response {
 		return s.do(t, inst, method, path, body, s.bearer(who)...)
@@ -660,13 +678,42 @@ func TestAccessTable(t *testing.T) {
 		in, out := action(kind)
 		probes["POST /v1/transactions/{id}/"+kind] = probe{in: in, out: out}
 	}
+	for _, kind := range []string{"approve", "reject"} {
+		body := map[string]any{"reason": "probe"}
+		if kind == "approve" {
+			body = map[string]any{"comment": "probe"}
+		}
+		probes["POST /v1/transactions/{id}/"+kind] = probe{
+			in: func(who string) string {
+				r := do(who, http.MethodPost, "/v1/transactions/"+pending[kind].ID+"/"+kind, body)
+				switch {
+				case r.status == http.StatusOK:
+					return cellYes
+				case r.status == http.StatusForbidden && r.prob.Rule != "":
+					return "403 `" + r.prob.Rule + "`"
+				case r.status == http.StatusForbidden:
+					return "403 `" + strings.TrimPrefix(r.prob.Type, problemBase) + "`"
+				}
+				return fmt.Sprintf("%d %s", r.status, r.raw)
+			},
+			out: func(who string) string {
+				ghost := do(who, http.MethodPost, "/v1/transactions/"+unknownTx+"/"+kind, body)
+				r := do(who, http.MethodPost, "/v1/transactions/"+pendingB.ID+"/"+kind, body)
+				if r.status == http.StatusNotFound && reflect.DeepEqual(r.prob, ghost.prob) {
+					return cell404
+				}
+				return fmt.Sprintf("%d %s", r.status, r.raw)
+			},
+		}
+	}
 
 	for _, row := range accessRows() {
 		p, ok := probes[row.route]
 		if !assert.True(t, ok, "%s has no probe: add one", row.route) {
 			continue
 		}
-		for _, col := range []struct{ role, want string }{{"sender", row.a.sender}, {"reader", row.a.reader}, {"admin", row.a.admin}} {
+		for _, col := range []struct{ role, want string }{{"sender", row.a.sender}, {"reader", row.a.reader}, {"admin", row.a.admin},
+			{"approver", row.a.approver}} {
 			assert.Equal(t, col.want, p.in(as[col.role]), "%s as a %s of signer A", row.route, col.role)
 			if col.want == cellRole || row.a.outside == cellNone {
 				continue

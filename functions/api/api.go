@@ -59,6 +59,9 @@ type Deps struct {
 	Simulators map[uint64]txm.Simulator
 	Metrics    *metrics.Metrics
 	Log        *slog.Logger
+
+	// Approvals approves and rejects transactions that wait for approval.
+	Approvals Approvals
 }
 
 // Creator creates transactions: *app.CreateTx or *app.ShardedCreate.
@@ -92,15 +95,15 @@ type route struct {
 // request id, and left out of lists and the feed; a signer the caller's
 // policy does not name is refused 403 where the caller names it.
 var (
-	sendOnly    = access{roles: []txm.Role{txm.RoleSender}, sender: cellYes, reader: cellRole, admin: cellRole, outside: cellSigner}
-	readByID    = access{roles: []txm.Role{txm.RoleSender, txm.RoleReader}, sender: cellOwn, reader: cellYes, admin: cellYes, outside: cell404}
-	readList    = access{roles: []txm.Role{txm.RoleSender, txm.RoleReader}, sender: cellOwn, reader: cellYes, admin: cellYes, outside: cellSigner + " when named, else " + cellLeftOut}
-	readFeed    = access{roles: []txm.Role{txm.RoleSender, txm.RoleReader}, sender: cellOwn, reader: cellYes, admin: cellYes, outside: cellLeftOut}
-	readSigners = access{roles: []txm.Role{txm.RoleReader}, sender: cellRole, reader: cellYes, admin: cellYes, outside: cellLeftOut}
-	readSigner  = access{roles: []txm.Role{txm.RoleReader}, sender: cellRole, reader: cellYes, admin: cellYes, outside: cellSigner}
-	anyRole     = access{roles: txm.Roles, sender: cellYes, reader: cellYes, admin: cellYes, outside: cellNone}
-	actOnTx     = access{roles: []txm.Role{txm.RoleAdmin}, sender: cellRole, reader: cellRole, admin: cellYes, outside: cell404}
-	writePolicy = access{roles: []txm.Role{txm.RoleAdmin}, sender: cellRole, reader: cellRole, admin: cellYes, outside: cellSigner}
+	sendOnly    = access{roles: []txm.Role{txm.RoleSender}, sender: cellYes, reader: cellRole, admin: cellRole, approver: cellRole, outside: cellSigner}
+	readByID    = access{roles: []txm.Role{txm.RoleSender, txm.RoleReader}, sender: cellOwn, reader: cellYes, admin: cellYes, approver: cellYes, outside: cell404}
+	readList    = access{roles: []txm.Role{txm.RoleSender, txm.RoleReader}, sender: cellOwn, reader: cellYes, admin: cellYes, approver: cellYes, outside: cellSigner + " when named, else " + cellLeftOut}
+	readFeed    = access{roles: []txm.Role{txm.RoleSender, txm.RoleReader}, sender: cellOwn, reader: cellYes, admin: cellYes, approver: cellYes, outside: cellLeftOut}
+	readSigners = access{roles: []txm.Role{txm.RoleReader}, sender: cellRole, reader: cellYes, admin: cellYes, approver: cellYes, outside: cellLeftOut}
+	readSigner  = access{roles: []txm.Role{txm.RoleReader}, sender: cellRole, reader: cellYes, admin: cellYes, approver: cellYes, outside: cellSigner}
+	anyRole     = access{roles: txm.Roles, sender: cellYes, reader: cellYes, admin: cellYes, approver: cellYes, outside: cellNone}
+	actOnTx     = access{roles: []txm.Role{txm.RoleAdmin}, sender: cellRole, reader: cellRole, admin: cellYes, approver: cellRole, outside: cell404}
+	writePolicy = access{roles: []txm.Role{txm.RoleAdmin}, sender: cellRole, reader: cellRole, admin: cellYes, approver: cellRole, outside: cellSigner}
 	public      = access{}
 )
 
@@ -116,6 +119,8 @@ var routes = []route{
 	{http.MethodPost, "/v1/transactions/{id}/replace", actOnTx, actionRoute(txm.ActionReplace)},
 	{http.MethodPost, "/v1/transactions/{id}/cancel", actOnTx, actionRoute(txm.ActionCancelTx)},
 	{http.MethodGet, "/v1/transactions/{id}/actions", readByID, (*Handler).actions},
+	{http.MethodPost, "/v1/transactions/{id}/approve", decideOn, (*Handler).approve},
+	{http.MethodPost, "/v1/transactions/{id}/reject", decideOn, (*Handler).reject},
 	{http.MethodGet, "/v1/principals/{principal}/policy", writePolicy, (*Handler).getPolicy},
 	{http.MethodPut, "/v1/principals/{principal}/policy", writePolicy, (*Handler).putPolicy},
 	{http.MethodGet, "/v1/openapi.json", public, (*Handler).openapi},
@@ -124,8 +129,8 @@ var routes = []route{
 // NewHandler returns the API handler.
 func NewHandler(d Deps) (*Handler, error) {
 	if d.Auth == nil || d.Policies == nil || d.PolicyStore == nil || d.Create == nil || d.Queries == nil ||
-		d.Completions == nil || d.Actions == nil || d.ActionLog == nil || d.Operator == nil || d.Log == nil {
-		return nil, errors.New("new api handler: auth, policies, create, queries, completions, actions, operator and logger are required")
+		d.Completions == nil || d.Actions == nil || d.ActionLog == nil || d.Operator == nil || d.Log == nil || d.Approvals == nil {
+		return nil, errors.New("new api handler: auth, policies, create, queries, completions, actions, operator, approvals and logger are required")
 	}
 	h := &Handler{deps: d, mux: http.NewServeMux(), limits: newLimits(d.Config.Auth)}
 	for _, rt := range routes {
@@ -323,7 +328,11 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 	}
 	if s := q.Get("state"); s != "" {
 		if !txm.State(s).Valid() {
-			bad("state", "must be one of ALLOCATED, TRACKING, MINED, CONFIRMED, FAILED_FINAL, STUCK")
+			names := make([]string, len(txm.States))
+			for i, st := range txm.States {
+				names[i] = string(st)
+			}
+			bad("state", "must be one of "+strings.Join(names, ", "))
 		}
 		f.State = txm.State(s)
 	}

@@ -12,15 +12,17 @@ import (
 
 // completionView is one reported outcome on the wire.
 type completionView struct {
-	Seq       int64     `json:"seq"`
-	Type      string    `json:"type"`
-	TxID      string    `json:"txId"`
-	ChainID   uint64    `json:"chainId"`
-	Signer    string    `json:"signer"`
-	State     txm.State `json:"state"`
-	NewFork   bool      `json:"newFork"`
-	SubState  string    `json:"subState,omitempty"`
-	Nonce     uint64    `json:"nonce"`
+	Seq      int64     `json:"seq"`
+	Type     string    `json:"type"`
+	TxID     string    `json:"txId"`
+	ChainID  uint64    `json:"chainId"`
+	Signer   string    `json:"signer"`
+	State    txm.State `json:"state"`
+	NewFork  bool      `json:"newFork"`
+	SubState string    `json:"subState,omitempty"`
+	// Nonce is absent for a transaction that never got one (it ended
+	// while it waited for approval).
+	Nonce     *uint64   `json:"nonce,omitempty"`
 	Hash      *string   `json:"hash"`
 	CreatedAt time.Time `json:"createdAt"`
 	// Shard is the database the outcome was written in, when signers are

@@ -64,7 +64,7 @@ func TestIssue3_ConcurrentReplays(t *testing.T) {
 			id = r.tx.ID
 		}
 		assert.Equal(t, id, r.tx.ID, "every response names the same transaction")
-		assert.EqualValues(t, 3, r.tx.Nonce)
+		assert.EqualValues(t, 3, r.tx.nonce())
 	}
 	assert.Equal(t, 1, created, "exactly one 202")
 	assert.Equal(t, []int64{3}, b.nonces(t, signer), "exactly one row")
@@ -123,8 +123,8 @@ func TestIssue3_OneHotSigner(t *testing.T) {
 	seen := map[uint64]bool{}
 	for _, r := range resps {
 		require.Equal(t, http.StatusAccepted, r.status, "%s", r.raw)
-		require.False(t, seen[r.tx.Nonce], "nonce %d answered twice", r.tx.Nonce)
-		seen[r.tx.Nonce] = true
+		require.False(t, seen[r.tx.nonce()], "nonce %d answered twice", r.tx.nonce())
+		seen[r.tx.nonce()] = true
 	}
 	got := b.nonces(t, signer)
 	require.Len(t, got, n)
@@ -341,7 +341,7 @@ SELECT (SELECT count(*) FROM outbox WHERE topic = $1), (SELECT count(DISTINCT fe
 	// The client retries and succeeds, continuing the sequence.
 	retry := b.create(t, b.insts[0], transfer(signer, 10, "stalled-retry"))
 	require.Equal(t, http.StatusAccepted, retry.status, "%s", retry.raw)
-	assert.EqualValues(t, len(got), retry.tx.Nonce)
+	assert.EqualValues(t, len(got), retry.tx.nonce())
 }
 
 func TestIssue3_ChainAhead(t *testing.T) {
@@ -352,7 +352,7 @@ func TestIssue3_ChainAhead(t *testing.T) {
 
 	first := b.create(t, b.insts[0], transfer(signer, 1, ""))
 	require.Equal(t, http.StatusAccepted, first.status, "%s", first.raw)
-	assert.EqualValues(t, 500, first.tx.Nonce, "starts at the chain's pending nonce")
+	assert.EqualValues(t, 500, first.tx.nonce(), "starts at the chain's pending nonce")
 	require.EqualValues(t, 1, b.chain.pendingCalls.Load())
 
 	// The chain moves on, but inside nonceStateTimeout nobody asks it again:
@@ -382,21 +382,21 @@ func TestIssue3_ChainSyncExpires(t *testing.T) {
 	signer := signers(1)[0]
 	b.chain.setPending(signer, 5)
 	r := b.create(t, b.insts[0], transfer(signer, 1, ""))
-	require.EqualValues(t, 5, r.tx.Nonce)
+	require.EqualValues(t, 5, r.tx.nonce())
 	b.chain.setPending(signer, 40)
 	r = b.create(t, b.insts[1], transfer(signer, 1, ""))
-	require.EqualValues(t, 6, r.tx.Nonce, "the cached sync is still fresh")
+	require.EqualValues(t, 6, r.tx.nonce(), "the cached sync is still fresh")
 	calls := b.chain.pendingCalls.Load()
 	// sleep: the cached sync must grow older than NonceStateTimeout; that it is then asked again, once, is under test
 	time.Sleep(1600 * time.Millisecond)
 	r = b.create(t, b.insts[1], transfer(signer, 1, ""))
-	assert.EqualValues(t, 40, r.tx.Nonce, "a stale sync asks the chain, which is ahead")
+	assert.EqualValues(t, 40, r.tx.nonce(), "a stale sync asks the chain, which is ahead")
 	assert.Equal(t, calls+1, b.chain.pendingCalls.Load())
 	b.chain.setPending(signer, 3) // a chain behind the cursor never moves it back
 	// sleep: again past NonceStateTimeout, so that the chain is asked
 	time.Sleep(1600 * time.Millisecond)
 	r = b.create(t, b.insts[0], transfer(signer, 1, ""))
-	assert.EqualValues(t, 41, r.tx.Nonce)
+	assert.EqualValues(t, 41, r.tx.nonce())
 	assert.Equal(t, calls+2, b.chain.pendingCalls.Load())
 }
 

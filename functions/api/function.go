@@ -17,8 +17,8 @@ func init() { functions.HTTP("Api", Serve) }
 var lazy = deps.Lazy[*Handler]{Build: Build}
 
 // Build is the API handler over the process's dependencies: each shard
-// (the one database being the one shard) has its own create, actions and
-// feed use cases, and the handler routes a signer's work to its shard,
+// (the one database being the one shard) has its own create, actions,
+// approvals and feed use cases, and the handler routes a signer's work to its shard,
 // looks transaction ids up in the shard that holds them, and merges the
 // feeds.
 func Build(ctx context.Context, p *deps.Process) (*Handler, error) {
@@ -75,6 +75,25 @@ func Build(ctx context.Context, p *deps.Process) (*Handler, error) {
 		return nil, err
 	}
 	if d.Operator, err = app.NewShardedOperator(p.Router, operators, queries); err != nil {
+		return nil, err
+	}
+	approves, err := deps.PerShard(p, func(sh *deps.Shard) (*app.ApproveTx, error) {
+		finish, err := app.NewFinishApproval(sh.Store, creates[sh.Name], policies, sh.Relay, p.Log)
+		if err != nil {
+			return nil, err
+		}
+		return app.NewApproveTx(sh.Store, finish, policies, p.Log)
+	})
+	if err != nil {
+		return nil, err
+	}
+	rejects, err := deps.PerShard(p, func(sh *deps.Shard) (*app.RejectTx, error) {
+		return app.NewRejectTx(sh.Store, policies, sh.Relay, p.Log)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if d.Approvals, err = app.NewShardedApprovals(queries, approves, rejects); err != nil {
 		return nil, err
 	}
 	d.Queries, d.ActionLog = queries, queries

@@ -33,7 +33,7 @@ func TestIssue10_IntrinsicGas(t *testing.T) {
 	signer := signers(1)[0]
 	first := b.create(t, b.insts[0], transfer(signer, 1, ""))
 	require.Equal(t, http.StatusAccepted, first.status, "%s", first.raw)
-	require.EqualValues(t, 0, first.tx.Nonce)
+	require.EqualValues(t, 0, first.tx.nonce())
 	before := b.counts(t)
 
 	call := func(gas uint64, data string) map[string]any {
@@ -72,10 +72,10 @@ func TestIssue10_IntrinsicGas(t *testing.T) {
 	// At the intrinsic gas exactly, the create goes through, with the next nonce.
 	r := b.create(t, b.insts[0], call(21040, "0x01"))
 	require.Equal(t, http.StatusAccepted, r.status, "%s", r.raw)
-	assert.EqualValues(t, 1, r.tx.Nonce)
+	assert.EqualValues(t, 1, r.tx.nonce())
 	r = b.create(t, b.insts[0], creation(53018, "0x60"))
 	require.Equal(t, http.StatusAccepted, r.status, "%s", r.raw)
-	assert.EqualValues(t, 2, r.tx.Nonce)
+	assert.EqualValues(t, 2, r.tx.nonce())
 	assert.Equal(t, []int64{0, 1, 2}, b.nonces(t, signer))
 }
 
@@ -102,7 +102,7 @@ func TestIssue10_EstimateInsufficientFunds(t *testing.T) {
 	}
 	first := b.create(t, b.insts[0], pay("1000"))
 	require.Equal(t, http.StatusAccepted, first.status, "%s", first.raw)
-	require.EqualValues(t, 0, first.tx.Nonce)
+	require.EqualValues(t, 0, first.tx.nonce())
 	before := b.counts(t)
 
 	r := b.create(t, b.insts[0], pay("2000000000000000000"))
@@ -115,7 +115,7 @@ func TestIssue10_EstimateInsufficientFunds(t *testing.T) {
 
 	next := b.create(t, b.insts[0], pay("1"))
 	require.Equal(t, http.StatusAccepted, next.status, "%s", next.raw)
-	assert.EqualValues(t, 1, next.tx.Nonce, "no nonce was consumed")
+	assert.EqualValues(t, 1, next.tx.nonce(), "no nonce was consumed")
 }
 
 // TestIssue44_EstimationErrors: a create whose gas estimate fails in the EVM
@@ -163,7 +163,7 @@ func TestIssue44_EstimationErrors(t *testing.T) {
 	}
 	first := b.create(t, b.insts[0], call(common.HexToAddress("0x000000000000000000000000000000000000dEaD"), ""))
 	require.Equal(t, http.StatusAccepted, first.status, "%s", first.raw)
-	require.EqualValues(t, 0, first.tx.Nonce)
+	require.EqualValues(t, 0, first.tx.nonce())
 	before := b.counts(t)
 
 	for _, c := range []struct {
@@ -219,7 +219,7 @@ func TestIssue44_EstimationErrors(t *testing.T) {
 	withGas["gasLimit"] = 50_000
 	r := b.create(t, b.insts[0], withGas)
 	require.Equal(t, http.StatusAccepted, r.status, "%s", r.raw)
-	assert.EqualValues(t, 1, r.tx.Nonce)
+	assert.EqualValues(t, 1, r.tx.nonce())
 
 	// An endpoint that is gone.
 	proxy.Close()

@@ -62,12 +62,19 @@ var (
 	probInternal         = problemType{"internal", "Internal error", http.StatusInternalServerError}
 	probUnavailable      = problemType{"unavailable", "Service unavailable", http.StatusServiceUnavailable}
 	probOutcomeUnknown   = problemType{"outcome-unknown", "Outcome unknown", http.StatusServiceUnavailable}
+
+	// The answers of an approval or a rejection that is not made.
+	probSelfApproval       = problemType{"self-approval", "Own request", http.StatusForbidden}
+	probNotApprover        = problemType{"not-an-approver", "Not an approver", http.StatusForbidden}
+	probAlreadyDecided     = problemType{"already-decided", "Already decided", http.StatusConflict}
+	probNotPendingApproval = problemType{"not-pending-approval", "Not waiting for approval", http.StatusConflict}
 )
 
 // problemTypes lists every problem type.
 var problemTypes = []problemType{probMalformed, probUnauthenticated, probForbidden, probNotFound, probRequestIDUsed,
 	probActionIDUsed, probActionNotAllowed, probTooLarge, probUnsupportedMedia, probInvalid, probExecutionFailed,
-	probReverted, probRateLimited, probInternal, probUnavailable, probOutcomeUnknown}
+	probReverted, probRateLimited, probInternal, probUnavailable, probOutcomeUnknown,
+	probSelfApproval, probNotApprover, probAlreadyDecided, probNotPendingApproval}
 
 // problem is a problem of type k, with detail.
 func (k problemType) problem(detail string) problem {

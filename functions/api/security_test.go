@@ -211,14 +211,14 @@ func TestIssue11_Authorization(t *testing.T) {
 	r = s.create(t, s.insts[0], transfer(granted, 1, ""), as...)
 	require.Equal(t, http.StatusForbidden, r.status, "%s", r.raw)
 	assert.Equal(t, txm.RuleHourlyCount, r.prob.Rule, "the seventh of at most six an hour")
-	requireContiguous(t, s.nonces(t, granted), int64(ok.tx.Nonce), "refused creates consumed no nonce")
+	requireContiguous(t, s.nonces(t, granted), int64(ok.tx.nonce()), "refused creates consumed no nonce")
 	assert.Len(t, s.nonces(t, granted), 6)
 
 	// Another sender, whose policy allows more, gets the next nonce with no gap.
 	s.put(t, txm.Policy{Principal: "treasury@proj.iam.gserviceaccount.com", Roles: []txm.Role{txm.RoleSender}, AllSigners: true})
 	r = s.create(t, s.insts[1], transfer(granted, 5000, ""), s.bearer("treasury@proj.iam.gserviceaccount.com")...)
 	require.Equal(t, http.StatusAccepted, r.status, "%s", r.raw)
-	assert.Equal(t, ok.tx.Nonce+6, r.tx.Nonce)
+	assert.Equal(t, ok.tx.nonce()+6, r.tx.nonce())
 
 	// A reader of one signer sees nothing of another's.
 	s.put(t, txm.Policy{Principal: readerEmail, Roles: []txm.Role{txm.RoleReader}, Signers: []common.Address{other}})
@@ -584,5 +584,5 @@ func TestIssue11_LeaseQueueOutlastsLockTimeout(t *testing.T) {
 	t.Logf("create queued behind the lease answered %d after %s (lock_timeout 300ms)", r.status, time.Since(start).Round(time.Millisecond))
 	assert.Equal(t, http.StatusAccepted, r.status, "%s", r.raw)
 	assert.GreaterOrEqual(t, time.Since(start), 900*time.Millisecond, "it did wait for the lease row")
-	assert.EqualValues(t, 1, r.tx.Nonce)
+	assert.EqualValues(t, 1, r.tx.nonce())
 }

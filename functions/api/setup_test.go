@@ -210,8 +210,10 @@ func (b *bundle) newInstance(t *testing.T, name, url string) *instance {
 	require.NoError(t, err)
 	feed, err := app.NewMergedCompletions(app.OneDatabase(), map[string]*app.FollowCompletions{"": follow})
 	require.NoError(t, err)
+	approvals := oneShardApprovals(t, store, create, policies, nil, log)
 	h, err := NewHandler(Deps{Config: cfg, Auth: authn, Policies: policies, PolicyStore: policyStore, Create: create, Queries: store,
-		Completions: feed, Actions: actions, ActionLog: store, Operator: store, Nonces: map[uint64]txm.NonceSource{testChain: reader}, Metrics: m, Log: log})
+		Completions: feed, Actions: actions, ActionLog: store, Operator: store, Nonces: map[uint64]txm.NonceSource{testChain: reader}, Metrics: m, Log: log,
+		Approvals: approvals})
 	require.NoError(t, err)
 	var served http.Handler = h
 	if b.mount != "" {
@@ -368,4 +370,30 @@ func testLog() *slog.Logger {
 		return logging.New(os.Stderr, "warn", "")
 	}
 	return logging.Discard()
+}
+
+// nonce is the view's nonce; a transaction without one (it waits for
+// approval) reads as the largest uint64, which no test expects.
+func (v txView) nonce() uint64 {
+	if v.Nonce == nil {
+		return ^uint64(0)
+	}
+	return *v.Nonce
+}
+
+// oneShardApprovals are the approval use cases over one database's store.
+func oneShardApprovals(t testing.TB, store *postgres.Store, create *app.CreateTx, policies *app.Policies, relay *app.Relay,
+	log *slog.Logger) *app.ShardedApprovals {
+	t.Helper()
+	queries, err := app.NewShardedQueries(app.OneDatabase(), map[string]app.ShardStore{"": store})
+	require.NoError(t, err)
+	finish, err := app.NewFinishApproval(store, create, policies, relay, log)
+	require.NoError(t, err)
+	approve, err := app.NewApproveTx(store, finish, policies, log)
+	require.NoError(t, err)
+	reject, err := app.NewRejectTx(store, policies, relay, log)
+	require.NoError(t, err)
+	approvals, err := app.NewShardedApprovals(queries, map[string]*app.ApproveTx{"": approve}, map[string]*app.RejectTx{"": reject})
+	require.NoError(t, err)
+	return approvals
 }

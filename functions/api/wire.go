@@ -297,7 +297,7 @@ type txView struct {
 	ChainID              uint64          `json:"chainId"`
 	From                 string          `json:"from"`
 	To                   *string         `json:"to"`
-	Nonce                uint64          `json:"nonce"`
+	Nonce                *uint64         `json:"nonce,omitempty"` // absent while (or because) it holds none
 	State                txm.State       `json:"state"`
 	SubState             string          `json:"subState,omitempty"`
 	RequestID            *string         `json:"requestId"`
@@ -313,10 +313,10 @@ type txView struct {
 	Attempts             int             `json:"attempts"`
 	Receipt              *receiptView    `json:"receipt,omitempty"`
 	LastError            string          `json:"lastError,omitempty"`
-	// Effects are what the create's simulation showed the transaction
-	// moves or allows; a plain transfer's is its value. Every reader of a
-	// transaction reads its simulation with it; nil (omitted) only for a
-	// transaction read without it.
+	// Effects are what the transaction's simulation showed it moves or
+	// allows (at create, or at its last approval); a plain transfer's is
+	// its value. Every reader of a transaction reads its simulation with
+	// it; nil (omitted) only for a transaction read without it.
 	Effects *[]txm.Effect `json:"effects,omitempty"`
 	// Simulation is how the create was simulated ("simulateV1",
 	// "call+estimate"); omitted for a plain transfer, which needs none.
@@ -326,6 +326,49 @@ type txView struct {
 	SimulationRevert string    `json:"simulationRevert,omitempty"`
 	CreatedAt        time.Time `json:"createdAt"`
 	UpdatedAt        time.Time `json:"updatedAt"`
+
+	// Approval is what the transaction waits for (PENDING_APPROVAL), or
+	// waited for, before it got a nonce; absent when it needed none.
+	Approval *approvalView `json:"approval,omitempty"`
+}
+
+// approvalView is a transaction's approval on the wire: the rule it waits
+// for (M, and the named approvers or their role), until when, the
+// approvals so far and the rejection that ended it.
+type approvalView struct {
+	Required     int             `json:"required"`
+	Approvers    []string        `json:"approvers,omitempty"`
+	ApproverRole txm.Role        `json:"approverRole,omitempty"`
+	ExpiresAt    time.Time       `json:"expiresAt"`
+	Approvals    []approvalEntry `json:"approvals"`
+	Rejection    *rejectionEntry `json:"rejection,omitempty"`
+}
+
+type approvalEntry struct {
+	Principal string    `json:"principal"`
+	At        time.Time `json:"at"`
+	Comment   string    `json:"comment,omitempty"`
+}
+
+type rejectionEntry struct {
+	Principal string    `json:"principal"`
+	At        time.Time `json:"at"`
+	Reason    string    `json:"reason"`
+}
+
+func viewApproval(a *txm.Approval) *approvalView {
+	if a == nil {
+		return nil
+	}
+	v := &approvalView{Required: a.Required, Approvers: a.Approvers, ApproverRole: a.ApproverRole, ExpiresAt: a.ExpiresAt.UTC(),
+		Approvals: []approvalEntry{}}
+	for _, d := range a.Approvals() {
+		v.Approvals = append(v.Approvals, approvalEntry{Principal: d.Principal, At: d.At.UTC(), Comment: d.Text})
+	}
+	if r := a.Rejection(); r != nil {
+		v.Rejection = &rejectionEntry{Principal: r.Principal, At: r.At.UTC(), Reason: r.Text}
+	}
+	return v
 }
 
 type receiptView struct {
@@ -338,12 +381,17 @@ type receiptView struct {
 
 func viewTx(t *txm.Tx) txView {
 	v := txView{
-		ID: t.ID, ChainID: t.ChainID, From: txm.CanonicalAddress(t.From), Nonce: t.Nonce, State: t.State,
+		ID: t.ID, ChainID: t.ChainID, From: txm.CanonicalAddress(t.From), State: t.State,
 		SubState: t.SubState, Value: "0", Data: "0x" + hex.EncodeToString(t.Data), Metadata: t.Metadata,
 		ReorgCount: t.ReorgCount, Attempts: t.Attempts, LastError: t.LastError,
 		CreatedAt: t.CreatedAt.UTC(), UpdatedAt: t.UpdatedAt.UTC(),
 		MaxFeePerGas: bigString(t.MaxFeePerGas), MaxPriorityFeePerGas: bigString(t.MaxPriorityFeePerGas), GasPrice: bigString(t.GasPrice),
 	}
+	if !t.NoNonce {
+		n := t.Nonce
+		v.Nonce = &n
+	}
+	v.Approval = viewApproval(t.Approval)
 	if t.To != nil {
 		s := txm.CanonicalAddress(*t.To)
 		v.To = &s

@@ -3,8 +3,10 @@
 // (TXFENCE_RESUBMIT_BUDGET, passes TXFENCE_RESUBMIT_PASS_INTERVAL apart):
 // re-prompts ALLOCATED work whose backoff ran out, bumps the fees of
 // transactions not mined in time, rebroadcasts, reports STUCK, works STUCK
-// transactions through the stuck-resolution policy, and carries out pending
-// admin actions. It signs, so it needs the signers' keys.
+// transactions through the stuck-resolution policy, carries out pending
+// admin actions, and expires the transactions whose approval expired (or
+// allocates those that have their approvals and still wait). It signs, so
+// it needs the signers' keys.
 package resubmit
 
 import (
@@ -65,8 +67,35 @@ func Build(ctx context.Context, p *deps.Process) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	_, policies, err := p.Auth(ctx)
+	if err != nil {
+		return nil, err
+	}
+	readers := map[uint64]app.ChainReader{}
+	for id, c := range p.Chains {
+		readers[id] = c
+	}
 	by, err := deps.PerShard(p, func(sh *deps.Shard) (*app.SweepResubmit, error) {
-		return app.NewSweepResubmit(sh.Store, sh.Store.Leases(), p.ChainPorts(), signers, hook, sh.Relay, p.Config.Resubmit(), p.Metrics, p.Log)
+		sweep, err := app.NewSweepResubmit(sh.Store, sh.Store.Leases(), p.ChainPorts(), signers, hook, sh.Relay, p.Config.Resubmit(), p.Metrics, p.Log)
+		if err != nil {
+			return nil, err
+		}
+		// What waits for approval is expired, or allocated once it has its
+		// approvals, by each pass: the allocation is a create's.
+		create, err := app.NewCreateTx(sh.Store, readers, sh.Relay, policies, p.Config.Create(), p.Metrics, p.Log)
+		if err != nil {
+			return nil, err
+		}
+		finish, err := app.NewFinishApproval(sh.Store, create, policies, sh.Relay, p.Log)
+		if err != nil {
+			return nil, err
+		}
+		approvals, err := app.NewSweepApprovals(sh.Store, finish, sh.Relay, p.Log)
+		if err != nil {
+			return nil, err
+		}
+		sweep.SetApprovals(approvals)
+		return sweep, nil
 	})
 	if err != nil {
 		return nil, err

@@ -49,6 +49,13 @@
 -- (window_watch, or one this batch checks a signer's window of) counts its
 -- worst-case cost under the signer's native key.
 --
+-- A request flagged r_pending is a transaction that waited for approval
+-- (PENDING_APPROVAL, without a nonce) and has its approvals: r_id names
+-- its row, which is numbered in place rather than inserted, under the same
+-- lease, caps and usage as a create; when the row no longer waits (another
+-- approver's allocation numbered it, or it ended) it is answered as
+-- existing.
+--
 -- The lease rows must exist (the caller inserts a new signer's first, in
 -- its own statement, so that the locks here are only ever taken in one
 -- order). Errors: SQLSTATE TF001 fenced (MESSAGE names the write:
@@ -95,7 +102,8 @@ CREATE OR REPLACE FUNCTION txfence_allocate(
     w_amount     text[],   -- what the request counts in it (wei, or token units)
     w_max_amount text[],   -- null: no cap on the amount
     w_max_count  int[],    -- null: no cap on the count
-    w_label      text[])   -- names the window in the refusal
+    w_label      text[],   -- names the window in the refusal
+    r_pending    bool[])   -- true: r_id is a held (PENDING_APPROVAL) row that has its approvals, numbered in place
 RETURNS TABLE (o_idx int, o_outcome text, o_tx_id uuid, o_nonce bigint, o_rule text,
     o_group int, o_token bigint, o_acquired text, o_outbox_id bigint, o_created_at timestamptz,
     o_contended bool)
@@ -178,6 +186,9 @@ BEGIN
                   IS NOT TRUE) THEN
         RAISE EXCEPTION 'txfence_allocate: bad arguments' USING ERRCODE = '22023';
     END IF;
+    IF cardinality(r_pending) IS DISTINCT FROM v_requests THEN
+        RAISE EXCEPTION 'txfence_allocate: bad arguments' USING ERRCODE = '22023';
+    END IF;
 
     -- Lock every signer's lease row, in (chain, signer) order, and judge it:
     -- renewed (ours and live), taken over (expired by more than the skew, or
@@ -220,25 +231,45 @@ BEGIN
     -- other owner can take them meanwhile, so the lease is ours until
     -- v_deadline and its row is written once, at the end, as released.
 
+    -- The held rows of approved requests, locked in id order: a rejection,
+    -- an expiry or another approver's allocation of one waits for this call,
+    -- and this call sees what such a write committed before it.
+    IF true = ANY (r_pending) THEN
+        PERFORM 1 FROM managed_tx t
+        WHERE t.id IN (SELECT u.id FROM unnest(r_id, r_pending) AS u(id, p) WHERE u.p)
+        ORDER BY t.id
+        FOR UPDATE;
+    END IF;
+
     -- Where each signer's nonces start (max(cursor, the chain's pending
     -- nonce where it was asked), 0 for a new signer), and the idempotency
     -- re-check under the lease: a request id that exists (in the database,
-    -- or earlier in this batch) is answered by that row.
+    -- or earlier in this batch) is answered by that row. An approved
+    -- request (whose request id the caller leaves out) is created while its
+    -- row still waits, and otherwise answered by that row: another
+    -- approver's allocation numbered it, or it ended, or an earlier request
+    -- of this batch is that row's (two approvers of one instance).
     SELECT (SELECT array_agg(coalesce(greatest((
                     SELECT c.next_nonce FROM signer_nonce_cursor c WHERE c.chain_id = u.c AND c.signer = u.s), u.p), 0) ORDER BY u.g)
             FROM unnest(s_chain, s_signer, s_pending) WITH ORDINALITY AS u(c, s, p, g)),
-           array_agg(CASE WHEN x.existing IS NOT NULL OR x.first <> x.idx THEN 'existing' ELSE 'created' END ORDER BY x.idx),
+           array_agg(CASE WHEN x.pending THEN CASE WHEN x.waiting AND x.first = x.idx THEN 'created' ELSE 'existing' END
+                          WHEN x.existing IS NOT NULL OR x.first <> x.idx THEN 'existing' ELSE 'created' END ORDER BY x.idx),
            array_agg(coalesce(x.existing, r_id[x.first]) ORDER BY x.idx),
            bool_or(x.capped)
     INTO v_base, v_outcome, v_tx, v_capped
     FROM (
         SELECT r.idx::int AS idx,
-            CASE WHEN r.rid IS NULL THEN r.idx::int ELSE min(r.idx::int) OVER (PARTITION BY r.g, r.rid) END AS first,
+            CASE WHEN r_pending[r.idx] THEN min(r.idx::int) OVER (PARTITION BY r_pending[r.idx], r_id[r.idx])
+                 WHEN r.rid IS NULL THEN r.idx::int ELSE min(r.idx::int) OVER (PARTITION BY r.g, r.rid) END AS first,
             CASE WHEN r.lookup AND r.rid IS NOT NULL THEN (
                 SELECT e.id FROM managed_tx e
                 WHERE e.chain_id = s_chain[r.g] AND e.signer = s_signer[r.g] AND e.request_id = r.rid)
             END AS existing,
-            r.hc IS NOT NULL OR r.hv IS NOT NULL OR r.dc IS NOT NULL OR r.dv IS NOT NULL AS capped
+            r.hc IS NOT NULL OR r.hv IS NOT NULL OR r.dc IS NOT NULL OR r.dv IS NOT NULL AS capped,
+            coalesce(r_pending[r.idx], false) AS pending,
+            CASE WHEN r_pending[r.idx] THEN EXISTS (
+                SELECT 1 FROM managed_tx e WHERE e.id = r_id[r.idx] AND e.state = 'PENDING_APPROVAL')
+            END AS waiting
         FROM unnest(r_group, r_request_id, r_lookup, r_hour_count, r_hour_value, r_day_count, r_day_value)
             WITH ORDINALITY AS r(g, rid, lookup, hc, hv, dc, dv, idx)) x;
 
@@ -408,7 +439,10 @@ BEGIN
     END IF;
 
     -- The rows, with contiguous nonces in request order per signer, each
-    -- with who created it under which token.
+    -- with who created it under which token. An approved request's held row
+    -- is numbered in place, with its gas limit and fee ceiling as judged now
+    -- and a history row; the simulation it was held with makes way for the
+    -- one it was judged by now (the caller writes it with the call).
     WITH req AS (
         SELECT r.*, r.idx::int AS i,
             CASE WHEN r.o = 'created'
@@ -425,10 +459,22 @@ BEGIN
             coalesce(req.data, '\x'), req.gas, req.max_fee::numeric, req.max_prio::numeric, req.gas_price::numeric,
             req.meta::jsonb, 'ALLOCATED', req.p, v_token[req.g], p_owner, v_token[req.g], now(), now(), req.fc::numeric
         FROM req
-        WHERE req.o = 'created'
+        WHERE req.o = 'created' AND NOT coalesce(r_pending[req.i], false)
         ORDER BY req.i
-        RETURNING id)
-    SELECT (SELECT count(*) FROM ins), (SELECT array_agg(req.n ORDER BY req.i) FROM req),
+        RETURNING id),
+    upd AS (
+        UPDATE managed_tx t
+        SET nonce = req.n, state = 'ALLOCATED', fencing_token = v_token[req.g], gas_limit = req.gas,
+            fee_ceiling = req.fc::numeric, updated_at = now()
+        FROM req
+        WHERE req.o = 'created' AND r_pending[req.i] AND t.id = req.id AND t.state = 'PENDING_APPROVAL'
+        RETURNING t.id, t.fencing_token),
+    approved AS (
+        INSERT INTO tx_history (tx_id, from_state, to_state, reason, owner, fencing_token)
+        SELECT upd.id, 'PENDING_APPROVAL', 'ALLOCATED', 'approved', p_owner, upd.fencing_token FROM upd),
+    resimulated AS (
+        DELETE FROM tx_simulation s USING upd WHERE s.tx_id = upd.id)
+    SELECT (SELECT count(*) FROM ins) + (SELECT count(*) FROM upd), (SELECT array_agg(req.n ORDER BY req.i) FROM req),
            (SELECT count(*) FROM req WHERE req.o = 'created')
     INTO v_inserted, v_nonce, v_created;
     IF v_inserted <> v_created OR clock_timestamp() >= v_deadline THEN

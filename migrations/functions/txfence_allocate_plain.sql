@@ -58,7 +58,8 @@ CREATE OR REPLACE FUNCTION txfence_allocate_plain(
     w_amount     text[],
     w_max_amount text[],
     w_max_count  int[],
-    w_label      text[])
+    w_label      text[],
+    r_pending    bool[])   -- true: an approved transaction's held row (txfence_allocate's; never in a plain batch)
 RETURNS TABLE (o_idx int, o_outcome text, o_tx_id uuid, o_nonce bigint, o_rule text,
     o_group int, o_token bigint, o_acquired text, o_outbox_id bigint, o_created_at timestamptz,
     o_contended bool)
@@ -110,6 +111,11 @@ BEGIN
        OR EXISTS (SELECT 1 FROM unnest(w_req, w_scope, w_asset, w_amount) AS w(req, scope, asset, amount)
             WHERE (w.req BETWEEN 1 AND v_requests AND w.scope = 's' AND w.asset IS NOT NULL AND w.amount IS NOT NULL) IS NOT TRUE)
        OR r_group[1] IS DISTINCT FROM 1 OR r_group[v_requests] IS DISTINCT FROM v_signers THEN
+        RAISE EXCEPTION 'txfence_allocate_plain: not a plain batch' USING ERRCODE = '22023';
+    END IF;
+    -- An approved transaction numbers the row it was held in, which only
+    -- txfence_allocate does.
+    IF cardinality(r_pending) IS DISTINCT FROM v_requests OR (true = ANY (r_pending)) IS NOT FALSE THEN
         RAISE EXCEPTION 'txfence_allocate_plain: not a plain batch' USING ERRCODE = '22023';
     END IF;
     FOR v_i IN 2 .. v_requests LOOP

@@ -103,6 +103,8 @@ func (c *CreateTx) simulateBatch(ctx context.Context, batch []*waiter, refuse fu
 // policy makes simulation advisory, in which case a revert is recorded and
 // the caller's gas limit signed with. Then come the checks that need the
 // gas: the policy's rules on the effects and the caps on gas and cost.
+// Last, a create that passed them all and that a rule of the policy holds
+// for approval answers *heldForApproval.
 func (c *CreateTx) judge(w *waiter, res txm.SimResult) error {
 	r, pol := w.req, w.sim.pol
 	r.Simulation = res.Method
@@ -144,7 +146,13 @@ func (c *CreateTx) judge(w *waiter, res txm.SimResult) error {
 	if err := c.checkEffects(pol, r); err != nil {
 		return err
 	}
-	return c.checkCost(pol, r)
+	if err := c.checkCost(pol, r); err != nil {
+		return err
+	}
+	if rule := approvalFor(pol, r); rule != nil {
+		return &heldForApproval{rule: *rule}
+	}
+	return nil
 }
 
 // plainEffects are the effects of a create that is not simulated (a plain

@@ -35,6 +35,8 @@ type ChainReader interface {
 type CreateStore interface {
 	txm.Allocator
 	FindByRequestID(ctx context.Context, chainID uint64, signer common.Address, requestID string) (*txm.Tx, error)
+	// Hold is txm.ApprovalStore's: a create held for approval.
+	Hold(ctx context.Context, h txm.Hold) (*txm.Tx, bool, error)
 }
 
 // CreateTx allocates nonces for create requests. Requests wait in the
@@ -164,6 +166,15 @@ func (c *CreateTx) execute(ctx context.Context, who txm.Principal, r *txm.Reques
 			return txm.Created{}, v
 		}
 	}
+	return c.judgeAndQueue(ctx, who, pol, r, txID.String())
+}
+
+// judgeAndQueue is what a create does once it is known to be new: it is
+// simulated (in its allocation batch) or, for a plain transfer, estimated,
+// judged by the creator's policy, and allocated, or held for approval when
+// a rule of the policy requires it (hold). A request approved at last goes
+// the same way, apart from the hold.
+func (c *CreateTx) judgeAndQueue(ctx context.Context, who txm.Principal, pol txm.Policy, r *txm.Request, txID string) (txm.Created, error) {
 	simulate, err := c.needsSimulation(ctx, r, pol)
 	if err != nil {
 		return txm.Created{}, err
@@ -172,7 +183,7 @@ func (c *CreateTx) execute(ctx context.Context, who txm.Principal, r *txm.Reques
 		// Simulated with the other calls of its allocation batch, in one
 		// request, before it gets a nonce (runBatch); the checks that need
 		// its gas run then (judge).
-		return c.queue(ctx, who, pol, r, txID.String(), true)
+		return c.queue(ctx, who, pol, r, txID, true)
 	}
 	if r.GasLimit == 0 || !pol.SkipEstimation {
 		// A given gas limit is the call's: the node says whether it is
@@ -214,7 +225,10 @@ func (c *CreateTx) execute(ctx context.Context, who txm.Principal, r *txm.Reques
 	if err := c.checkCost(pol, r); err != nil {
 		return txm.Created{}, err
 	}
-	return c.queue(ctx, who, pol, r, txID.String(), false)
+	if rule := approvalFor(pol, r); rule != nil {
+		return c.hold(ctx, who, r, txID, *rule)
+	}
+	return c.queue(ctx, who, pol, r, txID, false)
 }
 
 // checkCost is what a create must pass once its gas limit is known: the
@@ -240,7 +254,10 @@ func (c *CreateTx) queue(ctx context.Context, who txm.Principal, pol txm.Policy,
 		caps = map[string]txm.Policy{who.ID: pol}
 	}
 	created, err := c.enqueue(ctx, r, txID, caps, sim)
+	var held *heldForApproval
 	switch {
+	case errors.As(err, &held): // its simulation showed it needs approval
+		return c.hold(ctx, who, r, txID, held.rule)
 	case err != nil:
 		return created, err
 	case created.Outcome == txm.OutcomeRefused:
@@ -513,6 +530,10 @@ func (c *CreateTx) recover(ctx context.Context, w *waiter, err error) (txm.Creat
 	for {
 		existing, ferr := c.store.FindByRequestID(rctx, w.req.ChainID, w.req.From, w.req.RequestID)
 		switch {
+		case ferr == nil && w.req.Approved && existing.State == txm.StatePendingApproval:
+			// An approved request's row exists before its allocation: it
+			// still waits, so the allocation did not commit.
+			return txm.Created{}, fmt.Errorf("%w: the commit did not happen", txm.ErrUnavailable)
 		case ferr == nil && existing.ID == w.txID:
 			return txm.Created{Outcome: txm.OutcomeCreated, Tx: existing}, nil // it committed
 		case ferr == nil:

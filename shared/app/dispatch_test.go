@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/big"
 	"sync"
@@ -39,6 +40,10 @@ func (s *recordingStore) CursorState(context.Context, uint64, common.Address) (t
 
 func (s *recordingStore) FindByRequestID(context.Context, uint64, common.Address, string) (*txm.Tx, error) {
 	return nil, txm.ErrNotFound
+}
+
+func (s *recordingStore) Hold(context.Context, txm.Hold) (*txm.Tx, bool, error) {
+	return nil, false, errors.New("no approvals here")
 }
 
 func (s *recordingStore) Allocate(_ context.Context, batches []txm.AllocationBatch) ([][]txm.Created, []int64, error) {

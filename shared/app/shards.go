@@ -248,3 +248,44 @@ func (s *ShardedActions) Execute(ctx context.Context, r txm.ActionRequest) (txm.
 	}
 	return s.by[name].Execute(ctx, r)
 }
+
+// ShardedApprovals is ApproveTx and RejectTx routed by the transaction's
+// shard, found as ShardedActions finds it.
+type ShardedApprovals struct {
+	q       *ShardedQueries
+	approve map[string]*ApproveTx
+	reject  map[string]*RejectTx
+}
+
+// NewShardedApprovals returns the router over one ApproveTx and one
+// RejectTx per shard.
+func NewShardedApprovals(q *ShardedQueries, approve map[string]*ApproveTx, reject map[string]*RejectTx) (*ShardedApprovals, error) {
+	if q == nil {
+		return nil, errors.New("new sharded approvals: queries are required")
+	}
+	if err := checkShards("approve", q.r, approve); err != nil {
+		return nil, err
+	}
+	if err := checkShards("reject", q.r, reject); err != nil {
+		return nil, err
+	}
+	return &ShardedApprovals{q: q, approve: approve, reject: reject}, nil
+}
+
+// Approve approves txID in its shard (ApproveTx).
+func (s *ShardedApprovals) Approve(ctx context.Context, who txm.Principal, pol txm.Policy, txID, comment string) (*txm.Tx, error) {
+	name, _, err := s.q.locate(ctx, txID)
+	if err != nil {
+		return nil, err
+	}
+	return s.approve[name].Execute(ctx, who, pol, txID, comment)
+}
+
+// Reject rejects txID in its shard (RejectTx).
+func (s *ShardedApprovals) Reject(ctx context.Context, who txm.Principal, pol txm.Policy, txID, reason string) (*txm.Tx, error) {
+	name, _, err := s.q.locate(ctx, txID)
+	if err != nil {
+		return nil, err
+	}
+	return s.reject[name].Execute(ctx, who, pol, txID, reason)
+}

@@ -30,7 +30,10 @@ import (
 //     resubmit interval, and reports STUCK the next nonce to be mined when it
 //     was rebroadcast too often or is pending too long;
 //   - works every STUCK transaction whose backoff ran out through the
-//     stuck-resolution policy (resolveStuck).
+//     stuck-resolution policy (resolveStuck);
+//   - with SetApprovals, expires the transactions whose approval expired
+//     and allocates those that have their approvals and still wait
+//     (SweepApprovals).
 //
 // Transactions below the chain's latest nonce are mined (or their nonce was
 // taken by another transaction): receipts and the finality sweep decide.
@@ -51,7 +54,13 @@ type SweepResubmit struct {
 	// reported 0 rather than left at its last age.
 	pendingMu sync.Mutex
 	pending   map[txm.SignerRef]bool
+
+	approvals *SweepApprovals // nil: approvals are swept elsewhere
 }
+
+// SetApprovals makes every pass sweep the transactions that wait for
+// approval too.
+func (s *SweepResubmit) SetApprovals(a *SweepApprovals) { s.approvals = a }
 
 // NewSweepResubmit returns the use case. relay may be nil; a nil hook is the
 // default (noop) policy.
@@ -88,6 +97,9 @@ type ResubmitStats struct {
 	Replaced    int // replacement attempts accepted by a node
 	Stuck       int // transactions that entered STUCK
 	Recovered   int // STUCK transactions TRACKING again
+
+	ApprovalsFinished int // approved transactions allocated, or ended at approval
+	ApprovalsExpired  int // transactions whose approval expired
 }
 
 func (st *ResubmitStats) add(o ResubmitStats) {
@@ -98,6 +110,8 @@ func (st *ResubmitStats) add(o ResubmitStats) {
 	st.Replaced += o.Replaced
 	st.Stuck += o.Stuck
 	st.Recovered += o.Recovered
+	st.ApprovalsFinished += o.ApprovalsFinished
+	st.ApprovalsExpired += o.ApprovalsExpired
 }
 
 // Run sweeps pass after pass for budget, pausing interval between passes,
@@ -118,6 +132,14 @@ func (s *SweepResubmit) Run(ctx context.Context, budget, interval time.Duration)
 // were swept.
 func (s *SweepResubmit) Pass(ctx context.Context) (ResubmitStats, error) {
 	var st ResubmitStats
+	var errs []error
+	if s.approvals != nil {
+		var err error
+		st.ApprovalsFinished, st.ApprovalsExpired, err = s.approvals.Execute(ctx)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("approvals: %w", err))
+		}
+	}
 	ages, err := s.store.OldestPending(ctx)
 	if err != nil {
 		return st, err
@@ -137,7 +159,6 @@ func (s *SweepResubmit) Pass(ctx context.Context) (ResubmitStats, error) {
 	if err != nil {
 		return st, err
 	}
-	var errs []error
 	for _, ref := range refs {
 		chain, ok := s.chains[ref.ChainID]
 		sig := s.signers[ref.Signer]

@@ -54,11 +54,11 @@ const (
 	allocateSQL = `SELECT o_idx, o_outcome, o_tx_id::text, o_nonce, o_rule, o_group, o_token, o_acquired, o_outbox_id, o_created_at,
     o_contended
 FROM txfence_allocate($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
-    $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35)`
+    $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36)`
 	allocatePlainSQL = `SELECT o_idx, o_outcome, o_tx_id::text, o_nonce, o_rule, o_group, o_token, o_acquired, o_outbox_id,
     o_created_at, o_contended
 FROM txfence_allocate_plain($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
-    $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35)`
+    $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36)`
 )
 
 // Allocate implements txm.Allocator with one call of txfence_allocate (or
@@ -167,11 +167,14 @@ func (s *Store) callAllocate(ctx context.Context, a *allocationArgs, batches []t
 }
 
 // insertSimulationsSQL writes the simulations of a batch's requests whose
-// rows the allocation created (not the replays and refusals).
+// rows the allocation created (not the replays and refusals). An approved
+// request's row keeps the simulation it has unless the allocation numbered
+// it, which removed the one it was held with.
 const insertSimulationsSQL = `INSERT INTO tx_simulation (tx_id, method, effects, revert)
 SELECT u.id, u.method, u.effects::jsonb, u.revert
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[]) AS u(id, method, effects, revert)
-WHERE EXISTS (SELECT 1 FROM managed_tx t WHERE t.id = u.id)`
+WHERE EXISTS (SELECT 1 FROM managed_tx t WHERE t.id = u.id)
+ON CONFLICT (tx_id) DO NOTHING`
 
 // simulations are tx_simulation's rows for a batch, as arrays.
 type simulations struct {
@@ -453,6 +456,7 @@ type allocationArgs struct {
 	wPeriod, wMaxAmount []*string
 	wAmount, wLabel     []string
 	wMaxCount           []*int32
+	pending             []bool // per request: an approved transaction's held row, numbered in place
 
 	batch, index  []int // per request: its batch and its index there
 	signerRequest []int // per signer: the index of its first request
@@ -485,8 +489,16 @@ func newAllocationArgs(batches []txm.AllocationBatch) *allocationArgs {
 				id = uuid.Must(uuid.NewV7()).String()
 			}
 			a.id = append(a.id, &id)
-			a.requestID = append(a.requestID, optional(r.RequestID))
-			a.lookup = append(a.lookup, r.RequestID != "" && !r.MadeUpID)
+			if r.Approved {
+				// Its row is named by id and has the request id already: no
+				// look-up, and no other request of the batch may be taken
+				// for a copy of it.
+				a.requestID, a.lookup = append(a.requestID, nil), append(a.lookup, false)
+			} else {
+				a.requestID = append(a.requestID, optional(r.RequestID))
+				a.lookup = append(a.lookup, r.RequestID != "" && !r.MadeUpID)
+			}
+			a.pending = append(a.pending, r.Approved)
 			fp := r.Fingerprint()
 			a.fp = append(a.fp, fp[:])
 			var to *string
@@ -582,11 +594,14 @@ func windowRule(s string) (rule string, index int, ok bool) {
 }
 
 // plain says whether the batch is plain: no request id to look up, no
-// principal capped and no window to check (each signer's requests are
-// together, as newAllocationArgs puts them).
+// principal capped, no window to check and no approved request (each
+// signer's requests are together, as newAllocationArgs puts them).
 func (a *allocationArgs) plain() bool {
 	for i := range a.group {
 		if a.lookup[i] || a.hourCount[i] != nil || a.hourValue[i] != nil || a.dayCount[i] != nil || a.dayValue[i] != nil {
+			return false
+		}
+		if a.pending[i] {
 			return false
 		}
 	}
@@ -612,7 +627,8 @@ func (a *allocationArgs) args(owner string, lease config.Lease, topic string) []
 	return []any{owner, lease.Duration, lease.ClockSkew, topic, a.sChain, a.sSigner, a.sPending,
 		a.group, a.id, a.requestID, a.lookup, a.fp, a.to, a.value, a.data, a.gas, a.maxFee, a.maxPrio, a.gasPrice,
 		a.meta, a.principal, a.hourCount, a.hourValue, a.dayCount, a.dayValue, a.feeCeiling, a.cost,
-		a.wReq, a.wScope, a.wAsset, a.wPeriod, a.wAmount, a.wMaxAmount, a.wMaxCount, a.wLabel}
+		a.wReq, a.wScope, a.wAsset, a.wPeriod, a.wAmount, a.wMaxAmount, a.wMaxCount, a.wLabel,
+		a.pending}
 }
 
 // optional is s, nil when empty (a NULL).

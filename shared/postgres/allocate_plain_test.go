@@ -237,9 +237,12 @@ func TestAllocate_PlainOnlyForPlainBatches(t *testing.T) {
 	plain := newAllocationArgs(batch(madeUp(a1), madeUp(a1), madeUp(a2)))
 	assert.True(t, plain.plain(), "made-up ids, no caps")
 	assert.Equal(t, allocatePlainSQL, plain.sql())
+	approvedReq := madeUp(a1)
+	approvedReq.Approved = true
 	for name, a := range map[string]*allocationArgs{
 		"a request id of the caller's": newAllocationArgs(batch(madeUp(a1), allocRequest(a1, "", "mine", 1))),
 		"a capped principal":           newAllocationArgs(capped),
+		"an approved request":          newAllocationArgs(batch(madeUp(a1), approvedReq)),
 	} {
 		assert.False(t, a.plain(), name)
 		assert.Equal(t, allocateSQL, a.sql(), name)

@@ -52,7 +52,8 @@ WITH u AS (
 // pendingInsert is the statement (or data-modifying CTE) that records, as
 // pending, one reported outcome for each row of src, a relation with
 // columns id, chain_id, signer, state, sub_state ("" or NULL for none),
-// nonce, hash (NULL for none) and fork, in the order of order; shard is
+// nonce (NULL for a transaction that never got one: the message has
+// none), hash (NULL for none) and fork, in the order of order; shard is
 // the text expression naming this database's shard ("" with one
 // database). The message is txm.CompletionMessage as JSON (its seq and
 // newFork are set when it is numbered) and the attributes are the
@@ -186,13 +187,18 @@ ORDER BY c.seq LIMIT $2`, after, limit, only, f.Principal)
 	var out []txm.Completion
 	for rows.Next() {
 		var c txm.Completion
-		var chainID, nonce int64
+		var chainID int64
+		var nonce *int64 // NULL: it ended before it got one
 		var signer, state string
 		var hash *string
 		if err := rows.Scan(&c.Seq, &c.TxID, &chainID, &signer, &state, &c.NewFork, &c.SubState, &nonce, &hash, &c.CreatedAt, &c.Principal); err != nil {
 			return nil, fmt.Errorf("completions: %w", translate(err))
 		}
-		c.ChainID, c.Signer, c.State, c.Nonce = uint64(chainID), common.HexToAddress(signer), txm.State(state), uint64(nonce)
+		c.ChainID, c.Signer, c.State = uint64(chainID), common.HexToAddress(signer), txm.State(state)
+		if nonce != nil {
+			n := uint64(*nonce)
+			c.Nonce = &n
+		}
 		if hash != nil {
 			h := common.HexToHash(*hash)
 			c.Hash = &h

@@ -314,7 +314,8 @@ func TestWriteCompletions_MessagesAreTheFeedsOwn(t *testing.T) {
 		require.Len(t, got, len(done), "in the order given")
 		for i, f := range done {
 			want := txm.CompletionMessage{Type: txm.EventFor(txm.State(f.state)), TxID: f.id, ChainID: uint64(f.chainID),
-				Signer: f.signer, State: txm.State(f.state), SubState: f.subState, Nonce: uint64(f.nonce), Shard: shard}
+				Signer: f.signer, State: txm.State(f.state), SubState: f.subState, Nonce: new(uint64), Shard: shard}
+			*want.Nonce = uint64(f.nonce)
 			if f.hash != nil {
 				want.Hash = *f.hash
 			}

@@ -20,7 +20,7 @@ import (
 	"github.com/txfence/txfence/shared/txm"
 )
 
-var schemaTables = []string{"signer_lease", "signer_nonce_cursor", "managed_tx", "tx_attempt", "tx_history", "outbox", "tx_completion", "tx_action", "api_key", "principal_policy", "principal_usage", "audit_log", "shard_identity", "shard_map", "completion_pending", "reported_block", "tx_simulation", "window_usage", "window_watch"}
+var schemaTables = []string{"signer_lease", "signer_nonce_cursor", "managed_tx", "tx_attempt", "tx_history", "outbox", "tx_completion", "tx_action", "api_key", "principal_policy", "principal_usage", "audit_log", "shard_identity", "shard_map", "completion_pending", "reported_block", "tx_simulation", "window_usage", "window_watch", "tx_approval", "tx_approval_decision"}
 
 func TestIssue2_Migrations(t *testing.T) {
 	t.Parallel()

@@ -25,6 +25,10 @@ var (
 	moveReorg     = move{from: []txm.State{txm.StateMined}, to: []txm.State{txm.StateTracking}}
 	moveReopen    = move{from: []txm.State{txm.StateConfirmed, txm.StateFailedFinal}, to: []txm.State{txm.StateTracking}}
 	moveConsumed  = move{from: []txm.State{txm.StateAllocated, txm.StateTracking, txm.StateStuck}, to: []txm.State{txm.StateFailedFinal}}
+	// moveEndApproval ends a transaction that waits for approval, without
+	// a nonce: rejected, expired, or refused when checked at approval. (Its
+	// allocation, PENDING_APPROVAL → ALLOCATED, is txfence_allocate's.)
+	moveEndApproval = move{from: []txm.State{txm.StatePendingApproval}, to: []txm.State{txm.StateFailedFinal}}
 	// moveOpen is not a move: it touches an open transaction without
 	// changing its state (backoff, rebroadcast stamps, replacement attempts),
 	// so only its guard is used.
@@ -32,7 +36,7 @@ var (
 
 	// moves lists every move, for the test.
 	moves = map[string]move{"broadcast": moveBroadcast, "stuck": moveStuck, "mined": moveMined, "final": moveFinal,
-		"reorg": moveReorg, "reopen": moveReopen, "consumed": moveConsumed}
+		"reorg": moveReorg, "reopen": moveReopen, "consumed": moveConsumed, "end_approval": moveEndApproval}
 )
 
 // state is the SQL literal of target, one of the states the move may leave

@@ -33,7 +33,8 @@ LEFT JOIN LATERAL (
 func scanTx(row pgx.Row, extra ...any) (*txm.Tx, error) {
 	var (
 		t                                          txm.Tx
-		chainID, nonce                             int64
+		chainID                                    int64
+		nonce                                      *int64 // NULL while (or because) it waits for approval
 		signer                                     string
 		requestID, to, subState, lastErr, bhash    *string
 		value                                      string
@@ -53,7 +54,12 @@ func scanTx(row pgx.Row, extra ...any) (*txm.Tx, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.ChainID, t.Nonce = uint64(chainID), uint64(nonce)
+	t.ChainID = uint64(chainID)
+	if nonce != nil {
+		t.Nonce = uint64(*nonce)
+	} else {
+		t.NoNonce = true
+	}
 	t.From = common.HexToAddress(signer)
 	if to != nil {
 		a := common.HexToAddress(*to)
@@ -104,21 +110,35 @@ func deref(s *string) string {
 	return *s
 }
 
-// simColumns and simJoin read a transaction's simulation beside it, in
-// the same query, for one row or a page: the scanned values go to
-// scanTxSim.
-const (
-	simColumns = `, sim.method, sim.effects, sim.revert`
-	simJoin    = `
-LEFT JOIN tx_simulation sim ON sim.tx_id = t.id`
-)
+// detailColumns are what the API shows of a transaction beyond
+// txColumns: its simulation, when it had one, and its approval, when it
+// needed one, with the decisions so far (detailFrom joins them).
+const detailColumns = txColumns + `, sim.method, sim.effects, sim.revert,
+    ap.asset, ap.above::text, ap.required, ap.approvers, ap.approver_role, ap.expires_at, ap.gas_estimated,
+    coalesce(ap.error_abi, ''),
+    CASE WHEN ap.tx_id IS NOT NULL THEN (
+        SELECT jsonb_agg(jsonb_build_object('principal', d.principal, 'decision', d.decision, 'text', coalesce(d.text, ''),
+            'at', d.at) ORDER BY d.at, d.principal)
+        FROM tx_approval_decision d WHERE d.tx_id = t.id)
+    END`
 
-// scanTxSim is scanTx of a row read with simColumns: the transaction with
-// its simulation, when it had one.
-func scanTxSim(row pgx.Row) (*txm.Tx, error) {
-	var method, revert *string
-	var effects []byte
-	t, err := scanTx(row, &method, &effects, &revert)
+// detailFrom is txFrom with the simulation and the approval.
+const detailFrom = txFrom + `
+LEFT JOIN tx_simulation sim ON sim.tx_id = t.id
+LEFT JOIN tx_approval ap ON ap.tx_id = t.id`
+
+// scanDetail reads a row of detailColumns.
+func scanDetail(row pgx.Row) (*txm.Tx, error) {
+	var (
+		method, revert, asset, above, role, errorABI *string
+		effects, decisions                           []byte
+		required                                     *int32
+		approvers                                    []string
+		expires                                      *time.Time
+		estimated                                    *bool
+	)
+	t, err := scanTx(row, &method, &effects, &revert, &asset, &above, &required, &approvers, &role, &expires, &estimated,
+		&errorABI, &decisions)
 	if err != nil {
 		return nil, err
 	}
@@ -129,13 +149,39 @@ func scanTxSim(row pgx.Row) (*txm.Tx, error) {
 			return nil, fmt.Errorf("tx %s: effects: %w", t.ID, err)
 		}
 	}
+	if required != nil {
+		a := &txm.Approval{Asset: deref(asset), Above: parseBig(above), Required: int(*required), Approvers: approvers,
+			ApproverRole: txm.Role(deref(role)), ErrorABI: deref(errorABI)}
+		if expires != nil {
+			a.ExpiresAt = *expires
+		}
+		if estimated != nil {
+			a.GasEstimated = *estimated
+		}
+		if len(decisions) > 0 {
+			var ds []struct {
+				Principal string    `json:"principal"`
+				Decision  string    `json:"decision"`
+				Text      string    `json:"text"`
+				At        time.Time `json:"at"`
+			}
+			if err := json.Unmarshal(decisions, &ds); err != nil {
+				return nil, fmt.Errorf("tx %s: approval decisions: %w", t.ID, err)
+			}
+			for _, d := range ds {
+				a.Decisions = append(a.Decisions, txm.ApprovalDecision{Principal: d.Principal, Decision: txm.Decision(d.Decision),
+					Text: d.Text, At: d.At})
+			}
+		}
+		t.Approval = a
+	}
 	return t, nil
 }
 
 // GetTx implements txm.TxQueries: the transaction with its simulation,
-// when it had one.
+// when it had one, and its approval, when it needed one.
 func (s *Store) GetTx(ctx context.Context, id string) (*txm.Tx, error) {
-	t, err := scanTxSim(s.pool.QueryRow(ctx, `SELECT `+txColumns+simColumns+` FROM `+txFrom+simJoin+` WHERE t.id = $1::uuid`, id))
+	t, err := scanDetail(s.pool.QueryRow(ctx, `SELECT `+detailColumns+` FROM `+detailFrom+` WHERE t.id = $1::uuid`, id))
 	if err != nil {
 		return nil, fmt.Errorf("get tx %s: %w", id, translate(err))
 	}
@@ -145,14 +191,14 @@ func (s *Store) GetTx(ctx context.Context, id string) (*txm.Tx, error) {
 // txsByID reads the transactions of ids that exist, with their
 // simulations.
 func (s *Store) txsByID(ctx context.Context, ids []string) ([]*txm.Tx, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+txColumns+simColumns+` FROM `+txFrom+simJoin+` WHERE t.id = ANY($1::uuid[])`, ids)
+	rows, err := s.pool.Query(ctx, `SELECT `+detailColumns+` FROM `+detailFrom+` WHERE t.id = ANY($1::uuid[])`, ids)
 	if err != nil {
 		return nil, translate(err)
 	}
 	defer rows.Close()
 	var out []*txm.Tx
 	for rows.Next() {
-		t, err := scanTxSim(rows)
+		t, err := scanDetail(rows)
 		if err != nil {
 			return nil, translate(err)
 		}
@@ -164,7 +210,7 @@ func (s *Store) txsByID(ctx context.Context, ids []string) ([]*txm.Tx, error) {
 // FindByRequestID implements txm.TxQueries: the transaction with its
 // simulation, which a replay's answer shows.
 func (s *Store) FindByRequestID(ctx context.Context, chainID uint64, signer common.Address, requestID string) (*txm.Tx, error) {
-	t, err := scanTxSim(s.pool.QueryRow(ctx, `SELECT `+txColumns+simColumns+` FROM `+txFrom+simJoin+`
+	t, err := scanDetail(s.pool.QueryRow(ctx, `SELECT `+detailColumns+` FROM `+detailFrom+`
 WHERE t.chain_id = $1 AND t.signer = $2 AND t.request_id = $3`, int64(chainID), txm.CanonicalAddress(signer), requestID))
 	if err != nil {
 		return nil, fmt.Errorf("find tx by request id: %w", translate(err))
@@ -173,7 +219,7 @@ WHERE t.chain_id = $1 AND t.signer = $2 AND t.request_id = $3`, int64(chainID), 
 }
 
 // ListTxs implements txm.TxQueries: ordered by id (time-ordered UUIDv7),
-// each with its simulation, read in the same query as the page.
+// each with its simulation and approval.
 func (s *Store) ListTxs(ctx context.Context, f txm.TxFilter) ([]*txm.Tx, error) {
 	var where []string
 	var args []any
@@ -213,7 +259,7 @@ func (s *Store) ListTxs(ctx context.Context, f txm.TxFilter) ([]*txm.Tx, error) 
 	if limit <= 0 {
 		limit = 50
 	}
-	q := `SELECT ` + txColumns + simColumns + ` FROM ` + txFrom + simJoin
+	q := `SELECT ` + detailColumns + ` FROM ` + detailFrom
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
@@ -226,7 +272,7 @@ func (s *Store) ListTxs(ctx context.Context, f txm.TxFilter) ([]*txm.Tx, error) 
 	defer rows.Close()
 	var out []*txm.Tx
 	for rows.Next() {
-		t, err := scanTxSim(rows)
+		t, err := scanDetail(rows)
 		if err != nil {
 			return nil, fmt.Errorf("list txs: %w", translate(err))
 		}

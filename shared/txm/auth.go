@@ -51,10 +51,15 @@ const (
 	// replace, cancel), read what a reader of them reads, and write
 	// policies within its own signers.
 	RoleAdmin Role = "admin"
+	// RoleApprover may approve or reject the transactions of its signers
+	// that wait for approval under a rule that names the role (approverRole),
+	// and reads what a reader of them reads, so that it sees what it
+	// decides on. It never decides on its own requests.
+	RoleApprover Role = "approver"
 )
 
 // Roles lists every role.
-var Roles = []Role{RoleSender, RoleReader, RoleAdmin}
+var Roles = []Role{RoleSender, RoleReader, RoleAdmin, RoleApprover}
 
 // Limit bounds what a principal sends from one signer in a rolling window.
 // A nil Value or a zero Count does not limit.
@@ -129,13 +134,19 @@ type Policy struct {
 	MaxWaits  int
 	CreatedAt time.Time
 	CreatedBy string
+
+	// Approvals are the rules above whose thresholds the principal's
+	// transactions wait for approval (ApprovalFor).
+	Approvals []ApprovalRule
 }
 
-// Has reports whether the policy grants role. Admin implies reader (an
-// admin reads what it acts on); sender implies nothing: what a sender reads
-// of its own transactions is CanRead's to say.
+// Has reports whether the policy grants role. Admin and approver imply
+// reader (an admin reads what it acts on, an approver what it decides on);
+// sender implies nothing: what a sender reads of its own transactions is
+// CanRead's to say.
 func (p Policy) Has(role Role) bool {
-	return slices.Contains(p.Roles, role) || role == RoleReader && slices.Contains(p.Roles, RoleAdmin)
+	return slices.Contains(p.Roles, role) ||
+		role == RoleReader && (slices.Contains(p.Roles, RoleAdmin) || slices.Contains(p.Roles, RoleApprover))
 }
 
 // CoversSigner reports whether the policy names signer.
@@ -186,11 +197,11 @@ func (p Policy) Validate() error {
 		v.Add("principal", "is required (at most 320 characters)")
 	}
 	if len(p.Roles) == 0 {
-		v.Add("roles", "give at least one of sender, reader, admin")
+		v.Add("roles", "give at least one of sender, reader, admin, approver")
 	}
 	for _, r := range p.Roles {
 		if !slices.Contains(Roles, r) {
-			v.Add("roles", "%q is not one of sender, reader, admin", r)
+			v.Add("roles", "%q is not one of sender, reader, admin, approver", r)
 		}
 	}
 	for name, w := range map[string]*big.Int{"maxValue": p.MaxValue, "hourly.value": p.Hourly.Value, "daily.value": p.Daily.Value,
@@ -207,6 +218,7 @@ func (p Policy) Validate() error {
 	}
 	p.validateTokens(v)
 	p.validateWindows(v)
+	p.validateApprovals(v)
 	return v.Err()
 }
 

@@ -50,9 +50,9 @@ type Completion struct {
 	ChainID   uint64
 	Signer    common.Address
 	State     State
-	NewFork   bool   // an earlier reported outcome of this transaction is superseded
-	SubState  string // why: cancelled, nonce_consumed_externally, reverted, the STUCK reason
-	Nonce     uint64
+	NewFork   bool    // an earlier reported outcome of this transaction is superseded
+	SubState  string  // why: cancelled, nonce_consumed_externally, reverted, the STUCK reason
+	Nonce     *uint64 // nil for a transaction that never got one (it ended waiting for approval)
 	Hash      *common.Hash
 	CreatedAt time.Time
 	// Principal created the transaction ("" when unknown); it selects a
@@ -70,8 +70,11 @@ type CompletionMessage struct {
 	State    State     `json:"state"`
 	NewFork  bool      `json:"newFork"`
 	SubState string    `json:"subState,omitempty"`
-	Nonce    uint64    `json:"nonce"`
-	Hash     string    `json:"hash,omitempty"`
+	// Nonce is absent for a transaction that never got one: it ended while
+	// it waited for approval (rejected, approval_expired,
+	// reverted_at_approval, refused_at_approval).
+	Nonce *uint64 `json:"nonce,omitempty"`
+	Hash  string  `json:"hash,omitempty"`
 	// Shard names the database the outcome was written in when signers are
 	// sharded (TXFENCE_DATABASES): Seq counts per shard, so consumers
 	// deduplicate by (shard, seq). Absent with one database.

@@ -37,6 +37,10 @@ type policyJSON struct {
 	MaxWaits             int             `json:"maxWaits,omitempty"`
 	CreatedAt            *time.Time      `json:"createdAt,omitempty"`
 	CreatedBy            string          `json:"createdBy,omitempty"`
+
+	// Approvals: the rules above whose thresholds a transaction waits for
+	// approval.
+	Approvals []approvalRuleJSON `json:"approvals,omitempty"`
 }
 
 // tokenRuleJSON is a TokenRule on the wire: an object, so that a rolling
@@ -58,6 +62,20 @@ type windowJSON struct {
 	Period    string      `json:"period"`
 	MaxAmount string      `json:"maxAmount,omitempty"`
 	MaxCount  *int        `json:"maxCount,omitempty"`
+}
+
+// approvalRuleJSON is an ApprovalRule on the wire: the asset ("native" or
+// a token address), the threshold as a decimal string (wei, or token
+// units), the approvers (principals) or their role, and the expiry as a Go
+// duration ("1h", "36h").
+type approvalRuleJSON struct {
+	Asset        string   `json:"asset"`
+	ChainID      uint64   `json:"chainId,omitempty"`
+	Above        string   `json:"above"`
+	Required     int      `json:"required"`
+	Approvers    []string `json:"approvers,omitempty"`
+	ApproverRole Role     `json:"approverRole,omitempty"`
+	ExpiresIn    string   `json:"expiresIn,omitempty"`
 }
 
 // The values of a policy's "simulation".
@@ -116,6 +134,14 @@ func (p Policy) MarshalJSON() ([]byte, error) {
 			wj.MaxCount = &n
 		}
 		j.Windows = append(j.Windows, wj)
+	}
+	for _, r := range p.Approvals {
+		a := approvalRuleJSON{Asset: r.Asset(), ChainID: r.ChainID, Above: weiText(r.Above), Required: r.Required,
+			Approvers: r.Approvers, ApproverRole: r.ApproverRole}
+		if r.ExpiresIn != 0 {
+			a.ExpiresIn = r.ExpiresIn.String()
+		}
+		j.Approvals = append(j.Approvals, a)
 	}
 	if !p.CreatedAt.IsZero() {
 		t := p.CreatedAt.UTC()
@@ -194,6 +220,9 @@ func (p *Policy) UnmarshalJSON(b []byte) error {
 	}
 	out.TokenRecipients = parseAddressList(v, "tokenRecipients", j.TokenRecipients)
 	out.Spenders = parseAddressList(v, "spenders", j.Spenders)
+	for i, r := range j.Approvals {
+		out.Approvals = append(out.Approvals, parseApprovalRule(v, fmt.Sprintf("approvals[%d]", i), r))
+	}
 	if err := v.Err(); err != nil {
 		return err
 	}
@@ -241,6 +270,40 @@ func parseWindow(v *ValidationError, field string, wj windowJSON) Window {
 		w.MaxCount = *wj.MaxCount
 	}
 	return w
+}
+
+// parseApprovalRule reads one approval rule; the rules between its fields
+// are Validate's.
+func parseApprovalRule(v *ValidationError, field string, j approvalRuleJSON) ApprovalRule {
+	r := ApprovalRule{ChainID: j.ChainID, Required: j.Required, Approvers: j.Approvers, ApproverRole: j.ApproverRole}
+	switch j.Asset {
+	case AssetNative:
+	case "":
+		v.Add(field+".asset", "is required: %q or a token address", AssetNative)
+	default:
+		a, err := ParseAddress(j.Asset)
+		if err != nil {
+			v.Add(field+".asset", "must be %q or a token address: %v", AssetNative, err)
+		}
+		r.Token = &a
+	}
+	if j.Above == "" {
+		v.Add(field+".above", "is required: a non-negative decimal threshold (wei, or token units)")
+	} else if n, ok := new(big.Int).SetString(j.Above, 10); !ok || n.Sign() < 0 {
+		v.Add(field+".above", "must be a non-negative decimal number, got %q", j.Above)
+	} else {
+		r.Above = n
+	}
+	if j.ExpiresIn != "" {
+		d, err := time.ParseDuration(j.ExpiresIn)
+		if err != nil || d <= 0 || d > MaxApprovalExpiry {
+			v.Add(field+".expiresIn", "must be a positive duration of at most %s (such as \"1h\" or \"36h\"), got %q",
+				MaxApprovalExpiry, j.ExpiresIn)
+		} else {
+			r.ExpiresIn = d
+		}
+	}
+	return r
 }
 
 // addressList is a list's wire form: nil stays absent, empty stays [].

@@ -6,6 +6,14 @@ import "fmt"
 type State string
 
 const (
+	// StatePendingApproval: the transaction passed every check and waits
+	// for the approvals its creator's policy requires above a threshold
+	// (Approval). It holds no nonce, so it holds up none of its signer's
+	// other transactions: at its last approval it is simulated and checked
+	// again and allocated the signer's next nonce (ALLOCATED); a rejection,
+	// an expiry or a failure of those checks ends it FAILED_FINAL without a
+	// nonce.
+	StatePendingApproval State = "PENDING_APPROVAL"
 	// StateAllocated: a nonce is assigned and the transaction is stored; it has
 	// not been signed or broadcast yet.
 	StateAllocated State = "ALLOCATED"
@@ -29,7 +37,7 @@ const (
 )
 
 // States lists every state, in lifecycle order.
-var States = []State{StateAllocated, StateTracking, StateMined, StateConfirmed, StateFailedFinal, StateStuck}
+var States = []State{StatePendingApproval, StateAllocated, StateTracking, StateMined, StateConfirmed, StateFailedFinal, StateStuck}
 
 // Valid reports whether s is a declared state.
 func (s State) Valid() bool {
@@ -49,14 +57,16 @@ func (s State) Terminal() bool { return s == StateConfirmed || s == StateFailedF
 // transitions lists the legal moves. A reorg moves MINED (or, deeper than
 // the confirmation depth, a reported outcome) back to TRACKING. An open
 // transaction whose nonce another transaction took (the key was used outside
-// txfence) ends FAILED_FINAL without a receipt of its own.
+// txfence) ends FAILED_FINAL without a receipt of its own. A transaction
+// waiting for approval is allocated a nonce, or ends without one.
 var transitions = map[State][]State{
-	StateAllocated:   {StateTracking, StateStuck, StateFailedFinal},
-	StateTracking:    {StateTracking, StateMined, StateStuck, StateFailedFinal},
-	StateMined:       {StateConfirmed, StateFailedFinal, StateTracking},
-	StateStuck:       {StateTracking, StateMined, StateStuck, StateFailedFinal},
-	StateConfirmed:   {StateTracking},
-	StateFailedFinal: {StateTracking},
+	StatePendingApproval: {StateAllocated, StateFailedFinal},
+	StateAllocated:       {StateTracking, StateStuck, StateFailedFinal},
+	StateTracking:        {StateTracking, StateMined, StateStuck, StateFailedFinal},
+	StateMined:           {StateConfirmed, StateFailedFinal, StateTracking},
+	StateStuck:           {StateTracking, StateMined, StateStuck, StateFailedFinal},
+	StateConfirmed:       {StateTracking},
+	StateFailedFinal:     {StateTracking},
 }
 
 // CanMove reports whether from → to is a legal transition.

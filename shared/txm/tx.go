@@ -49,6 +49,11 @@ type Request struct {
 	// SimulationRevert is the decoded reason of a simulation that reverted
 	// and was accepted anyway (an advisory simulation policy); "" otherwise.
 	SimulationRevert string
+	// Approved says the request is that of a transaction held for approval
+	// (PENDING_APPROVAL) that has its approvals: its allocation numbers that
+	// transaction's row rather than writing a new one. Not part of the
+	// fingerprint.
+	Approved bool
 }
 
 // WorstCaseCost is the most the transaction can take from its signer on a
@@ -132,6 +137,12 @@ type Tx struct {
 	ID      string
 	Request // what was asked
 	Nonce   uint64
+	// NoNonce says the transaction holds no nonce (Nonce is meaningless):
+	// it waits for approval, or ended before it was allocated one.
+	NoNonce bool
+	// Approval is what the transaction waits for, or waited for, before it
+	// got a nonce; nil for a transaction that needed no approval.
+	Approval *Approval
 
 	Fingerprint [32]byte
 	State       State

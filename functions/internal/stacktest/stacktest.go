@@ -148,9 +148,12 @@ type Node struct {
 	Resubmit *app.SweepResubmit
 	Create   *app.CreateTx
 	Policies *app.Policies
-	Metrics  *metrics.Metrics
-	Log      *slog.Logger
-	APIURL   string
+	// Approvals sweeps what waits for approval (every Resubmit pass runs
+	// it too).
+	Approvals *app.SweepApprovals
+	Metrics   *metrics.Metrics
+	Log       *slog.Logger
+	APIURL    string
 }
 
 // Node builds an instance named name (its instance id and lease owner prefix).
@@ -230,10 +233,23 @@ func (w *World) Node(t *testing.T, name string) *Node {
 	require.NoError(t, err)
 	feed, err := app.NewMergedCompletions(app.OneDatabase(), map[string]*app.FollowCompletions{"": follow})
 	require.NoError(t, err)
+	queries, err := app.NewShardedQueries(app.OneDatabase(), map[string]app.ShardStore{"": store})
+	require.NoError(t, err)
+	finish, err := app.NewFinishApproval(store, n.Create, n.Policies, relay, log)
+	require.NoError(t, err)
+	approve, err := app.NewApproveTx(store, finish, n.Policies, log)
+	require.NoError(t, err)
+	reject, err := app.NewRejectTx(store, n.Policies, relay, log)
+	require.NoError(t, err)
+	approvals, err := app.NewShardedApprovals(queries, map[string]*app.ApproveTx{"": approve}, map[string]*app.RejectTx{"": reject})
+	require.NoError(t, err)
+	n.Approvals, err = app.NewSweepApprovals(store, finish, relay, log)
+	require.NoError(t, err)
+	n.Resubmit.SetApprovals(n.Approvals)
 	h, err := api.NewHandler(api.Deps{Config: cfg, Auth: authn, Policies: n.Policies, PolicyStore: policyStore, Create: n.Create,
 		Queries: store, Completions: feed, Actions: actions, ActionLog: store, Operator: store,
 		Views: map[uint64]txm.ChainView{evmtest.ChainID: client}, Simulators: map[uint64]txm.Simulator{evmtest.ChainID: client},
-		Metrics: m, Log: log})
+		Metrics: m, Log: log, Approvals: approvals})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
