@@ -332,10 +332,13 @@ type txView struct {
 	Approval *approvalView `json:"approval,omitempty"`
 }
 
-// approvalView is a transaction's approval on the wire: the rule it waits
-// for (M, and the named approvers or their role), until when, the
-// approvals so far and the rejection that ended it.
+// approvalView is a transaction's approval on the wire: who asked, the
+// rule it waits for (M, and the named approvers or their role), until
+// when, the approvals so far and the rejection that ended it.
 type approvalView struct {
+	// Requester is the principal that created the transaction: an
+	// approver decides knowing who asks, and never decides on its own.
+	Requester    string          `json:"requester,omitempty"`
 	Required     int             `json:"required"`
 	Approvers    []string        `json:"approvers,omitempty"`
 	ApproverRole txm.Role        `json:"approverRole,omitempty"`
@@ -356,11 +359,11 @@ type rejectionEntry struct {
 	Reason    string    `json:"reason"`
 }
 
-func viewApproval(a *txm.Approval) *approvalView {
+func viewApproval(a *txm.Approval, requester string) *approvalView {
 	if a == nil {
 		return nil
 	}
-	v := &approvalView{Required: a.Required, Approvers: a.Approvers, ApproverRole: a.ApproverRole, ExpiresAt: a.ExpiresAt.UTC(),
+	v := &approvalView{Requester: requester, Required: a.Required, Approvers: a.Approvers, ApproverRole: a.ApproverRole, ExpiresAt: a.ExpiresAt.UTC(),
 		Approvals: []approvalEntry{}}
 	for _, d := range a.Approvals() {
 		v.Approvals = append(v.Approvals, approvalEntry{Principal: d.Principal, At: d.At.UTC(), Comment: d.Text})
@@ -391,7 +394,7 @@ func viewTx(t *txm.Tx) txView {
 		n := t.Nonce
 		v.Nonce = &n
 	}
-	v.Approval = viewApproval(t.Approval)
+	v.Approval = viewApproval(t.Approval, t.Principal)
 	if t.To != nil {
 		s := txm.CanonicalAddress(*t.To)
 		v.To = &s

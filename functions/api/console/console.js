@@ -570,21 +570,27 @@ ${t.approval ? `<dt>Approval</dt><dd id="tx-approval">${approvalHTML(t)}${t.stat
       else openReject(t);
     });
 
+    // requester is who created t: the API gives it with t's approval.
+    const requester = (t) => (t.approval && t.approval.requester) || '';
+
     function row(t) {
-      const mine = me && t.principal === me.principal;
+      const mine = me && requester(t) === me.principal;
       const approved = me && ((t.approval && t.approval.approvals) || []).some((x) => x.principal === me.principal);
       const out = outcomes.get(t.id);
+      // The server refuses both decisions to the requester and a second
+      // decision to an approver; other refusals are its to explain.
       const why = mine ? 'your own request: another approver decides' : approved ? 'you approved it already' : '';
+      const off = why ? ` disabled title="${esc(why)}"` : '';
       return `<tr data-tx="${esc(t.id)}">
 <td><a href="#/tx/${esc(t.id)}" title="${esc(t.id)}">${esc(when(t.createdAt))}</a></td>
-<td>${esc(t.principal || '—')}${mine ? ' <span class="tag">you</span>' : ''}</td>
+<td>${esc(requester(t) || '—')}${mine ? ' <span class="tag">you</span>' : ''}</td>
 <td class="nowrap">${addrHTML(t.from)} <span class="muted">· ${esc(t.chainId)}</span></td>
 <td class="nowrap">${t.to ? addrHTML(t.to, t.from) : '<span class="muted">(contract creation)</span>'}</td>
 <td class="num nowrap" title="${esc(t.value)} wei">${esc(eth(t.value))}</td>
 <td>${effectsBrief(t)}</td>
 <td>${approvalHTML(t)}</td>
-<td><div class="buttons-inline"><button type="button" class="primary" data-action="approve:${esc(t.id)}"${why ? ` disabled title="${esc(why)}"` : ''}>Approve</button>` +
-        `<button type="button" class="danger" data-action="reject:${esc(t.id)}">Reject</button></div>` +
+<td><div class="buttons-inline"><button type="button" class="primary" data-action="approve:${esc(t.id)}"${off}>Approve</button>` +
+        `<button type="button" class="danger" data-action="reject:${esc(t.id)}"${off}>Reject</button></div>` +
         `${out ? `<div class="${out.error ? 'error' : 'muted'}" data-outcome>${esc(out.text)}</div>` : ''}</td></tr>`;
     }
 
@@ -617,7 +623,7 @@ ${t.approval ? `<dt>Approval</dt><dd id="tx-approval">${approvalHTML(t)}${t.stat
       deciding = t;
       const d = $('act');
       $('act-title').textContent = 'Reject transaction';
-      $('act-what').textContent = `Reject the request of ${t.principal || 'unknown'} to send from ${t.from}` +
+      $('act-what').textContent = `Reject the request of ${requester(t) || 'unknown'} to send from ${t.from}` +
         ` (${t.id}). It ends FAILED_FINAL, rejected, and never gets a nonce.`;
       $('act-fees').hidden = true;
       $('act-reason').value = '';
