@@ -249,7 +249,8 @@ func (w *World) Node(t *testing.T, name string) *Node {
 	h, err := api.NewHandler(api.Deps{Config: cfg, Auth: authn, Policies: n.Policies, PolicyStore: policyStore, Create: n.Create,
 		Queries: store, Completions: feed, Actions: actions, ActionLog: store, Operator: store,
 		Views: map[uint64]txm.ChainView{evmtest.ChainID: client}, Simulators: map[uint64]txm.Simulator{evmtest.ChainID: client},
-		Metrics: m, Log: log, Approvals: approvals})
+		Delegations: map[uint64]txm.DelegationReader{evmtest.ChainID: client},
+		Metrics:     m, Log: log, Approvals: approvals})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
