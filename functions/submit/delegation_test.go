@@ -89,6 +89,10 @@ func TestIssue48_DelegatedSigner(t *testing.T) {
 		assert.Greater(t, blocks[i], blocks[i-1], "nonce %d mined after nonce %d, one by one", nonces[i], nonces[i-1])
 	}
 
+	// The gauge the alert reads says it.
+	g, ok := n.Metrics.Gauge("delegated_signers", "chain_id", "1337", "signer", txm.CanonicalAddress(signer))
+	assert.True(t, ok && g == 1, "delegated_signers is 1 for the signer (%v, %v)", g, ok)
+
 	// The signer status says it.
 	resp, err := http.Get(n.APIURL + "/v1/signers/" + txm.CanonicalAddress(signer))
 	require.NoError(t, err)
@@ -100,6 +104,74 @@ func TestIssue48_DelegatedSigner(t *testing.T) {
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&status))
 	require.NotNil(t, status.Delegated, "the signer status says whether the signer is delegated")
 	assert.True(t, *status.Delegated)
+}
+
+// TestIssue48_InFlightRefusal: a node's refusal "in-flight transaction
+// limit reached for delegated accounts" (here from a node that treats the
+// signer so while its code read says nothing: a delegation set since, or
+// pending) is not the transaction's failure: it waits allocated, the
+// signer's in-flight limit drops to the delegated one at once, and every
+// transaction confirms in nonce order, the later ones sent one at a time.
+func TestIssue48_InFlightRefusal(t *testing.T) {
+	t.Parallel()
+	w := stacktest.NewWorld(t, 1)
+	signer := w.Keys[0].Address
+	n := w.Node(t, "n0")
+
+	// The node refuses a transaction of the signer while another of its
+	// transactions is unmined, as geth does for a delegated sender.
+	var mu sync.Mutex
+	var refused, accepted int
+	w.Proxy.Before("eth_sendRawTransaction", func(params json.RawMessage) *rpcproxy.Fault {
+		var raw []hexutil.Bytes
+		var tx types.Transaction
+		if json.Unmarshal(params, &raw) != nil || len(raw) != 1 || tx.UnmarshalBinary(raw[0]) != nil {
+			return nil
+		}
+		latest, err := w.Chain.Backend.Client().NonceAt(context.Background(), signer, nil)
+		if err != nil {
+			return nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if tx.Nonce() > latest {
+			refused++
+			return &rpcproxy.Fault{RPCError: &rpcproxy.RPCError{Code: -32000, Message: "in-flight transaction limit reached for delegated accounts"}}
+		}
+		accepted++
+		return nil
+	})
+	ids := n.Allocate(t, signer, 4)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var failures int
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for ctx.Err() == nil {
+			var failing int
+			if w.DB.Pool.QueryRow(ctx, `SELECT coalesce(max(failures), 0) FROM managed_tx WHERE signer = $1`,
+				txm.CanonicalAddress(signer)).Scan(&failing) == nil {
+				failures = max(failures, failing)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	stop := w.Run(t, []*stacktest.Node{n}, stacktest.RunOptions{BlockEvery: 150 * time.Millisecond})
+	for _, id := range ids {
+		w.WaitState(t, id, txm.StateConfirmed, 60*time.Second)
+	}
+	stop()
+	cancel()
+	<-sampled
+
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Positive(t, refused, "the node refused some broadcasts")
+	assert.LessOrEqual(t, refused, 3, "only the first batch was refused: then the limit was the delegated one")
+	assert.Zero(t, failures, "a refusal for the delegated limit is not the transaction's failure")
+	g, ok := n.Metrics.Gauge("delegated_signers", "chain_id", "1337", "signer", txm.CanonicalAddress(signer))
+	assert.True(t, ok && g == 1, "delegated_signers is 1 for the signer (%v, %v)", g, ok)
 }
 
 // inFlightAtSend records, for every broadcast of signer's transactions, how
