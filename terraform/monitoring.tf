@@ -50,6 +50,7 @@ locals {
   runbook = {
     fenced_writes   = "${var.runbook_url}#fenced-writes-spiking"
     pending_age     = "${var.runbook_url}#pending-transactions-too-old"
+    delegated       = "${var.runbook_url}#a-signer-is-delegated-eip-7702"
     stuck           = "${var.runbook_url}#stuck-transactions-rising"
     dead_letters    = "${var.runbook_url}#dead-letters-waiting"
     api_5xx         = "${var.runbook_url}#api-5xx-rate"
@@ -142,6 +143,51 @@ resource "google_monitoring_alert_policy" "pending_age" {
     condition_prometheus_query_language {
       query                     = "max by (chain_id, signer) (workload_googleapis_com:pending_oldest_age_seconds) > ${var.alert_thresholds.pending_age_seconds}"
       duration                  = "300s"
+      evaluation_interval       = "60s"
+      disable_metric_validation = true
+    }
+  }
+
+  alert_strategy {
+    auto_close = "1800s"
+  }
+
+  depends_on = [google_project_service.apis]
+}
+
+resource "google_monitoring_alert_policy" "delegated" {
+  display_name          = "txfence: a signer is delegated (EIP-7702)"
+  combiner              = "OR"
+  severity              = "WARNING"
+  notification_channels = var.notification_channels
+  user_labels           = local.monitoring_labels
+
+  documentation {
+    subject   = "txfence: a signer's account carries an EIP-7702 delegation"
+    mime_type = "text/markdown"
+    content   = <<-EOT
+      A signer's account code begins with the EIP-7702 delegation
+      designator 0xef0100, or a node refused its broadcast with "in-flight
+      transaction limit reached for delegated accounts"
+      (`delegated_signers`, by chain and signer, set by its drains). Nodes
+      hold one executable transaction of such a sender, so txfence sends
+      its transactions one at a time (TXFENCE_DELEGATED_MAX_IN_FLIGHT):
+      its throughput drops to about one transaction a block. Someone
+      signed a delegation with the signer's key, outside txfence.
+
+      Runbook: ${local.runbook.delegated}
+    EOT
+    links {
+      display_name = "Runbook: a signer is delegated (EIP-7702)"
+      url          = local.runbook.delegated
+    }
+  }
+
+  conditions {
+    display_name = "delegated_signers by signer > 0"
+    condition_prometheus_query_language {
+      query                     = "max by (chain_id, signer) (workload_googleapis_com:delegated_signers) > 0"
+      duration                  = "0s"
       evaluation_interval       = "60s"
       disable_metric_validation = true
     }
@@ -705,6 +751,7 @@ locals {
     {
       fenced_writes   = google_monitoring_alert_policy.fenced_writes
       pending_age     = google_monitoring_alert_policy.pending_age
+      delegated       = google_monitoring_alert_policy.delegated
       outbox          = google_monitoring_alert_policy.outbox
       stuck           = google_monitoring_alert_policy.stuck
       contradicted    = google_monitoring_alert_policy.contradicted

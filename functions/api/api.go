@@ -57,8 +57,11 @@ type Deps struct {
 	// Simulators tell the signer status how each chain's creates are
 	// simulated; optional per chain.
 	Simulators map[uint64]txm.Simulator
-	Metrics    *metrics.Metrics
-	Log        *slog.Logger
+	// Delegations tell the signer status whether the signer's account
+	// carries an EIP-7702 delegation; optional per chain.
+	Delegations map[uint64]txm.DelegationReader
+	Metrics     *metrics.Metrics
+	Log         *slog.Logger
 
 	// Approvals approves and rejects transactions that wait for approval.
 	Approvals Approvals
@@ -420,6 +423,10 @@ type signerView struct {
 	NextNonce         *uint64 `json:"nextNonce"`
 	ChainPendingNonce *uint64 `json:"chainPendingNonce,omitempty"`
 	ChainLatestNonce  *uint64 `json:"chainLatestNonce,omitempty"`
+	// Delegated says the signer's account carries an EIP-7702 delegation
+	// (its in-flight limit is the delegated one); omitted when the chain
+	// could not be asked.
+	Delegated *bool `json:"delegated,omitempty"`
 	// Simulation is how this instance's last simulation on the chain ran;
 	// omitted before its first.
 	Simulation              txm.SimMethod `json:"simulation,omitempty"`
@@ -494,6 +501,13 @@ func (h *Handler) signer(w http.ResponseWriter, r *http.Request) {
 		}
 		if n, err := ns.LatestNonce(ctx, addr); err == nil {
 			v.ChainLatestNonce = &n
+		}
+		cancel()
+	}
+	if dr := h.deps.Delegations[chainID]; dr != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		if d, err := dr.Delegated(ctx, addr); err == nil {
+			v.Delegated = &d
 		}
 		cancel()
 	}

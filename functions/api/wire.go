@@ -31,7 +31,8 @@ const maxErrorABI = 64 * 1024
 var maxUint256 = new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 256), big.NewInt(1))
 
 // decodeCreate turns a create body into a request. Syntax errors and unknown
-// members are malformed (400); bad or missing values are invalid (422).
+// members are malformed (400); bad or missing values, and an EIP-7702
+// authorization list, are invalid (422).
 func decodeCreate(body []byte, idemKey string, cfg config.Config) (*txm.Request, *problem) {
 	var raw map[string]json.RawMessage
 	if json.Unmarshal(body, &raw) != nil {
@@ -43,6 +44,14 @@ func decodeCreate(body []byte, idemKey string, cfg config.Config) (*txm.Request,
 			return nil, &p
 		}
 		p := badRequest("the body must hold exactly one JSON object")
+		return nil, &p
+	}
+	if _, ok := raw["authorizationList"]; ok {
+		// Said plainly rather than as an unknown field: a caller sending
+		// one means a type-4 (set-code) transaction, which txfence does
+		// not build.
+		p := probInvalid.problem("EIP-7702 authorizations are not supported: txfence does not send set-code (type 4) transactions; nothing was written")
+		p.Errors = []fieldError{{Field: "authorizationList", Message: "EIP-7702 authorization lists are not supported"}}
 		return nil, &p
 	}
 	var unknown []fieldError

@@ -54,6 +54,9 @@ type DrainSigner struct {
 	hooks   SubmitHooks
 	running coalescer[txm.LeaseKey] // one drain per signer at a time in this process
 	fees    *feeCache               // fee suggestions shared by this process's drains
+	// delegations remembers which signers carry an EIP-7702 delegation:
+	// their in-flight limit is cfg.DelegatedMaxInFlight.
+	delegations delegations
 }
 
 // NewDrainSigner returns the use case. relay may be nil.
@@ -225,6 +228,9 @@ func (d *DrainSigner) drainHeld(ctx context.Context, key txm.LeaseKey, lease txm
 			return false, err
 		}
 	}
+	// A delegated signer's node holds one of its transactions at a time:
+	// the limit is read when the signer's work starts.
+	maxInFlight := d.inFlightLimit(ctx, key, chain, log)
 	held := time.Now()
 	for batch := 0; ; batch++ {
 		if err := keeper.Lost(); err != nil {
@@ -239,11 +245,11 @@ func (d *DrainSigner) drainHeld(ctx context.Context, key txm.LeaseKey, lease txm
 				return err == nil, err
 			}
 		}
-		items, inflight, err := d.store.NextToSubmit(ctx, key.ChainID, key.Signer, d.cfg.MaxInFlight, DrainBatch)
+		items, inflight, err := d.store.NextToSubmit(ctx, key.ChainID, key.Signer, maxInFlight, DrainBatch)
 		if err != nil {
 			return false, err
 		}
-		room := d.cfg.MaxInFlight - inflight
+		room := maxInFlight - inflight
 		if len(items) == 0 {
 			res.Full = room <= 0
 			return false, nil
@@ -347,6 +353,17 @@ func (d *DrainSigner) submitBatch(ctx context.Context, log *slog.Logger, lease t
 			// at this nonce is already on chain; the receipt check decides.
 			done = append(done, txm.Broadcasted{TxID: a.TxID, AttemptNo: a.No, Outcome: reason})
 			continue
+		case reason == txm.ReasonDelegatedLimit:
+			// Not the transaction's failure: the node holds as many of a
+			// delegated signer's transactions as it takes. It stays
+			// ALLOCATED, its attempt persisted, and goes out when the one
+			// before is mined (which prompts Submit again).
+			log.InfoContext(ctx, "the node holds the delegated signer's in-flight limit; the transaction waits its turn",
+				slog.String(logging.KeyTxID, a.TxID), slog.Uint64(logging.KeyNonce, a.Nonce))
+			refused, refusal = &items[i], err
+		}
+		if refused != nil {
+			break
 		}
 		log.WarnContext(ctx, "broadcast rejected", slog.String(logging.KeyTxID, a.TxID), slog.Uint64(logging.KeyNonce, a.Nonce),
 			slog.String("reason", string(reason)), slog.Any("error", err))
@@ -365,6 +382,10 @@ func (d *DrainSigner) submitBatch(ctx context.Context, log *slog.Logger, lease t
 	res.Broadcast += len(done)
 	relay.publish(ids)
 	switch {
+	case refused != nil && txm.ReasonOf(refusal) == txm.ReasonDelegatedLimit:
+		d.noteDelegated(ctx, lease.Key, true, log)
+		res.Full = true
+		return false, nil
 	case refused != nil:
 		reason := txm.ReasonOf(refusal)
 		if reason.Permanent() && refused.Attempt.Kind != txm.AttemptCancel && refused.Attempt.Kind != txm.AttemptPlaceholder {

@@ -99,6 +99,10 @@ type Config struct {
 	// ChainFees overrides the fee settings above per chain.
 	ChainFees map[uint64]FeeOverride
 
+	// DelegatedMaxInFlight is MaxInFlight for a signer whose account
+	// carries an EIP-7702 delegation.
+	DelegatedMaxInFlight int
+
 	MaxInFlight         int           // broadcast-but-unmined transactions per signer, STUCK included
 	RPCMaxBatch         int           // most calls in one JSON-RPC batch to a node
 	SubmitBudget        time.Duration // how long one Submit invocation drains
@@ -227,6 +231,8 @@ const (
 	EnvTopicSubmit         = "TXFENCE_TOPIC_SUBMIT"
 	EnvTopicReceipt        = "TXFENCE_TOPIC_RECEIPT"
 	EnvTopicCompletion     = "TXFENCE_TOPIC_COMPLETION"
+
+	EnvDelegatedMaxInFlight = "TXFENCE_DELEGATED_MAX_IN_FLIGHT"
 )
 
 // FromEnv loads the configuration from the process environment.

@@ -95,6 +95,7 @@ func TestIssue2_Config(t *testing.T) {
 		{EnvContendedWait, "-1ms", "between 0 and 1s"},
 		{EnvWorkers, "0", "between 1 and 4096"},
 		{EnvMaxInFlight, "0", "at least 1"},
+		{EnvDelegatedMaxInFlight, "0", "at least 1"},
 		{EnvRPCMaxBatch, "0", "at least 1"},
 		{EnvRPCMaxBatch, "ten", "integer"},
 		{EnvMaxRebroadcasts, "0", "at least 1"},

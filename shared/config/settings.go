@@ -122,6 +122,8 @@ var settingGroups = []settingGroup{
 				load: func(p *parser, c *Config) { p.duration(EnvNonceStateTimeout, &c.NonceStateTimeout) }},
 			{env: EnvMaxInFlight, def: "64", doc: "a signer's broadcast but unmined transactions (STUCK included): a hot signer's broadcast rate is at most about this over the block time and receipt latency",
 				load: func(p *parser, c *Config) { p.integer(EnvMaxInFlight, &c.MaxInFlight) }},
+			{env: EnvDelegatedMaxInFlight, def: "1", doc: "the in-flight limit of a signer whose account carries an EIP-7702 delegation (its code begins with `0xef0100`): nodes hold one executable transaction of such a sender (geth, reth), so its later ones wait allocated and go out one by one as each is mined",
+				load: func(p *parser, c *Config) { p.integer(EnvDelegatedMaxInFlight, &c.DelegatedMaxInFlight) }},
 			{env: EnvRPCMaxBatch, def: "100", doc: "most calls in one JSON-RPC batch (nodes and providers refuse batches past their own limit)",
 				load: func(p *parser, c *Config) { p.integer(EnvRPCMaxBatch, &c.RPCMaxBatch) }},
 		},

@@ -73,14 +73,17 @@ type Drain struct {
 	RenewEvery   time.Duration // how often the lease holder renews
 	SubmitBudget time.Duration
 	MaxInFlight  int
-	StuckAfter   time.Duration
-	Attempts     Attempts
+	// DelegatedMaxInFlight is MaxInFlight for a signer with an EIP-7702
+	// delegation.
+	DelegatedMaxInFlight int
+	StuckAfter           time.Duration
+	Attempts             Attempts
 }
 
 // Drain is what c gives draining a signer.
 func (c Config) Drain() Drain {
 	return Drain{InstanceID: c.InstanceID, RenewEvery: c.Lease.RenewEvery, SubmitBudget: c.SubmitBudget, MaxInFlight: c.MaxInFlight,
-		StuckAfter: c.StuckAfter, Attempts: c.Attempts()}
+		DelegatedMaxInFlight: c.DelegatedMaxInFlight, StuckAfter: c.StuckAfter, Attempts: c.Attempts()}
 }
 
 // Receipts is what checking a signer's receipts reads.

@@ -123,6 +123,9 @@ func (c Config) validate() []Problem {
 	if c.MaxInFlight < 1 {
 		bad(EnvMaxInFlight, "must be at least 1, got %d", c.MaxInFlight)
 	}
+	if c.DelegatedMaxInFlight < 1 {
+		bad(EnvDelegatedMaxInFlight, "must be at least 1, got %d", c.DelegatedMaxInFlight)
+	}
 	if c.RPCMaxBatch < 1 {
 		bad(EnvRPCMaxBatch, "must be at least 1, got %d", c.RPCMaxBatch)
 	}

@@ -124,6 +124,16 @@ var rules = []rule{
 		},
 	},
 	{
+		// The sender carries an EIP-7702 delegation (or a pending one) and
+		// the node already holds the one executable transaction it allows
+		// such a sender, or this one would leave a gap: it waits its turn.
+		reason: txm.ReasonDelegatedLimit,
+		patterns: []string{
+			"in-flight transaction limit reached for delegated accounts", // geth txpool.ErrInflightTxLimitReached (core/txpool/errors.go); reth passes the same text
+			"gapped-nonce tx from delegated accounts",                    // geth legacypool.ErrOutOfOrderTxFromDelegated (core/txpool/legacypool/legacypool.go)
+		},
+	},
+	{
 		// The gas limit is below the intrinsic cost.
 		reason: txm.ReasonIntrinsicGas,
 		patterns: []string{

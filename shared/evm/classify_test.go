@@ -351,6 +351,7 @@ func TestIssue4_Classification(t *testing.T) {
 			txm.ReasonInvalidSignature:       true,
 			txm.ReasonWrongChainID:           true,
 			txm.ReasonReverted:               false,
+			txm.ReasonDelegatedLimit:         false,
 			txm.ReasonTransient:              false,
 		}
 		for r, det := range want {
@@ -370,6 +371,7 @@ func TestIssue4_Classification(t *testing.T) {
 			txm.ReasonUnderpriced: true, txm.ReasonInsufficientFunds: true, txm.ReasonIntrinsicGas: true,
 			txm.ReasonExceedsBlockGasLimit: true, txm.ReasonReverted: true, txm.ReasonTransient: true,
 			txm.ReasonTxFeeCap: true, txm.ReasonOversized: true, txm.ReasonInvalidSignature: true, txm.ReasonWrongChainID: true,
+			txm.ReasonDelegatedLimit: true,
 		}
 		seen := map[string]bool{}
 		for _, r := range rules {
@@ -449,6 +451,11 @@ var permanentCases = []struct {
 	{"nethermind", "failed to recover sender", txm.ReasonInvalidSignature},
 	{"nethermind", "FailedToResolveSender", txm.ReasonInvalidSignature},
 	{"nethermind", "transaction invalid, InvalidTxSignature: Signature is invalid.", txm.ReasonInvalidSignature},
+
+	// --- EIP-7702 delegated sender over its in-flight limit ---
+	// geth txpool.ErrInflightTxLimitReached, legacypool.ErrOutOfOrderTxFromDelegated
+	{"geth", "in-flight transaction limit reached for delegated accounts", txm.ReasonDelegatedLimit},
+	{"geth", "gapped-nonce tx from delegated accounts", txm.ReasonDelegatedLimit},
 
 	// --- wrong chain id / not replay-protected ---
 	// geth: types.ErrInvalidChainId "%w: have %d want %d" inside ErrInvalidSender

@@ -38,6 +38,7 @@ type Metrics struct {
 	createLatency metric.Float64Histogram
 	stages        [stageCount]metric.Float64Histogram
 	pendingOldest metric.Float64Gauge
+	delegated     metric.Int64Gauge
 	outboxRows    metric.Int64Gauge
 	outboxFailing metric.Int64Gauge
 	outboxOldest  metric.Float64Gauge
@@ -184,6 +185,8 @@ func New(opts ...Option) *Metrics {
 	}
 	m.pendingOldest, err = meter.Float64Gauge("pending_oldest_age_seconds", metric.WithDescription("Age of a signer's oldest non-final transaction, as the last resubmit sweep saw it (0: none)."))
 	must(err)
+	m.delegated, err = meter.Int64Gauge("delegated_signers", metric.WithDescription("1 for a signer whose account carries an EIP-7702 delegation (its in-flight limit is the delegated one), 0 otherwise, as its last drain saw it."))
+	must(err)
 	m.outboxRows, err = meter.Int64Gauge("outbox_backlog_rows", metric.WithDescription("Outbox rows waiting to be published, as the last outbox sweep left them."))
 	must(err)
 	m.outboxFailing, err = meter.Int64Gauge("outbox_failing_rows", metric.WithDescription("Outbox rows whose publish failed at least once, as the last outbox sweep left them."))
@@ -295,6 +298,19 @@ func (m *Metrics) PendingOldest(ctx context.Context, chainID uint64, signer stri
 		return
 	}
 	m.pendingOldest.Record(ctx, seconds, attrs([]string{"chain_id", strconv.FormatUint(chainID, 10), "signer", signer}))
+}
+
+// Delegated sets whether signer's account on chain chainID carries an
+// EIP-7702 delegation (1) or not (0).
+func (m *Metrics) Delegated(ctx context.Context, chainID uint64, signer string, delegated bool) {
+	if m == nil {
+		return
+	}
+	v := int64(0)
+	if delegated {
+		v = 1
+	}
+	m.delegated.Record(ctx, v, attrs([]string{"chain_id", strconv.FormatUint(chainID, 10), "signer", signer}))
 }
 
 // OutboxBacklog sets what waits in shard's outbox after a sweep: rows,

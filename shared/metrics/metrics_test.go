@@ -46,6 +46,8 @@ func TestPrometheusText(t *testing.T) {
 	m.QueueDepth(ctx, 3)
 	m.Latency(ctx, StageSubmit, 0.3)
 	m.PendingOldest(ctx, 1337, "0xa1", 12.5)
+	m.Delegated(ctx, 1337, "0xa1", true)
+	m.Delegated(ctx, 1337, "0xa2", false)
 	m.OutboxBacklog(ctx, "", 7, 2, 61.5)
 	m.OutboxBacklog(ctx, "eu", 0, 0, 0)
 	var b strings.Builder
@@ -56,6 +58,7 @@ func TestPrometheusText(t *testing.T) {
 		"# TYPE writer_queue_depth gauge\n", "writer_queue_depth 3\n",
 		"# TYPE submit_latency_seconds histogram\n", `submit_latency_seconds_bucket{le="0.5"} 1` + "\n", "submit_latency_seconds_count 1\n",
 		"# TYPE pending_oldest_age_seconds gauge\n", `pending_oldest_age_seconds{chain_id="1337",signer="0xa1"} 12.5` + "\n",
+		"# TYPE delegated_signers gauge\n", `delegated_signers{chain_id="1337",signer="0xa1"} 1` + "\n", `delegated_signers{chain_id="1337",signer="0xa2"} 0` + "\n",
 		"# TYPE outbox_backlog_rows gauge\n", "outbox_backlog_rows 7\n", `outbox_backlog_rows{shard="eu"} 0` + "\n",
 		"outbox_failing_rows 2\n", "# TYPE outbox_oldest_age_seconds gauge\n", "outbox_oldest_age_seconds 61.5\n",
 	} {

@@ -144,6 +144,18 @@ type BlockSource interface {
 	HasTransaction(ctx context.Context, hash common.Hash) (bool, error)
 }
 
+// DelegationDesignator is the code an EIP-7702 delegated account holds,
+// followed by the 20-byte address it delegates to.
+var DelegationDesignator = []byte{0xef, 0x01, 0x00}
+
+// DelegationReader tells whether an account carries an EIP-7702
+// delegation: its code at the latest block begins with
+// DelegationDesignator. Nodes allow such a sender fewer transactions in
+// their pool.
+type DelegationReader interface {
+	Delegated(ctx context.Context, addr common.Address) (bool, error)
+}
+
 // Chain is everything txfence asks of one EVM chain.
 type Chain interface {
 	ChainID() uint64
@@ -204,6 +216,11 @@ const (
 	// ReasonReverted: execution reverted (from estimation or a node that
 	// simulates on submission).
 	ReasonReverted BroadcastReason = "reverted"
+	// ReasonDelegatedLimit: the signer's account carries an EIP-7702
+	// delegation and the node holds as many of its transactions as it
+	// allows a delegated account (geth and reth: one executable). Not a
+	// failure of the transaction: it waits until the one before is mined.
+	ReasonDelegatedLimit BroadcastReason = "delegated_in_flight_limit"
 	// ReasonTransient: unavailable, timed out, rate-limited or unrecognised:
 	// retry later.
 	ReasonTransient BroadcastReason = "transient"

@@ -31,6 +31,10 @@ type Recorder interface {
 	// PendingOldest sets the age of signer's oldest pending transaction on
 	// chain chainID (0 when it has none left).
 	PendingOldest(ctx context.Context, chainID uint64, signer string, seconds float64)
+	// Delegated sets whether signer's account on chain chainID carries an
+	// EIP-7702 delegation, as the last drain saw it (1 or 0): summed, the
+	// number of delegated signers.
+	Delegated(ctx context.Context, chainID uint64, signer string, delegated bool)
 
 	// StartSpan starts a span named name, a child of ctx's span, and
 	// returns the context that carries it.
@@ -92,6 +96,7 @@ func (NopRecorder) Reorg(context.Context)                                  {}
 func (NopRecorder) Resubmit(context.Context, string)                       {}
 func (NopRecorder) Refused(context.Context, string)                        {}
 func (NopRecorder) PendingOldest(context.Context, uint64, string, float64) {}
+func (NopRecorder) Delegated(context.Context, uint64, string, bool)        {}
 
 func (NopRecorder) StartSpan(ctx context.Context, _ string) (context.Context, Span) {
 	return ctx, NopSpan{}

@@ -367,12 +367,23 @@
         $('signer-body').textContent = 'No such signer (or not one you may read).';
         return;
       }
+      // Whether the account carries an EIP-7702 delegation is the chain's
+      // to say: the signer status reads it; without an answer, nothing is
+      // shown.
+      const status = await api(`/v1/signers/${encodeURIComponent(address)}?chainId=${encodeURIComponent(chainId)}`).catch(() => null);
+      if (current !== view) return;
+      const delegated = status && status.delegated === true;
+      const delegation = status && typeof status.delegated === 'boolean'
+        ? (delegated
+          ? '<span class="badge delegated" id="signer-delegated" title="its code begins with 0xef0100: nodes hold one of its transactions at a time, so they are sent one by one">EIP-7702 delegated</span> <span class="muted">one transaction in flight at a time</span>'
+          : '<span class="muted" id="signer-delegated">none</span>')
+        : '<span class="muted">—</span>';
       const rows = s.lane
         .map((t) => `<tr class="${t.state === 'STUCK' ? 'stuck' : ''}"><td class="num">${t.nonce}</td><td><span class="badge s-${esc(t.state)}">${esc(t.state)}</span> ${esc(t.subState)}</td><td><a class="mono" href="#/tx/${esc(t.id)}">${esc(t.id)}</a></td></tr>`)
         .join('');
       $('signer-body').className = '';
       redraw($('signer-body'), `<table><thead><tr><th>Signer</th><th>Nonce lane</th><th class="num">Final below</th><th class="num">Mined</th><th class="num">In flight</th><th class="num">Allocated</th><th class="num">Stuck</th><th class="num">Oldest pending</th><th class="num">Balance / need</th><th>Lease (token)</th><th>Last error</th></tr></thead><tbody>${signerRow(s)}</tbody></table>
-<dl class="kv"><dt>Next nonce</dt><dd>${s.nextNonce ?? '—'}</dd><dt>Last error at</dt><dd>${when(s.lastErrorAt)}</dd><dt>Last error</dt><dd class="mono">${esc(s.lastError) || '—'}</dd></dl>
+<dl class="kv"><dt>Next nonce</dt><dd>${s.nextNonce ?? '—'}</dd><dt>EIP-7702 delegation</dt><dd data-delegated="${delegated ? 1 : 0}">${delegation}</dd><dt>Last error at</dt><dd>${when(s.lastErrorAt)}</dd><dt>Last error</dt><dd class="mono">${esc(s.lastError) || '—'}</dd></dl>
 <h3>Open transactions (first ${s.lane.length})</h3>
 ${rows ? `<table><thead><tr><th class="num">Nonce</th><th>State</th><th>Transaction</th></tr></thead><tbody>${rows}</tbody></table>` : '<p class="muted">Nothing open: every allocated nonce is final.</p>'}`);
     }

@@ -82,9 +82,19 @@ type Option func(*config.Config)
 // configured as signers, a proxy in front of it, and a fresh database.
 func NewWorld(t *testing.T, nkeys int, opts ...Option) *World {
 	t.Helper()
+	return NewWorldWithAlloc(t, nkeys, nil, opts...)
+}
+
+// NewWorldWithAlloc is NewWorld whose genesis alloc edit may change first
+// (code at a signer's address, say); edit may be nil.
+func NewWorldWithAlloc(t *testing.T, nkeys int, edit func(types.GenesisAlloc), opts ...Option) *World {
+	t.Helper()
 	keys := evmtest.DevKeys(nkeys)
 	alloc := evmtest.FundedAlloc(keys, nil)
 	alloc[evmtest.GasBurner] = evmtest.GasBurnerAccount() // for other users filling blocks
+	if edit != nil {
+		edit(alloc)
+	}
 	chain := evmtest.Start(t, alloc)
 	proxy := rpcproxy.Start(t, chain.URL)
 	db := pgtest.New(t)
@@ -249,7 +259,8 @@ func (w *World) Node(t *testing.T, name string) *Node {
 	h, err := api.NewHandler(api.Deps{Config: cfg, Auth: authn, Policies: n.Policies, PolicyStore: policyStore, Create: n.Create,
 		Queries: store, Completions: feed, Actions: actions, ActionLog: store, Operator: store,
 		Views: map[uint64]txm.ChainView{evmtest.ChainID: client}, Simulators: map[uint64]txm.Simulator{evmtest.ChainID: client},
-		Metrics: m, Log: log, Approvals: approvals})
+		Delegations: map[uint64]txm.DelegationReader{evmtest.ChainID: client},
+		Metrics:     m, Log: log, Approvals: approvals})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
