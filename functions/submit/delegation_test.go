@@ -55,6 +55,7 @@ func TestIssue48_DelegatedSigner(t *testing.T) {
 				FROM managed_tx WHERE signer = $1`, txm.CanonicalAddress(signer)).Scan(&tracking, &failing) == nil {
 				most, failures = max(most, tracking), max(failures, failing)
 			}
+			// sleep: the sampling interval; what is sampled is a count over time, no condition to await
 			time.Sleep(5 * time.Millisecond)
 		}
 	}()
@@ -154,6 +155,7 @@ func TestIssue48_InFlightRefusal(t *testing.T) {
 				txm.CanonicalAddress(signer)).Scan(&failing) == nil {
 				failures = max(failures, failing)
 			}
+			// sleep: the sampling interval; what is sampled is a count over time, no condition to await
 			time.Sleep(5 * time.Millisecond)
 		}
 	}()
