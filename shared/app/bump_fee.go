@@ -14,7 +14,7 @@ import (
 
 // feeSettings is what replacing an attempt reads of the configuration.
 type feeSettings struct {
-	bumpPercent int
+	bumpPercent func(chainID uint64) int
 	caps        func(chainID uint64) txm.FeeCaps
 	// ceiling bounds the fees an admin may choose by hand
 	// (TXFENCE_MAX_FEE_CAP_WEI); the chain caps bound automatic bumps.
@@ -23,7 +23,13 @@ type feeSettings struct {
 }
 
 func feeSettingsOf(a config.Attempts) feeSettings {
-	return feeSettings{bumpPercent: a.BumpPercent, caps: a.Fees.Caps, ceiling: a.Fees.MaxFeeCap,
+	bumpPercent := func(id uint64) int {
+		if p := a.Fees.For(id).BumpPercent; p > 0 {
+			return p
+		}
+		return a.BumpPercent
+	}
+	return feeSettings{bumpPercent: bumpPercent, caps: a.Fees.Caps, ceiling: a.Fees.MaxFeeCap,
 		backoff: txm.BackoffPolicy{Min: a.BackoffMin, Max: a.BackoffMax}}
 }
 
@@ -302,7 +308,7 @@ func (w *attempter) nextFees(ctx context.Context, chain txm.Chain, t txm.Tracked
 		if prev == nil {
 			return *r.fees, nil
 		}
-		min, err := txm.BumpFees(txm.FeesOf(*prev), txm.Fees{}, w.fees.bumpPercent, txm.FeeCaps{})
+		min, err := txm.BumpFees(txm.FeesOf(*prev), txm.Fees{}, w.fees.bumpPercent(chain.ChainID()), txm.FeeCaps{})
 		if err != nil {
 			return txm.Fees{}, err
 		}
@@ -331,7 +337,7 @@ func (w *attempter) nextFees(ctx context.Context, chain txm.Chain, t txm.Tracked
 			return txm.Fees{}, err
 		}
 	}
-	return txm.BumpFees(txm.FeesOf(*prev), fresh, w.fees.bumpPercent, caps)
+	return txm.BumpFees(txm.FeesOf(*prev), fresh, w.fees.bumpPercent(chain.ChainID()), caps)
 }
 
 func anyAccepted(attempts []txm.Attempt) bool {

@@ -61,10 +61,11 @@ func (d *DrainSigner) inFlightLimit(ctx context.Context, key txm.LeaseKey, chain
 			e.delegated = delegated
 		}
 	}
+	limit, delegated := d.cfg.InFlight(key.ChainID)
 	if e.delegated {
-		return max(1, min(d.cfg.DelegatedMaxInFlight, d.cfg.MaxInFlight))
+		return max(1, min(delegated, limit))
 	}
-	return d.cfg.MaxInFlight
+	return limit
 }
 
 // noteDelegated remembers what was learnt of the signer's delegation and
@@ -74,7 +75,8 @@ func (d *DrainSigner) noteDelegated(ctx context.Context, key txm.LeaseKey, deleg
 	d.delegations.set(key, delegated)
 	d.metrics.Delegated(ctx, key.ChainID, txm.CanonicalAddress(key.Signer), delegated)
 	if before.delegated != delegated {
+		_, limit := d.cfg.InFlight(key.ChainID)
 		log.InfoContext(ctx, "signer delegation changed", slog.Bool("delegated", delegated),
-			slog.Int("delegated_max_in_flight", d.cfg.DelegatedMaxInFlight))
+			slog.Int("delegated_max_in_flight", limit))
 	}
 }

@@ -55,7 +55,7 @@ type DrainSigner struct {
 	running coalescer[txm.LeaseKey] // one drain per signer at a time in this process
 	fees    *feeCache               // fee suggestions shared by this process's drains
 	// delegations remembers which signers carry an EIP-7702 delegation:
-	// their in-flight limit is cfg.DelegatedMaxInFlight.
+	// their in-flight limit is their chain's delegated limit (cfg.InFlight).
 	delegations delegations
 }
 

@@ -24,6 +24,9 @@ type chainView struct {
 	head      txm.Header
 	finalized *txm.Header
 	fetched   func([]*txm.Header) // remembers what load fetched for later passes
+	// mode and confirmations are how the chain's transactions become final.
+	mode          config.FinalityMode
+	confirmations uint64
 
 	mu      sync.Mutex // guards headers and under; held while missing ones are fetched
 	headers map[uint64]*txm.Header
@@ -81,8 +84,9 @@ func (v *chainView) header(n uint64) *txm.Header {
 // call, so that both come from one node.
 func (s *SweepFinality) view(ctx context.Context, id uint64, chain txm.Chain) (*chainView, error) {
 	v := &chainView{chain: chain, tag: "latest", fetched: func(hs []*txm.Header) { s.canon.remember(id, hs) }}
+	v.mode, v.confirmations = s.cfg.For(id)
 	tags := []string{"latest"}
-	if s.cfg.FinalityMode == config.FinalityFinalized {
+	if v.mode == config.FinalityFinalized {
 		v.tag = "finalized"
 		tags = append(tags, "finalized")
 	}
@@ -138,26 +142,26 @@ func (s *SweepFinality) isFinal(view *chainView, block uint64) bool {
 	if !ok || top < block {
 		return false
 	}
-	if s.cfg.FinalityMode == config.FinalityFinalized {
+	if view.mode == config.FinalityFinalized {
 		return true
 	}
-	return top-block+1 >= s.cfg.Confirmations
+	return top-block+1 >= view.confirmations
 }
 
 // finalHeader is the highest block that is final in this pass's view,
 // with its hash; false when there is none yet (or the node has not got
 // it).
 func (s *SweepFinality) finalHeader(ctx context.Context, view *chainView) (txm.Header, bool, error) {
-	if s.cfg.FinalityMode == config.FinalityFinalized {
+	if view.mode == config.FinalityFinalized {
 		if view.finalized == nil {
 			return txm.Header{}, false, nil
 		}
 		return *view.finalized, true, nil
 	}
-	if view.head.Number+1 < s.cfg.Confirmations {
+	if view.head.Number+1 < view.confirmations {
 		return txm.Header{}, false, nil
 	}
-	n := view.head.Number + 1 - s.cfg.Confirmations
+	n := view.head.Number + 1 - view.confirmations
 	if err := view.load(ctx, []uint64{n}); err != nil {
 		s.metrics.ReceiptCheck(ctx, "rpc_error")
 		return txm.Header{}, false, err

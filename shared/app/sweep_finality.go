@@ -438,7 +438,7 @@ func (s *SweepFinality) lookAtBlocks(ctx context.Context, view *chainView, repor
 // watch is how long reported outcomes stay watched: only in confirmations
 // mode, since a finalized block does not reorg.
 func (s *SweepFinality) watch() time.Duration {
-	if s.cfg.FinalityMode == config.FinalityFinalized {
+	if !s.cfg.WatchesReorgs() {
 		return 0
 	}
 	return s.cfg.ReorgWatch

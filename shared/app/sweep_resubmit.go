@@ -155,7 +155,7 @@ func (s *SweepResubmit) Pass(ctx context.Context) (ResubmitStats, error) {
 	}
 	s.relay.Publish(ctx, ids)
 
-	refs, err := s.store.SignersToTend(ctx, min(s.cfg.ResubmitInterval, s.cfg.BumpAfter), s.cfg.RecheckAfter)
+	refs, err := s.store.SignersToTend(ctx, min(s.cfg.ResubmitInterval, s.cfg.ShortestBumpAfter()), s.cfg.RecheckAfter)
 	if err != nil {
 		return st, err
 	}
@@ -255,7 +255,8 @@ func (s *SweepResubmit) tendTracking(ctx context.Context, l txm.Lease, chain txm
 		return rebroadcast(latest)
 	}
 	head := t.Tx.Nonce == view.latest
-	bumpDue := latest.BroadcastAt == nil || view.now.Sub(*latest.BroadcastAt) >= s.cfg.BumpAfter
+	bumpAfter := s.cfg.BumpAfterFor(t.Tx.ChainID)
+	bumpDue := latest.BroadcastAt == nil || view.now.Sub(*latest.BroadcastAt) >= bumpAfter
 	if bumpDue && !head {
 		// Behind the next nonce it would be mined right after it, unless its
 		// max fee is below the base fee.
@@ -264,7 +265,7 @@ func (s *SweepResubmit) tendTracking(ctx context.Context, l txm.Lease, chain txm
 	}
 	if bumpDue {
 		r, err := s.work.replace(ctx, l, chain, sig, t, replacement{audit: txm.Audit{Action: "bump", Actor: "txfence",
-			Reason: fmt.Sprintf("not mined %s after broadcast", s.cfg.BumpAfter)}})
+			Reason: fmt.Sprintf("not mined %s after broadcast", bumpAfter)}})
 		if r.sent {
 			st.Replaced++
 		}

@@ -98,6 +98,9 @@ type Config struct {
 	BumpPercent    int // each replacement pays at least this much more (>= 10)
 	// ChainFees overrides the fee settings above per chain.
 	ChainFees map[uint64]FeeOverride
+	// ChainProfiles are TXFENCE_CHAIN_PROFILES's entries: a chain's kind
+	// and what it overrides (Profile resolves them).
+	ChainProfiles map[uint64]ProfileSpec
 
 	// DelegatedMaxInFlight is MaxInFlight for a signer whose account
 	// carries an EIP-7702 delegation.
@@ -204,6 +207,7 @@ const (
 	EnvBumpAfter           = "TXFENCE_BUMP_AFTER"
 	EnvBumpPercent         = "TXFENCE_BUMP_PERCENT"
 	EnvChainFees           = "TXFENCE_CHAIN_FEES"
+	EnvChainProfiles       = "TXFENCE_CHAIN_PROFILES"
 	EnvResubmitBudget      = "TXFENCE_RESUBMIT_BUDGET"
 	EnvResubmitPass        = "TXFENCE_RESUBMIT_PASS_INTERVAL"
 	EnvRetryBackoffMin     = "TXFENCE_RETRY_BACKOFF_MIN"

@@ -17,14 +17,17 @@ type ChainFees struct {
 	// TxFeeCap is the most a whole transaction's fee (gas limit × max fee
 	// per gas) may be, as the chain's nodes refuse above it (geth's
 	// --rpc.txfeecap, 1 ether by default); nil: no cap.
-	TxFeeCap *big.Int
+	TxFeeCap    *big.Int
+	BumpPercent int // each replacement pays at least this much more
 }
 
-// FeeOverride is TXFENCE_CHAIN_FEES's entry for one chain; nil fields (and
-// a negative MaxBumps) keep the global setting.
+// FeeOverride is TXFENCE_CHAIN_FEES's entry for one chain (or the fee part
+// of a chain profile); nil fields, a negative MaxBumps and a zero
+// BumpPercent keep what is under them.
 type FeeOverride struct {
 	MaxFee, MaxTip, MinTip, TxFeeCap *big.Int
 	MaxBumps                         int
+	BumpPercent                      int
 }
 
 // Fees is the fee policy: the global caps, tip floor and replacement
@@ -35,36 +38,37 @@ type Fees struct {
 	MinPriorityFee *big.Int
 	MaxBumps       int
 	TxFeeCap       *big.Int
+	BumpPercent    int
 	ChainFees      map[uint64]FeeOverride
+	// profiles are TXFENCE_CHAIN_PROFILES's entries: their kinds' fees and
+	// their own lie over the rest.
+	profiles map[uint64]ProfileSpec
 }
 
 // Fees is c's fee policy.
 func (c Config) Fees() Fees {
 	return Fees{MaxFeeCap: c.MaxFeeCap, MaxTipCap: c.MaxTipCap, MinPriorityFee: c.MinPriorityFee, MaxBumps: c.MaxBumps,
-		TxFeeCap: c.TxFeeCap, ChainFees: c.ChainFees}
+		TxFeeCap: c.TxFeeCap, BumpPercent: c.BumpPercent, ChainFees: c.ChainFees, profiles: c.ChainProfiles}
 }
 
-// For is the fee policy of chain id: the global settings with the
-// chain's TXFENCE_CHAIN_FEES entry over them.
+// For is the fee policy of chain id: the global settings, under its
+// profile kind's fees, under its TXFENCE_CHAIN_FEES entry and its profile's
+// own fees (validate keeps those two apart).
 func (f Fees) For(id uint64) ChainFees {
-	out := ChainFees{MaxFee: f.MaxFeeCap, MaxTip: f.MaxTipCap, MinTip: f.MinPriorityFee, MaxBumps: f.MaxBumps, TxFeeCap: f.TxFeeCap}
-	if o, ok := f.ChainFees[id]; ok {
-		if o.TxFeeCap != nil {
-			out.TxFeeCap = o.TxFeeCap
-		}
-		if o.MaxFee != nil {
-			out.MaxFee = o.MaxFee
-		}
-		if o.MaxTip != nil {
-			out.MaxTip = o.MaxTip
-		}
-		if o.MinTip != nil {
-			out.MinTip = o.MinTip
-		}
-		if o.MaxBumps >= 0 {
-			out.MaxBumps = o.MaxBumps
-		}
+	o := FeeOverride{MaxFee: f.MaxFeeCap, MaxTip: f.MaxTipCap, MinTip: f.MinPriorityFee, MaxBumps: f.MaxBumps,
+		TxFeeCap: f.TxFeeCap, BumpPercent: f.BumpPercent}
+	spec, named := f.profiles[id]
+	if named {
+		o = builtinProfiles[spec.Kind].feeOverride().over(o)
 	}
+	if chain, ok := f.ChainFees[id]; ok {
+		o = chain.over(o)
+	}
+	if named {
+		o = spec.feeOverride().over(o)
+	}
+	out := ChainFees{MaxFee: o.MaxFee, MaxTip: o.MaxTip, MinTip: o.MinTip, MaxBumps: o.MaxBumps, TxFeeCap: o.TxFeeCap,
+		BumpPercent: o.BumpPercent}
 	if out.MaxTip == nil {
 		out.MaxTip = out.MaxFee
 	}

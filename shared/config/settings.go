@@ -124,6 +124,8 @@ var settingGroups = []settingGroup{
 				load: func(p *parser, c *Config) { p.integer(EnvMaxInFlight, &c.MaxInFlight) }},
 			{env: EnvDelegatedMaxInFlight, def: "1", doc: "the in-flight limit of a signer whose account carries an EIP-7702 delegation (its code begins with `0xef0100`): nodes hold one executable transaction of such a sender (geth, reth), so its later ones wait allocated and go out one by one as each is mined",
 				load: func(p *parser, c *Config) { p.integer(EnvDelegatedMaxInFlight, &c.DelegatedMaxInFlight) }},
+			{env: EnvChainProfiles, doc: "each chain's kind and what it overrides of it, as JSON (see [Chain profiles](#chain-profiles)); a chain not named is `generic`",
+				load: func(p *parser, c *Config) { p.chainProfiles(EnvChainProfiles, &c.ChainProfiles) }},
 			{env: EnvRPCMaxBatch, def: "100", doc: "most calls in one JSON-RPC batch (nodes and providers refuse batches past their own limit)",
 				load: func(p *parser, c *Config) { p.integer(EnvRPCMaxBatch, &c.RPCMaxBatch) }},
 		},
@@ -309,5 +311,6 @@ emulator.
 			b.WriteString("| `" + s.env + "` | " + def + " | " + s.doc + " |\n")
 		}
 	}
+	b.WriteString(profileReference())
 	return b.String()
 }

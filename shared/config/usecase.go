@@ -78,12 +78,22 @@ type Drain struct {
 	DelegatedMaxInFlight int
 	StuckAfter           time.Duration
 	Attempts             Attempts
+	profiles             profiles
+}
+
+// InFlight is chain id's in-flight limits: a signer's, and a delegated
+// signer's.
+func (d Drain) InFlight(id uint64) (limit, delegated int) {
+	if p, ok := d.profiles.named(id); ok {
+		return p.MaxInFlight, p.DelegatedMaxInFlight
+	}
+	return d.MaxInFlight, d.DelegatedMaxInFlight
 }
 
 // Drain is what c gives draining a signer.
 func (c Config) Drain() Drain {
 	return Drain{InstanceID: c.InstanceID, RenewEvery: c.Lease.RenewEvery, SubmitBudget: c.SubmitBudget, MaxInFlight: c.MaxInFlight,
-		DelegatedMaxInFlight: c.DelegatedMaxInFlight, StuckAfter: c.StuckAfter, Attempts: c.Attempts()}
+		DelegatedMaxInFlight: c.DelegatedMaxInFlight, StuckAfter: c.StuckAfter, Attempts: c.Attempts(), profiles: c.profiles()}
 }
 
 // Receipts is what checking a signer's receipts reads.
@@ -109,13 +119,30 @@ type Finality struct {
 	ReorgWatch          time.Duration
 	StaleReceiptTimeout time.Duration
 	ReceiptWorkers      int
+	profiles            profiles
+	// confirmationsNamed: a chain profile finalizes by depth.
+	confirmationsNamed bool
+}
+
+// WatchesReorgs reports whether any chain's transactions become final by
+// depth, the only mode whose final blocks may still reorg.
+func (f Finality) WatchesReorgs() bool {
+	return f.FinalityMode == FinalityConfirmations || f.confirmationsNamed
+}
+
+// For is how chain id's transactions become final.
+func (f Finality) For(id uint64) (FinalityMode, uint64) {
+	if p, ok := f.profiles.named(id); ok {
+		return p.FinalityMode, p.Confirmations
+	}
+	return f.FinalityMode, f.Confirmations
 }
 
 // Finality is what c gives the finality sweep.
 func (c Config) Finality() Finality {
 	return Finality{InstanceID: c.InstanceID, RenewEvery: c.Lease.RenewEvery, FinalityMode: c.FinalityMode,
 		Confirmations: c.Confirmations, ReorgWatch: c.ReorgWatch, StaleReceiptTimeout: c.StaleReceiptTimeout,
-		ReceiptWorkers: c.ReceiptWorkers}
+		ReceiptWorkers: c.ReceiptWorkers, profiles: c.profiles(), confirmationsNamed: c.confirmationsNamed()}
 }
 
 // Resubmit is what the resubmit sweep reads.
@@ -128,11 +155,54 @@ type Resubmit struct {
 	MaxRebroadcasts  int
 	StuckAfter       time.Duration
 	Attempts         Attempts
+	profiles         profiles
+	// bumpAfterMin is the shortest BumpAfter over every chain.
+	bumpAfterMin time.Duration
+}
+
+// BumpAfterFor is chain id's BumpAfter.
+func (r Resubmit) BumpAfterFor(id uint64) time.Duration {
+	if p, ok := r.profiles.named(id); ok {
+		return p.BumpAfter
+	}
+	return r.BumpAfter
+}
+
+// ShortestBumpAfter is the shortest BumpAfter of any chain: how soon the
+// sweep must look at a signer's oldest broadcast.
+func (r Resubmit) ShortestBumpAfter() time.Duration {
+	if r.bumpAfterMin > 0 && r.bumpAfterMin < r.BumpAfter {
+		return r.bumpAfterMin
+	}
+	return r.BumpAfter
 }
 
 // Resubmit is what c gives the resubmit sweep.
 func (c Config) Resubmit() Resubmit {
 	return Resubmit{InstanceID: c.InstanceID, RenewEvery: c.Lease.RenewEvery, ResubmitInterval: c.ResubmitInterval,
 		RecheckAfter: c.RecheckAfter, BumpAfter: c.BumpAfter, MaxRebroadcasts: c.MaxRebroadcasts, StuckAfter: c.StuckAfter,
-		Attempts: c.Attempts()}
+		Attempts: c.Attempts(), profiles: c.profiles(), bumpAfterMin: c.shortestBumpAfter()}
+}
+
+// confirmationsNamed reports whether a named chain's profile finalizes by
+// depth.
+func (c Config) confirmationsNamed() bool {
+	for id := range c.ChainProfiles {
+		if c.Profile(id).FinalityMode == FinalityConfirmations {
+			return true
+		}
+	}
+	return false
+}
+
+// shortestBumpAfter is the shortest BumpAfter over the named chains'
+// profiles (0: none names one).
+func (c Config) shortestBumpAfter() time.Duration {
+	var least time.Duration
+	for id := range c.ChainProfiles {
+		if d := c.Profile(id).BumpAfter; least == 0 || d < least {
+			least = d
+		}
+	}
+	return least
 }

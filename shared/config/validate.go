@@ -27,6 +27,7 @@ func (c Config) validate() []Problem {
 		ps = append(ps, Problem{Var: env, Message: fmt.Sprintf(format, args...)})
 	}
 	c.validateShards(bad)
+	c.validateProfiles(bad)
 	if c.Database.MaxConns < 1 {
 		bad(EnvDBMaxConns, "must be at least 1, got %d", c.Database.MaxConns)
 	}
@@ -112,12 +113,11 @@ func (c Config) validate() []Problem {
 		if !feesOK {
 			continue // the global settings are reported above
 		}
-		f := c.FeesFor(id)
-		if f.MaxFee.Cmp(c.MaxFeeCap) > 0 {
-			bad(EnvChainFees, "chain %d: maxFee %s is above %s (%s)", id, f.MaxFee, EnvMaxFeeCap, c.MaxFeeCap)
-		}
-		if f.MinTip.Cmp(f.MaxTip) > 0 || f.MinTip.Cmp(f.MaxFee) > 0 {
-			bad(EnvChainFees, "chain %d: the tip floor %s wei is above the tip cap %s or the fee cap %s", id, f.MinTip, f.MaxTip, f.MaxFee)
+		c.validateChainFees(id, EnvChainFees, bad)
+	}
+	for id := range c.ChainProfiles {
+		if _, ok := c.Chain(id); feesOK && (ok || c.NoChains) {
+			c.validateChainFees(id, EnvChainProfiles, bad)
 		}
 	}
 	if c.MaxInFlight < 1 {
@@ -244,3 +244,15 @@ var ErrConfig = errors.New("invalid configuration")
 
 // Is makes *Error match ErrConfig.
 func (e *Error) Is(target error) bool { return target == ErrConfig }
+
+// validateChainFees checks chain id's resolved fees against the global fee
+// cap and each other, blaming env.
+func (c Config) validateChainFees(id uint64, env string, bad func(env, format string, args ...any)) {
+	f := c.FeesFor(id)
+	if f.MaxFee.Cmp(c.MaxFeeCap) > 0 {
+		bad(env, "chain %d: maxFee %s is above %s (%s)", id, f.MaxFee, EnvMaxFeeCap, c.MaxFeeCap)
+	}
+	if f.MinTip.Cmp(f.MaxTip) > 0 || f.MinTip.Cmp(f.MaxFee) > 0 {
+		bad(env, "chain %d: the tip floor %s wei is above the tip cap %s or the fee cap %s", id, f.MinTip, f.MaxTip, f.MaxFee)
+	}
+}

@@ -13,9 +13,6 @@ import (
 	"github.com/txfence/txfence/shared/txm"
 )
 
-// feeHistoryBlocks is how many recent blocks the tip fallback looks at.
-const feeHistoryBlocks = 10
-
 // SuggestFees suggests fees for a new attempt.
 //
 // EIP-1559 (the latest header has a base fee and Legacy is off): the tip is
@@ -61,17 +58,21 @@ func (c *Client) SuggestFees(ctx context.Context) (txm.Fees, error) {
 }
 
 // tip asks eth_maxPriorityFeePerGas, falling back to eth_feeHistory only
-// when the node does not serve the method (see methodMissing).
+// when the node does not serve the method (see methodMissing); with
+// TipFromFeeHistory it asks the fee history alone.
 func (c *Client) tip(ctx context.Context) (*big.Int, error) {
-	tip, err := c.bigCall(ctx, "eth_maxPriorityFeePerGas")
-	if err == nil || !methodMissing(err) {
-		return tip, err
+	if !c.opts.TipFromFeeHistory {
+		tip, err := c.bigCall(ctx, "eth_maxPriorityFeePerGas")
+		if err == nil || !methodMissing(err) {
+			return tip, err
+		}
 	}
 	var hist struct {
 		Reward [][]*hexutil.Big `json:"reward"`
 	}
-	err = c.do(ctx, func(ctx context.Context, rc *rpc.Client) error {
-		return rc.CallContext(ctx, &hist, "eth_feeHistory", hexutil.Uint64(feeHistoryBlocks), "latest", []float64{50})
+	err := c.do(ctx, func(ctx context.Context, rc *rpc.Client) error {
+		return rc.CallContext(ctx, &hist, "eth_feeHistory", hexutil.Uint64(c.opts.FeeHistoryBlocks), "latest",
+			[]float64{c.opts.FeeHistoryPercentile})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("get fee history: %w", err)

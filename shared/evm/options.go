@@ -42,6 +42,14 @@ type Options struct {
 	// An account may gain or lose code meanwhile (a deployment at a known
 	// address, an EIP-7702 delegation), so keep it short. Zero: no reuse.
 	CodeCacheTTL time.Duration
+	// TipFromFeeHistory takes the tip from the fee history alone, never
+	// from eth_maxPriorityFeePerGas.
+	TipFromFeeHistory bool
+	// FeeHistoryPercentile and FeeHistoryBlocks are the fee history's
+	// question: the median over the last FeeHistoryBlocks blocks of this
+	// percentile of each block's tips.
+	FeeHistoryPercentile float64
+	FeeHistoryBlocks     int
 	// Legacy forces legacy (gasPrice) fees. Legacy mode is also used when the
 	// latest header has no base fee.
 	Legacy bool
@@ -59,6 +67,9 @@ func DefaultOptions() Options {
 		MaxBatch:          DefaultMaxBatch,
 		SimulateRecheck:   10 * time.Minute,
 		CodeCacheTTL:      time.Minute,
+
+		FeeHistoryPercentile: 50,
+		FeeHistoryBlocks:     10,
 	}
 }
 
@@ -77,6 +88,12 @@ func (o Options) validate() error {
 	}
 	if o.CodeCacheTTL < 0 {
 		return errors.New("code cache TTL must not be negative")
+	}
+	if o.FeeHistoryPercentile < 0 || o.FeeHistoryPercentile > 100 {
+		return errors.New("fee history percentile must be between 0 and 100")
+	}
+	if o.FeeHistoryBlocks < 1 || o.FeeHistoryBlocks > 1024 {
+		return errors.New("fee history blocks must be between 1 and 1024")
 	}
 	if o.BaseFeeMultiplier < 1 {
 		return errors.New("base fee multiplier must be at least 1")

@@ -178,7 +178,7 @@ func Build(ctx context.Context, cfg config.Config) (*Process, error) {
 	for _, ch := range cfg.Chains {
 		opts := evm.DefaultOptions()
 		opts.MaxBatch = cfg.RPCMaxBatch
-		c, err := evm.Dial(ctx, ch.ID, ch.RPCURLs, ChainOptions(opts, cfg.FeesFor(ch.ID)))
+		c, err := evm.Dial(ctx, ch.ID, ch.RPCURLs, ChainOptions(opts, cfg.Profile(ch.ID)))
 		if err != nil {
 			p.Close()
 			return nil, fmt.Errorf("chain %d: %w", ch.ID, err)
@@ -242,12 +242,16 @@ func (p *Process) StuckPolicy() (txm.StuckResolutionHook, error) {
 	return p.stuck, nil
 }
 
-// ChainOptions are opts with a chain's fee policy: its fee cap, tip cap and
-// tip floor bound every fee the client suggests.
-func ChainOptions(opts evm.Options, fees config.ChainFees) evm.Options {
-	opts.MaxFeeCap = fees.MaxFee
-	opts.MaxPriorityFeeCap = fees.MaxTip
-	opts.MinPriorityFee = fees.MinTip
+// ChainOptions are opts with a chain's profile: its fee cap, tip cap and
+// tip floor bound every fee the client suggests, and its fee strategy
+// says where the tip comes from.
+func ChainOptions(opts evm.Options, p config.ChainProfile) evm.Options {
+	opts.MaxFeeCap = p.Fees.MaxFee
+	opts.MaxPriorityFeeCap = p.Fees.MaxTip
+	opts.MinPriorityFee = p.Fees.MinTip
+	opts.TipFromFeeHistory = p.TipSource == config.TipFeeHistory
+	opts.FeeHistoryPercentile = p.FeeHistoryPercentile
+	opts.FeeHistoryBlocks = p.FeeHistoryBlocks
 	return opts
 }
 

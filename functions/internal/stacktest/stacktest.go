@@ -187,7 +187,7 @@ func (w *World) Node(t *testing.T, name string) *Node {
 	}
 	store, err := postgres.NewStoreFromConfig(pool, cfg, m, log)
 	require.NoError(t, err)
-	opts := deps.ChainOptions(w.EVM, cfg.FeesFor(evmtest.ChainID))
+	opts := deps.ChainOptions(w.EVM, cfg.Profile(evmtest.ChainID))
 	client, err := evm.Dial(context.Background(), evmtest.ChainID, cfg.Chains[0].RPCURLs, opts)
 	require.NoError(t, err)
 	t.Cleanup(client.Close)
