@@ -418,11 +418,12 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 
 // signerView is a signer's status on the wire.
 type signerView struct {
-	ChainID           uint64  `json:"chainId"`
-	Address           string  `json:"address"`
-	NextNonce         *uint64 `json:"nextNonce"`
-	ChainPendingNonce *uint64 `json:"chainPendingNonce,omitempty"`
-	ChainLatestNonce  *uint64 `json:"chainLatestNonce,omitempty"`
+	ChainID           uint64           `json:"chainId"`
+	ChainKind         config.ChainKind `json:"chainKind"`
+	Address           string           `json:"address"`
+	NextNonce         *uint64          `json:"nextNonce"`
+	ChainPendingNonce *uint64          `json:"chainPendingNonce,omitempty"`
+	ChainLatestNonce  *uint64          `json:"chainLatestNonce,omitempty"`
 	// Delegated says the signer's account carries an EIP-7702 delegation
 	// (its in-flight limit is the delegated one); omitted when the chain
 	// could not be asked.
@@ -478,7 +479,7 @@ func (h *Handler) signer(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, problemFor(err))
 		return
 	}
-	v := signerView{ChainID: chainID, Address: txm.CanonicalAddress(addr), NextNonce: st.NextNonce, ChainSyncedAt: st.ChainSyncedAt,
+	v := signerView{ChainID: chainID, ChainKind: h.deps.Config.Profile(chainID).Kind, Address: txm.CanonicalAddress(addr), NextNonce: st.NextNonce, ChainSyncedAt: st.ChainSyncedAt,
 		Allocated: st.Allocated, InFlight: st.InFlight, Mined: st.Mined, Stuck: st.Stuck}
 	if st.OldestPendingAge != nil {
 		s := st.OldestPendingAge.Seconds()

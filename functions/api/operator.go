@@ -58,19 +58,20 @@ type laneCounts struct {
 
 // signerRowView is one row of the signers list.
 type signerRowView struct {
-	ChainID                 uint64     `json:"chainId"`
-	Address                 string     `json:"address"`
-	Configured              bool       `json:"configured"`
-	NextNonce               *uint64    `json:"nextNonce"`
-	FinalBelow              uint64     `json:"finalBelow"`
-	Counts                  laneCounts `json:"counts"`
-	Lane                    []laneView `json:"lane"`
-	OldestPendingAgeSeconds *float64   `json:"oldestPendingAgeSeconds"`
-	InFlightNeed            string     `json:"inFlightNeed"`
-	Balance                 *string    `json:"balance"`
-	LeaseHolder             *leaseView `json:"leaseHolder"`
-	LastError               string     `json:"lastError,omitempty"`
-	LastErrorAt             *time.Time `json:"lastErrorAt,omitempty"`
+	ChainID                 uint64           `json:"chainId"`
+	ChainKind               config.ChainKind `json:"chainKind"`
+	Address                 string           `json:"address"`
+	Configured              bool             `json:"configured"`
+	NextNonce               *uint64          `json:"nextNonce"`
+	FinalBelow              uint64           `json:"finalBelow"`
+	Counts                  laneCounts       `json:"counts"`
+	Lane                    []laneView       `json:"lane"`
+	OldestPendingAgeSeconds *float64         `json:"oldestPendingAgeSeconds"`
+	InFlightNeed            string           `json:"inFlightNeed"`
+	Balance                 *string          `json:"balance"`
+	LeaseHolder             *leaseView       `json:"leaseHolder"`
+	LastError               string           `json:"lastError,omitempty"`
+	LastErrorAt             *time.Time       `json:"lastErrorAt,omitempty"`
 }
 
 type signerPageView struct {
@@ -148,6 +149,7 @@ func (h *Handler) signers(w http.ResponseWriter, r *http.Request) {
 	out := signerPageView{Items: make([]signerRowView, len(page.Items)), Total: page.Total}
 	for i, s := range page.Items {
 		out.Items[i] = viewSignerRow(s, configured[s.Signer])
+		out.Items[i].ChainKind = h.deps.Config.Profile(s.ChainID).Kind
 	}
 	h.addBalances(r.Context(), page.Items, out.Items)
 	if len(page.Items) == f.Limit {

@@ -258,11 +258,17 @@
     return `<span class="mono lease" title="chain lease holder ${esc(l.owner)}">${esc(l.owner)}</span> <span class="mono">#${l.token}</span>${l.live ? '' : ' <span class="muted">(expired)</span>'}`;
   }
 
+  // kindHTML is a chain's profile kind as a small badge.
+  function kindHTML(kind) {
+    if (!kind) return '';
+    return `<span class="badge kind" data-kind="${esc(kind)}" title="chain profile kind">${esc(kind)}</span>`;
+  }
+
   function signerRow(s) {
     const stuck = s.counts.stuck > 0;
     const href = `#/signer/${s.chainId}/${s.address}`;
     return `<tr class="${stuck ? 'stuck' : ''}" data-chain="${s.chainId}" data-signer="${esc(s.address)}" data-stuck="${stuck ? 1 : 0}">
-<th scope="row"><a class="mono" href="${href}" title="${esc(s.address)}">${esc(short(s.address))}</a> <span class="muted" title="chain id">· ${s.chainId}</span>${stuck ? ' <span class="badge stuck">STUCK</span>' : ''}${s.configured ? '' : ' <span class="badge" title="in the database, not in this deployment\'s configuration">unconfigured</span>'}</th>
+<th scope="row"><a class="mono" href="${href}" title="${esc(s.address)}">${esc(short(s.address))}</a> <span class="muted" title="chain id">· ${s.chainId}</span>${stuck ? ' <span class="badge stuck">STUCK</span>' : ''}${s.configured ? '' : ' <span class="badge" title="in the database, not in this deployment\'s configuration">unconfigured</span>'} ${kindHTML(s.chainKind)}</th>
 <td>${laneHTML(s)}</td>
 <td class="num" data-count="final">${s.finalBelow}</td>
 <td class="num" data-count="mined">${s.counts.mined}</td>
@@ -383,7 +389,7 @@
         .join('');
       $('signer-body').className = '';
       redraw($('signer-body'), `<table><thead><tr><th>Signer</th><th>Nonce lane</th><th class="num">Final below</th><th class="num">Mined</th><th class="num">In flight</th><th class="num">Allocated</th><th class="num">Stuck</th><th class="num">Oldest pending</th><th class="num">Balance / need</th><th>Lease (token)</th><th>Last error</th></tr></thead><tbody>${signerRow(s)}</tbody></table>
-<dl class="kv"><dt>Next nonce</dt><dd>${s.nextNonce ?? '—'}</dd><dt>EIP-7702 delegation</dt><dd data-delegated="${delegated ? 1 : 0}">${delegation}</dd><dt>Last error at</dt><dd>${when(s.lastErrorAt)}</dd><dt>Last error</dt><dd class="mono">${esc(s.lastError) || '—'}</dd></dl>
+<dl class="kv"><dt>Chain kind</dt><dd id="signer-kind">${kindHTML(s.chainKind)}</dd><dt>Next nonce</dt><dd>${s.nextNonce ?? '—'}</dd><dt>EIP-7702 delegation</dt><dd data-delegated="${delegated ? 1 : 0}">${delegation}</dd><dt>Last error at</dt><dd>${when(s.lastErrorAt)}</dd><dt>Last error</dt><dd class="mono">${esc(s.lastError) || '—'}</dd></dl>
 <h3>Open transactions (first ${s.lane.length})</h3>
 ${rows ? `<table><thead><tr><th class="num">Nonce</th><th>State</th><th>Transaction</th></tr></thead><tbody>${rows}</tbody></table>` : '<p class="muted">Nothing open: every allocated nonce is final.</p>'}`);
     }
