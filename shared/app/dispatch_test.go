@@ -367,8 +367,17 @@ func TestDispatcher_OneCallUnlessLate(t *testing.T) {
 	assert.Less(t, calls, 400/5, "requests went together")
 }
 
-// noChain is a chain that is never asked (the cursor is synced, gas given).
+// noChain is a chain that is never asked (the cursor is synced, gas given),
+// without a data fee (which the client prices at zero without asking).
 type noChain struct{ ChainReader }
+
+func (noChain) DataFees(_ context.Context, txs []txm.DataFeeTx) ([]*big.Int, error) {
+	out := make([]*big.Int, len(txs))
+	for i := range out {
+		out[i] = new(big.Int)
+	}
+	return out, nil
+}
 
 // nopPolicies is a policy store with no policies (only DevPrincipal calls).
 type nopPolicies struct{ txm.PolicyStore }
