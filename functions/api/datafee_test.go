@@ -119,6 +119,14 @@ func TestIssue48_DataFeeCost(t *testing.T) {
 	assert.Equal(t, execution.String(), rowExec)
 	assert.Equal(t, dataFee.String(), rowData)
 
+	// The signer's balance check counts the data fee with what the open
+	// transaction may spend (unsigned, without fees of its own: its value).
+	page := postJSON(t, http.MethodGet, a.APIURL+"/v1/signers?prefix="+txm.CanonicalAddress(from), open, nil)
+	require.Equal(t, http.StatusOK, page.status, "%v", page.body)
+	items, _ := page.body["items"].([]any)
+	require.Len(t, items, 1, "%v", page.body)
+	assert.Equal(t, sum(value, dataFee).String(), items[0].(map[string]any)["inFlightNeed"])
+
 	// A cap between value + execution and the whole worst case.
 	limit := sum(value, execution, new(big.Int).Div(dataFee, big.NewInt(2)))
 	capped := w.APIKey(t, txm.Policy{Principal: "capped@example.com", Roles: []txm.Role{txm.RoleSender, txm.RoleReader},
