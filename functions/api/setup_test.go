@@ -103,6 +103,8 @@ func (f *fakeChain) DecodeRevert([]byte, string) (txm.Revert, error) {
 }
 
 // DataFees is an L1's: none.
+func (f *fakeChain) ChargesDataFee() bool { return false }
+
 func (f *fakeChain) DataFees(_ context.Context, txs []txm.DataFeeTx) ([]*big.Int, error) {
 	out := make([]*big.Int, len(txs))
 	for i := range out {

@@ -46,6 +46,8 @@ func (chainStub) SimulationMethod() txm.SimMethod { return txm.SimCallEstimate }
 func (chainStub) DecodeRevert([]byte, string) (txm.Revert, error) {
 	return txm.Revert{Kind: txm.RevertKindUnknown}, nil
 }
+func (chainStub) ChargesDataFee() bool { return false }
+
 func (chainStub) DataFees(_ context.Context, txs []txm.DataFeeTx) ([]*big.Int, error) {
 	out := make([]*big.Int, len(txs))
 	for i := range out {

@@ -263,6 +263,13 @@ const dataFeeNonce = math.MaxUint32
 // (PerGasBound) where something bounds it, its own fees otherwise. A chain
 // that cannot price them is unavailable, as a failed estimate is.
 func (c *CreateTx) priceDataFees(ctx context.Context, chainID uint64, rs []*txm.Request) error {
+	oracle := c.chains[chainID]
+	if !oracle.ChargesDataFee() {
+		for _, r := range rs {
+			r.DataFee = new(big.Int)
+		}
+		return nil
+	}
 	chainCap := c.cfg.Fees.For(chainID).MaxFee
 	txs := make([]txm.DataFeeTx, len(rs))
 	for i, r := range rs {
@@ -279,7 +286,7 @@ func (c *CreateTx) priceDataFees(ctx context.Context, chainID uint64, rs []*txm.
 	}
 	pctx, span := c.metrics.StartClientSpan(ctx, "chain.data_fees")
 	span.SetInt("txfence.batch_size", len(txs))
-	fees, err := c.chains[chainID].DataFees(pctx, txs)
+	fees, err := oracle.DataFees(pctx, txs)
 	span.End()
 	if err != nil {
 		return fmt.Errorf("%w: data fee: %w", ErrChainUnavailable, err)

@@ -368,16 +368,10 @@ func TestDispatcher_OneCallUnlessLate(t *testing.T) {
 }
 
 // noChain is a chain that is never asked (the cursor is synced, gas given),
-// without a data fee (which the client prices at zero without asking).
+// without a data fee.
 type noChain struct{ ChainReader }
 
-func (noChain) DataFees(_ context.Context, txs []txm.DataFeeTx) ([]*big.Int, error) {
-	out := make([]*big.Int, len(txs))
-	for i := range out {
-		out[i] = new(big.Int)
-	}
-	return out, nil
-}
+func (noChain) ChargesDataFee() bool { return false }
 
 // nopPolicies is a policy store with no policies (only DevPrincipal calls).
 type nopPolicies struct{ txm.PolicyStore }

@@ -74,6 +74,10 @@ var dataFeeABI = func() abi.ABI {
 // and a recovery id.
 var dummySignature = append(bytes.Repeat([]byte{0x7f}, 64), 1)
 
+// ChargesDataFee implements txm.DataFeeOracle: whether the DataFee kind is
+// not DataFeeNone.
+func (c *Client) ChargesDataFee() bool { return c.opts.DataFee != DataFeeNone }
+
 // DataFees implements txm.DataFeeOracle by the chain's DataFee kind, for
 // every transaction in one batch of eth_call at the latest block:
 //

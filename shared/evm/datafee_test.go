@@ -69,6 +69,7 @@ func TestPredeployAddresses(t *testing.T) {
 func TestDataFees_OPStack(t *testing.T) {
 	t.Parallel()
 	e := setupDataFee(t, DataFeeOPStack, true)
+	require.True(t, e.client.ChargesDataFee())
 	ctx := context.Background()
 	to := e.keys[1].Address
 	gpo := evmtest.GasPriceOracle()
@@ -168,6 +169,7 @@ func TestDataFees_Arbitrum(t *testing.T) {
 func TestDataFees_None(t *testing.T) {
 	t.Parallel()
 	e := setupDataFee(t, DataFeeNone, false)
+	require.False(t, e.client.ChargesDataFee())
 	e.proxy.Reset()
 	fees, err := e.client.DataFees(context.Background(), []txm.DataFeeTx{{From: e.keys[0].Address}, {From: e.keys[1].Address}})
 	require.NoError(t, err)

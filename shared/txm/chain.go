@@ -90,12 +90,15 @@ type DataFeeTx struct {
 
 // DataFeeOracle prices the data fee a rollup charges, beside its execution
 // gas, for posting a transaction to its L1: what the transaction's worst
-// case adds to value + gas × fee ceiling. A chain without one prices every
-// transaction at zero without asking the node. A chain whose oracle is
-// missing where its kind says it is fails with an error wrapping
+// case adds to value + gas × fee ceiling. A chain whose oracle is missing
+// where its kind says it is fails with an error wrapping
 // ErrNoDataFeeOracle.
 type DataFeeOracle interface {
-	// DataFees prices each of txs, in wei, in one batched call.
+	// ChargesDataFee reports whether the chain charges one at all; when
+	// not, every transaction's is zero and DataFees need not be asked.
+	ChargesDataFee() bool
+	// DataFees prices each of txs, in wei, in one batched call (zero for
+	// each, without a call, on a chain that charges none).
 	DataFees(ctx context.Context, txs []DataFeeTx) ([]*big.Int, error)
 }
 
