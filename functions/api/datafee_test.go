@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/big"
 	"net/http"
@@ -70,8 +71,8 @@ func sum(vs ...*big.Int) *big.Int {
 // placeholder and the ceiling, before it has either); the create's answer,
 // a get and the row say so. A per-transaction cap that the value and the
 // L2 gas alone pass, but the total does not, refuses the create: 403
-// naming max_value, the data fee said, nothing written. The transaction
-// then confirms, and the L1 fee of the bytes it was sent as is within
+// naming max_value, the data fee said, nothing written; so does the
+// nodes' cap on a transaction's fee (422). The transaction then confirms, and the L1 fee of the bytes it was sent as is within
 // what was counted.
 func TestIssue48_DataFeeCost(t *testing.T) {
 	w := dataFeeWorld(t, evm.DataFeeOPStack)
@@ -137,6 +138,18 @@ func TestIssue48_DataFeeCost(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, refused.status, "the L2 gas alone passes the cap, the total does not: %v", refused.body)
 	assert.Equal(t, txm.RuleMaxValue, refused.body["rule"])
 	assert.Contains(t, refused.body["detail"], "L1 data fee of "+dataFee.String()+" wei")
+	assert.Equal(t, rows, managedRows(t, w, from), "nothing written")
+
+	// The nodes' cap on a transaction's fee counts it too: a create whose
+	// own fee at its gas limit passes the cap, but not with its data fee,
+	// is one no node would take (422), nothing written.
+	w.Cfg.TxFeeCap = sum(execution, new(big.Int).Div(dataFee, big.NewInt(2)))
+	b := w.Node(t, "b")
+	overCap := postJSON(t, http.MethodPost, b.APIURL+"/v1/transactions", open, map[string]any{"chainId": evmtest.ChainID,
+		"from": from, "to": to, "value": value.String(), "gasLimit": gas, "maxFeePerGas": ceiling.String(),
+		"maxPriorityFeePerGas": ceiling.String()})
+	require.Equal(t, http.StatusUnprocessableEntity, overCap.status, "%v", overCap.body)
+	assert.Contains(t, fmt.Sprint(overCap.body["errors"]), "an L1 data fee of "+dataFee.String()+" wei included")
 	assert.Equal(t, rows, managedRows(t, w, from), "nothing written")
 
 	// Sent and confirmed: the bytes signed (a real nonce and the fees
