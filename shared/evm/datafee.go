@@ -90,7 +90,9 @@ func (c *Client) ChargesDataFee() bool { return c.opts.DataFee != DataFeeNone }
 //     transaction may pay per gas (its MaxFeePerGas, or its GasPrice; the
 //     L2 base fee the node answered with when neither is given): Arbitrum
 //     bills the L1 component as extra L2 gas at the transaction's price,
-//     so this bounds what it can cost.
+//     so this bounds what it can cost. An Arbitrum node's gas estimate
+//     already holds the L1 component, so a worst case that adds this to
+//     gas × fee ceiling counts it twice: too high, never too low.
 //
 // An oracle that answers nothing (no code at a predeploy's address) fails
 // with an error wrapping txm.ErrNoDataFeeOracle.
