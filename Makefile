@@ -120,8 +120,9 @@ node:
 
 ## contracts: compile the test contracts' Solidity sources
 ## (shared/evm/evmtest/contracts/*.sol) with solc-js and rewrite their
-## committed artefacts (contracts/artifacts/<Name>.json: ABI and creation
-## bytecode), which evmtest embeds. The compiler, the npm package solc
+## committed artefacts (contracts/artifacts/<Name>.json: ABI, creation
+## bytecode and runtime bytecode, which a genesis alloc installs), which
+## evmtest embeds. The compiler, the npm package solc
 ## 0.8.37, is pinned by contracts/solcjs/package-lock.json and installed with
 ## npm ci into .tools/solc (gitignored), apart from .tools/node so that
 ## openapi-lint's reinstall leaves it be; the settings (optimizer, EVM

@@ -102,6 +102,17 @@ func (f *fakeChain) DecodeRevert([]byte, string) (txm.Revert, error) {
 	return txm.Revert{Kind: txm.RevertKindError, Reason: "nope"}, nil
 }
 
+// DataFees is an L1's: none.
+func (f *fakeChain) ChargesDataFee() bool { return false }
+
+func (f *fakeChain) DataFees(_ context.Context, txs []txm.DataFeeTx) ([]*big.Int, error) {
+	out := make([]*big.Int, len(txs))
+	for i := range out {
+		out[i] = new(big.Int)
+	}
+	return out, nil
+}
+
 // signers are the configured test signers.
 func signers(n int) []common.Address {
 	out := make([]common.Address, n)

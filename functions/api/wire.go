@@ -322,6 +322,9 @@ type txView struct {
 	Attempts             int             `json:"attempts"`
 	Receipt              *receiptView    `json:"receipt,omitempty"`
 	LastError            string          `json:"lastError,omitempty"`
+	// Cost is the worst-case cost counted at creation and its parts;
+	// absent for a transaction created before it was recorded.
+	Cost *costView `json:"cost,omitempty"`
 	// Effects are what the transaction's simulation showed it moves or
 	// allows (at create, or at its last approval); a plain transfer's is
 	// its value. Every reader of a transaction reads its simulation with
@@ -383,6 +386,36 @@ func viewApproval(a *txm.Approval, requester string) *approvalView {
 	return v
 }
 
+// costView is a transaction's worst-case cost, what its creator's caps
+// counted, and its two fees: the execution fee bound and the L2 data fee.
+type costView struct {
+	// WorstCase is value + ExecutionFee + DataFee.
+	WorstCase string `json:"worstCase"`
+	// ExecutionFee is the gas limit at the fee ceiling (the lower of the
+	// chain's fee cap and the creator's maxFeePerGas); absent when nothing
+	// bounded it.
+	ExecutionFee *string `json:"executionFee,omitempty"`
+	// DataFee is the L2 data fee priced at creation: what the chain
+	// charges beside the execution gas for posting the transaction to its
+	// L1; "0" on a chain without one.
+	DataFee string `json:"dataFee"`
+}
+
+// viewCost is t's costView, nil when its data fee was not recorded.
+func viewCost(t *txm.Tx) *costView {
+	if t.DataFee == nil {
+		return nil
+	}
+	total := new(big.Int).Set(t.DataFee)
+	if t.Value != nil {
+		total.Add(total, t.Value)
+	}
+	if t.ExecutionFee != nil {
+		total.Add(total, t.ExecutionFee)
+	}
+	return &costView{WorstCase: total.String(), ExecutionFee: bigString(t.ExecutionFee), DataFee: t.DataFee.String()}
+}
+
 type receiptView struct {
 	BlockNumber       uint64  `json:"blockNumber"`
 	BlockHash         string  `json:"blockHash"`
@@ -421,6 +454,7 @@ func viewTx(t *txm.Tx) txView {
 	if g := t.Gas(); g > 0 {
 		v.GasLimit = &g
 	}
+	v.Cost = viewCost(t)
 	v.Effects, v.Simulation, v.SimulationRevert = effectsOf(t), t.Simulation, t.SimulationRevert
 	if t.Receipt != nil {
 		v.Receipt = &receiptView{BlockNumber: t.Receipt.BlockNumber, BlockHash: t.Receipt.BlockHash.Hex(),

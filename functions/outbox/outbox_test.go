@@ -46,6 +46,15 @@ func (chainStub) SimulationMethod() txm.SimMethod { return txm.SimCallEstimate }
 func (chainStub) DecodeRevert([]byte, string) (txm.Revert, error) {
 	return txm.Revert{Kind: txm.RevertKindUnknown}, nil
 }
+func (chainStub) ChargesDataFee() bool { return false }
+
+func (chainStub) DataFees(_ context.Context, txs []txm.DataFeeTx) ([]*big.Int, error) {
+	out := make([]*big.Int, len(txs))
+	for i := range out {
+		out[i] = new(big.Int)
+	}
+	return out, nil
+}
 
 func setup(t *testing.T) (*pgtest.DB, config.Config, *postgres.Store, *pubsubtest.Server, *app.Relay) {
 	t.Helper()

@@ -29,8 +29,9 @@
 -- address the lock returned.
 --
 -- What a request sends, for the rolling caps, is its worst-case cost
--- (r_cost: the value and the gas limit at the fee ceiling); r_fee_ceiling
--- (the creator's maxFeePerGas, null for none) is written on the row.
+-- (r_cost: the value, the gas limit at the fee ceiling and the L2 data
+-- fee); r_fee_ceiling (the creator's maxFeePerGas, null for none) and the
+-- two fees apart (r_execution_fee, r_data_fee) are written on the row.
 --
 -- The windows (a policy's "windows") come as arrays w_* too, one element
 -- per check (a window a request counts in: w_period the rolling interval
@@ -94,7 +95,7 @@ CREATE OR REPLACE FUNCTION txfence_allocate(
     r_day_count  int[],
     r_day_value  text[],
     r_fee_ceiling text[],  -- the creator's cap on what any attempt pays per gas; null: the chain's cap
-    r_cost       text[],   -- the worst-case cost, value + gas × fee ceiling, which the caps count
+    r_cost       text[],   -- the worst-case cost, value + gas × fee ceiling + data fee, which the caps count
     w_req        int[],    -- the windows: per check or record, its request (ascending)
     w_scope      text[],   -- 'p' the principal's key, 's' the signer's
     w_asset      text[],   -- 'native' or the token's address
@@ -103,7 +104,9 @@ CREATE OR REPLACE FUNCTION txfence_allocate(
     w_max_amount text[],   -- null: no cap on the amount
     w_max_count  int[],    -- null: no cap on the count
     w_label      text[],   -- names the window in the refusal
-    r_pending    bool[])   -- true: r_id is a held (PENDING_APPROVAL) row that has its approvals, numbered in place
+    r_pending    bool[],    -- true: r_id is a held (PENDING_APPROVAL) row that has its approvals, numbered in place
+    r_execution_fee text[], -- the execution fee bound, gas × fee ceiling, written on the row; null: none
+    r_data_fee   text[])   -- the L2 data fee priced at creation, written on the row
 RETURNS TABLE (o_idx int, o_outcome text, o_tx_id uuid, o_nonce bigint, o_rule text,
     o_group int, o_token bigint, o_acquired text, o_outbox_id bigint, o_created_at timestamptz,
     o_contended bool)
@@ -176,7 +179,7 @@ BEGIN
             cardinality(r_max_fee), cardinality(r_max_prio), cardinality(r_gas_price), cardinality(r_meta),
             cardinality(r_principal), cardinality(r_hour_count), cardinality(r_hour_value),
             cardinality(r_day_count), cardinality(r_day_value), cardinality(r_fee_ceiling),
-            cardinality(r_cost)])) IS NOT FALSE
+            cardinality(r_cost), cardinality(r_execution_fee), cardinality(r_data_fee)])) IS NOT FALSE
        OR (v_w <> ANY (ARRAY[coalesce(cardinality(w_scope), 0), coalesce(cardinality(w_asset), 0),
             coalesce(cardinality(w_period), 0), coalesce(cardinality(w_amount), 0), coalesce(cardinality(w_max_amount), 0),
             coalesce(cardinality(w_max_count), 0), coalesce(cardinality(w_label), 0)])) IS NOT FALSE
@@ -440,7 +443,7 @@ BEGIN
 
     -- The rows, with contiguous nonces in request order per signer, each
     -- with who created it under which token. An approved request's held row
-    -- is numbered in place, with its gas limit and fee ceiling as judged now
+    -- is numbered in place, with its gas limit, fee ceiling and fees as judged now
     -- and a history row; the simulation it was held with makes way for the
     -- one it was judged by now (the caller writes it with the call).
     WITH req AS (
@@ -449,15 +452,16 @@ BEGIN
                 THEN v_base[r.g] + count(*) FILTER (WHERE r.o = 'created') OVER (PARTITION BY r.g ORDER BY r.idx) - 1
             END AS n
         FROM unnest(r_group, r_id, r_request_id, r_fp, r_to, r_value, r_data, r_gas, r_max_fee, r_max_prio,
-                r_gas_price, r_meta, r_principal, v_outcome, r_fee_ceiling)
-            WITH ORDINALITY AS r(g, id, rid, fp, to_address, v, data, gas, max_fee, max_prio, gas_price, meta, p, o, fc, idx)),
+                r_gas_price, r_meta, r_principal, v_outcome, r_fee_ceiling, r_execution_fee, r_data_fee)
+            WITH ORDINALITY AS r(g, id, rid, fp, to_address, v, data, gas, max_fee, max_prio, gas_price, meta, p, o, fc, xf, df, idx)),
     ins AS (
         INSERT INTO managed_tx (id, chain_id, signer, nonce, request_id, payload_fingerprint, to_address, value,
             data, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, gas_price, metadata, state, principal,
-            fencing_token, created_owner, created_token, created_at, updated_at, fee_ceiling)
+            fencing_token, created_owner, created_token, created_at, updated_at, fee_ceiling, execution_fee, data_fee)
         SELECT req.id, s_chain[req.g], s_signer[req.g], req.n, req.rid, req.fp, req.to_address, coalesce(req.v, '0')::numeric,
             coalesce(req.data, '\x'), req.gas, req.max_fee::numeric, req.max_prio::numeric, req.gas_price::numeric,
-            req.meta::jsonb, 'ALLOCATED', req.p, v_token[req.g], p_owner, v_token[req.g], now(), now(), req.fc::numeric
+            req.meta::jsonb, 'ALLOCATED', req.p, v_token[req.g], p_owner, v_token[req.g], now(), now(), req.fc::numeric,
+            req.xf::numeric, req.df::numeric
         FROM req
         WHERE req.o = 'created' AND NOT coalesce(r_pending[req.i], false)
         ORDER BY req.i
@@ -465,7 +469,7 @@ BEGIN
     upd AS (
         UPDATE managed_tx t
         SET nonce = req.n, state = 'ALLOCATED', fencing_token = v_token[req.g], gas_limit = req.gas,
-            fee_ceiling = req.fc::numeric, updated_at = now()
+            fee_ceiling = req.fc::numeric, execution_fee = req.xf::numeric, data_fee = req.df::numeric, updated_at = now()
         FROM req
         WHERE req.o = 'created' AND r_pending[req.i] AND t.id = req.id AND t.state = 'PENDING_APPROVAL'
         RETURNING t.id, t.fencing_token),

@@ -51,7 +51,8 @@ func (c *CreateTx) hold(ctx context.Context, who txm.Principal, r *txm.Request, 
 func approvedRequest(t *txm.Tx) *txm.Request {
 	r := t.Request
 	r.Approved, r.MadeUpID = true, false
-	r.GasEstimate, r.Cost, r.Simulation, r.Effects, r.SimulationRevert = 0, nil, "", nil, ""
+	r.GasEstimate, r.Cost, r.ExecutionFee, r.DataFee = 0, nil, nil, nil
+	r.Simulation, r.Effects, r.SimulationRevert = "", nil, ""
 	if t.Approval != nil {
 		r.ErrorABI = t.Approval.ErrorABI
 		if t.Approval.GasEstimated {

@@ -72,10 +72,12 @@ func (c *CreateTx) simulateBatch(ctx context.Context, batch []*waiter, refuse fu
 		span.SetInt("txfence.batch_size", len(calls))
 		results, err := c.chains[id].Simulate(sctx, calls)
 		span.End()
+		var simulated []*waiter
 		for i, w := range ws {
 			if err == nil {
-				err := c.judge(w, results[i])
+				err := c.judgeSimulation(w, results[i])
 				if err == nil {
+					simulated = append(simulated, w)
 					continue
 				}
 				refuse(w, err)
@@ -83,6 +85,25 @@ func (c *CreateTx) simulateBatch(ctx context.Context, batch []*waiter, refuse fu
 				refuse(w, fmt.Errorf("%w: simulate: %w", ErrChainUnavailable, err))
 			}
 			refused[w] = true
+		}
+		if len(simulated) == 0 {
+			continue
+		}
+		// Their gas is known: their data fees, in one more request.
+		reqs := make([]*txm.Request, len(simulated))
+		for i, w := range simulated {
+			reqs[i] = w.req
+		}
+		priced := c.priceDataFees(ctx, id, reqs)
+		for _, w := range simulated {
+			err := priced
+			if err == nil {
+				err = c.judgeCost(w)
+			}
+			if err != nil {
+				refuse(w, err)
+				refused[w] = true
+			}
 		}
 	}
 	if len(refused) == 0 {
@@ -97,15 +118,14 @@ func (c *CreateTx) simulateBatch(ctx context.Context, batch []*waiter, refuse fu
 	return kept
 }
 
-// judge applies a simulation's result to w's request: the method, the
-// effects and the gas estimate are recorded in it, and a call that would
-// fail is refused (a revert with its decoded reason), unless the creator's
-// policy makes simulation advisory, in which case a revert is recorded and
-// the caller's gas limit signed with. Then come the checks that need the
-// gas: the policy's rules on the effects and the caps on gas and cost.
-// Last, a create that passed them all and that a rule of the policy holds
-// for approval answers *heldForApproval.
-func (c *CreateTx) judge(w *waiter, res txm.SimResult) error {
+// judgeSimulation applies a simulation's result to w's request: the
+// method, the effects and the gas estimate are recorded in it, and a call
+// that would fail is refused (a revert with its decoded reason), unless the
+// creator's policy makes simulation advisory, in which case a revert is
+// recorded and the caller's gas limit signed with. Then the policy's rules
+// on the effects judge it. Its data fee is priced next, and judgeCost comes
+// last.
+func (c *CreateTx) judgeSimulation(w *waiter, res txm.SimResult) error {
 	r, pol := w.req, w.sim.pol
 	r.Simulation = res.Method
 	var funds *txm.InsufficientFundsError
@@ -143,9 +163,15 @@ func (c *CreateTx) judge(w *waiter, res txm.SimResult) error {
 			r.GasEstimate = res.Gas
 		}
 	}
-	if err := c.checkEffects(pol, r); err != nil {
-		return err
-	}
+	return c.checkEffects(pol, r)
+}
+
+// judgeCost runs the checks that need a simulated create's gas and data
+// fee: the policy's caps on gas and cost. Last, a create that passed them
+// all and that a rule of the policy holds for approval answers
+// *heldForApproval.
+func (c *CreateTx) judgeCost(w *waiter) error {
+	r, pol := w.req, w.sim.pol
 	if err := c.checkCost(pol, r); err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/big"
 	"strings"
 	"sync"
@@ -22,13 +23,15 @@ import (
 // nonce (only when the shared cursor's sync is stale), whether the
 // destination holds code (cached), the simulation of a call (one batched
 // request for the calls of an allocation batch), the decoding of a revert,
-// and gas estimation for a plain transfer.
+// gas estimation for a plain transfer, and the L2 data fee (one batched
+// request, none on a chain without one).
 type ChainReader interface {
 	txm.NonceSource
 	txm.GasEstimator
 	txm.Simulator
 	txm.CodeChecker
 	txm.RevertDecoder
+	txm.DataFeeOracle
 }
 
 // CreateStore is the storage CreateTx needs.
@@ -222,6 +225,9 @@ func (c *CreateTx) judgeAndQueue(ctx context.Context, who txm.Principal, pol txm
 	if err := c.checkEffects(pol, r); err != nil {
 		return txm.Created{}, err
 	}
+	if err := c.priceDataFees(ctx, r.ChainID, []*txm.Request{r}); err != nil {
+		return txm.Created{}, err
+	}
 	if err := c.checkCost(pol, r); err != nil {
 		return txm.Created{}, err
 	}
@@ -231,15 +237,67 @@ func (c *CreateTx) judgeAndQueue(ctx context.Context, who txm.Principal, pol txm
 	return c.queue(ctx, who, pol, r, txID, false)
 }
 
-// checkCost is what a create must pass once its gas limit is known: the
-// policy's caps on the gas limit and the worst-case cost, and the nodes'
-// cap on a transaction's fee.
+// checkCost is what a create must pass once its gas limit is known and its
+// data fee priced (priceDataFees): the policy's caps on the gas limit and
+// the worst-case cost (value, execution fee bound and data fee), and the
+// nodes' cap on a transaction's fee.
 func (c *CreateTx) checkCost(pol txm.Policy, r *txm.Request) error {
-	r.Cost = r.WorstCaseCost(c.cfg.Fees.For(r.ChainID).MaxFee)
+	chainCap := c.cfg.Fees.For(r.ChainID).MaxFee
+	r.ExecutionFee = r.ExecutionFeeBound(chainCap)
+	r.Cost = r.WorstCaseCost(chainCap)
 	if err := pol.CheckCost(r); err != nil {
 		return err
 	}
 	return checkTxFee(r, c.cfg.Fees.For(r.ChainID).TxFeeCap)
+}
+
+// dataFeeNonce is the nonce a create's data fee is priced with, before it
+// has one: the largest of the five-byte encoding no signer's nonce grows
+// past, so that the size priced is not below the signed transaction's.
+const dataFeeNonce = math.MaxUint32
+
+// priceDataFees prices the L2 data fee of each of rs, creates on chain
+// chainID whose gas limit is known, in one call (none on a chain without a
+// data fee), and records it in each (DataFee). Each is priced as it will be
+// signed at its worst: at its gas limit, and at the most it may pay per gas
+// (PerGasBound) where something bounds it, its own fees otherwise. A chain
+// that cannot price them is unavailable, as a failed estimate is.
+func (c *CreateTx) priceDataFees(ctx context.Context, chainID uint64, rs []*txm.Request) error {
+	oracle := c.chains[chainID]
+	if !oracle.ChargesDataFee() {
+		for _, r := range rs {
+			r.DataFee = new(big.Int)
+		}
+		return nil
+	}
+	chainCap := c.cfg.Fees.For(chainID).MaxFee
+	txs := make([]txm.DataFeeTx, len(rs))
+	for i, r := range rs {
+		t := txm.DataFeeTx{From: r.From, To: r.To, Value: r.Value, Data: r.Data, Nonce: dataFeeNonce, Gas: r.Gas(),
+			MaxFeePerGas: r.MaxFeePerGas, MaxPriorityFeePerGas: r.MaxPriorityFeePerGas, GasPrice: r.GasPrice}
+		if perGas := r.PerGasBound(chainCap); perGas != nil {
+			if t.GasPrice != nil {
+				t.GasPrice = perGas
+			} else {
+				t.MaxFeePerGas, t.MaxPriorityFeePerGas = perGas, perGas
+			}
+		}
+		txs[i] = t
+	}
+	pctx, span := c.metrics.StartClientSpan(ctx, "chain.data_fees")
+	span.SetInt("txfence.batch_size", len(txs))
+	fees, err := oracle.DataFees(pctx, txs)
+	span.End()
+	if err != nil {
+		return fmt.Errorf("%w: data fee: %w", ErrChainUnavailable, err)
+	}
+	if len(fees) != len(rs) {
+		return fmt.Errorf("%w: data fee: %d fees for %d transactions", ErrChainUnavailable, len(fees), len(rs))
+	}
+	for i, r := range rs {
+		r.DataFee = fees[i]
+	}
+	return nil
 }
 
 // queue hands r to the dispatcher and answers with its allocation.
@@ -280,9 +338,10 @@ func fundsInvalid(funds *txm.InsufficientFundsError) error {
 	return v
 }
 
-// checkTxFee refuses a request whose own fee, at its gas limit, is above
-// the nodes' cap on a transaction's fee (nil: none): no node would take it,
-// and waiting changes nothing. Fees chosen at signing are held under it.
+// checkTxFee refuses a request whose own fee, at its gas limit, with its L2
+// data fee, is above the nodes' cap on a transaction's fee (nil: none): no
+// node would take it, and waiting changes nothing. Fees chosen at signing
+// are held under it.
 func checkTxFee(r *txm.Request, txFeeCap *big.Int) error {
 	if txFeeCap == nil {
 		return nil
@@ -294,10 +353,20 @@ func checkTxFee(r *txm.Request, txFeeCap *big.Int) error {
 	if fee == nil {
 		return nil
 	}
-	if total := new(big.Int).Mul(fee, new(big.Int).SetUint64(r.Gas())); total.Cmp(txFeeCap) > 0 {
+	total := new(big.Int).Mul(fee, new(big.Int).SetUint64(r.Gas()))
+	if r.DataFee == nil || r.DataFee.Sign() == 0 {
+		if total.Cmp(txFeeCap) > 0 {
+			v := &txm.ValidationError{}
+			v.Add(field, "at a gas limit of %d the fee can reach %s wei, above the nodes' cap of %s wei on a transaction's fee; no node would take it",
+				r.Gas(), total, txFeeCap)
+			return v
+		}
+		return nil
+	}
+	if total.Add(total, r.DataFee); total.Cmp(txFeeCap) > 0 {
 		v := &txm.ValidationError{}
-		v.Add(field, "at a gas limit of %d the fee can reach %s wei, above the nodes' cap of %s wei on a transaction's fee; no node would take it",
-			r.Gas(), total, txFeeCap)
+		v.Add(field, "at a gas limit of %d the fee can reach %s wei, an L1 data fee of %s wei included, above the nodes' cap of %s wei on a transaction's fee; no node would take it",
+			r.Gas(), total, r.DataFee, txFeeCap)
 		return v
 	}
 	return nil

@@ -367,8 +367,11 @@ func TestDispatcher_OneCallUnlessLate(t *testing.T) {
 	assert.Less(t, calls, 400/5, "requests went together")
 }
 
-// noChain is a chain that is never asked (the cursor is synced, gas given).
+// noChain is a chain that is never asked (the cursor is synced, gas given),
+// without a data fee.
 type noChain struct{ ChainReader }
+
+func (noChain) ChargesDataFee() bool { return false }
 
 // nopPolicies is a policy store with no policies (only DevPrincipal calls).
 type nopPolicies struct{ txm.PolicyStore }

@@ -156,7 +156,7 @@ var settingGroups = []settingGroup{
 				load: func(p *parser, c *Config) { p.bigInt(EnvMaxTipCap, &c.MaxTipCap) }},
 			{env: EnvMinPriorityFee, def: "1000000", shown: "0.001 gwei", doc: "no suggested tip is below this floor (geth's default miner minimum)",
 				load: func(p *parser, c *Config) { p.bigInt(EnvMinPriorityFee, &c.MinPriorityFee) }},
-			{env: EnvTxFeeCap, def: "1000000000000000000", shown: "1 ether", doc: "the nodes' cap on a transaction's fee, gas limit × max fee per gas (geth's `--rpc.txfeecap`): a create whose own fee passes it is 422, every attempt is held under it; `0`: none",
+			{env: EnvTxFeeCap, def: "1000000000000000000", shown: "1 ether", doc: "the nodes' cap on a transaction's fee, gas limit × max fee per gas (geth's `--rpc.txfeecap`), counted with the data fee on a chain that charges one: a create whose own fee passes it is 422, every attempt is held under it; `0`: none",
 				load: func(p *parser, c *Config) { p.bigInt(EnvTxFeeCap, &c.TxFeeCap) }},
 			{env: EnvMaxBumps, def: "15", doc: "fee replacements per transaction; then STUCK `fee_cap_reached`",
 				load: func(p *parser, c *Config) { p.integer(EnvMaxBumps, &c.MaxBumps) }},

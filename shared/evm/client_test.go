@@ -153,6 +153,9 @@ func TestClient_OptionsValidate(t *testing.T) {
 		"min tip above fee cap": {func(o *Options) { o.MinPriorityFee, o.MaxFeeCap = big.NewInt(2), big.NewInt(1) }, false},
 		"min tip at fee cap":    {func(o *Options) { o.MinPriorityFee, o.MaxFeeCap = big.NewInt(1), big.NewInt(1) }, true},
 		"caps":                  {func(o *Options) { o.MaxFeeCap, o.MaxPriorityFeeCap = big.NewInt(10), big.NewInt(20) }, true},
+		"op-stack data fee":     {func(o *Options) { o.DataFee = DataFeeOPStack }, true},
+		"arbitrum data fee":     {func(o *Options) { o.DataFee = DataFeeArbitrum }, true},
+		"unknown data fee":      {func(o *Options) { o.DataFee = "optimism" }, false},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package evm
 
 import (
 	"errors"
+	"fmt"
 	"math/big"
 	"time"
 )
@@ -53,6 +54,11 @@ type Options struct {
 	// Legacy forces legacy (gasPrice) fees. Legacy mode is also used when the
 	// latest header has no base fee.
 	Legacy bool
+
+	// DataFee is how the chain prices the data fee it charges beside the
+	// execution gas (DataFees): DataFeeNone (an L1), DataFeeOPStack or
+	// DataFeeArbitrum.
+	DataFee DataFeeKind
 }
 
 // DefaultOptions are a 5s call timeout, a 20% gas margin, a fee cap of twice
@@ -94,6 +100,9 @@ func (o Options) validate() error {
 	}
 	if o.FeeHistoryBlocks < 1 || o.FeeHistoryBlocks > 1024 {
 		return errors.New("fee history blocks must be between 1 and 1024")
+	}
+	if !o.DataFee.valid() {
+		return fmt.Errorf("data fee kind %q is none of %q, %q, %q", o.DataFee, DataFeeNone, DataFeeOPStack, DataFeeArbitrum)
 	}
 	if o.BaseFeeMultiplier < 1 {
 		return errors.New("base fee multiplier must be at least 1")

@@ -54,7 +54,8 @@ LEFT JOIN LATERAL (
            extract(epoch FROM clock_timestamp() - min(t.created_at))::float8 AS oldest_age,
            sum(CASE WHEN t.state = 'MINED' THEN 0 ELSE
                t.value + coalesce(a.gas_limit, t.gas_limit, 0)::numeric
-                       * coalesce(a.max_fee_per_gas, a.gas_price, t.max_fee_per_gas, t.gas_price, 0) END) AS need
+                       * coalesce(a.max_fee_per_gas, a.gas_price, t.max_fee_per_gas, t.gas_price, 0)
+                       + coalesce(t.data_fee, 0) END) AS need
     FROM managed_tx t
     LEFT JOIN LATERAL (
         SELECT gas_limit, max_fee_per_gas, gas_price FROM tx_attempt

@@ -22,7 +22,8 @@ const txColumns = `t.id::text, t.chain_id, t.signer, t.nonce, t.request_id, t.pa
     t.last_error, t.reorg_count, t.receipt_block_number, t.receipt_block_hash, t.receipt_status,
     t.receipt_gas_used, t.receipt_effective_gas_price::text, t.created_at, t.updated_at,
     a.tx_hash, coalesce(a.attempt_no, 0), t.broadcast_count, t.failures, t.failing_since, t.next_attempt_at,
-    t.stuck_since, t.last_broadcast_at, coalesce(t.principal, ''), t.fee_ceiling::text`
+    t.stuck_since, t.last_broadcast_at, coalesce(t.principal, ''), t.fee_ceiling::text, t.execution_fee::text,
+    t.data_fee::text`
 
 // txFrom joins the latest attempt of each transaction.
 const txFrom = `managed_tx t
@@ -39,7 +40,7 @@ func scanTx(row pgx.Row, extra ...any) (*txm.Tx, error) {
 		requestID, to, subState, lastErr, bhash    *string
 		value                                      string
 		maxFee, maxPrio, gasPrice, effPrice, thash *string
-		feeCeiling                                 *string
+		feeCeiling, executionFee, dataFee          *string
 		fp                                         []byte
 		gasLimit, bnum, gasUsed                    *int64
 		status                                     *int16
@@ -50,7 +51,7 @@ func scanTx(row pgx.Row, extra ...any) (*txm.Tx, error) {
 		&maxFee, &maxPrio, &gasPrice, &t.Metadata, &state, &subState, &lastErr, &t.ReorgCount,
 		&bnum, &bhash, &status, &gasUsed, &effPrice, &t.CreatedAt, &t.UpdatedAt, &thash, &attempts, &t.BroadcastCount,
 		&t.Failures, &t.FailingSince, &t.NextAttemptAt, &t.StuckSince, &t.LastBroadcastAt, &t.Principal,
-		&feeCeiling}, extra...)...)
+		&feeCeiling, &executionFee, &dataFee}, extra...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -68,6 +69,7 @@ func scanTx(row pgx.Row, extra ...any) (*txm.Tx, error) {
 	t.Value = parseBig(&value)
 	t.MaxFeePerGas, t.MaxPriorityFeePerGas, t.GasPrice = parseBig(maxFee), parseBig(maxPrio), parseBig(gasPrice)
 	t.FeeCeiling = parseBig(feeCeiling)
+	t.ExecutionFee, t.DataFee = parseBig(executionFee), parseBig(dataFee)
 	if gasLimit != nil {
 		t.GasLimit = uint64(*gasLimit)
 	}

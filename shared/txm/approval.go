@@ -62,7 +62,8 @@ type ApprovalRule struct {
 	// with native value, every chain.
 	ChainID uint64
 	// Above is the threshold the transaction must exceed. Native: its
-	// worst-case cost in wei (value + gas × fee ceiling, Request.Cost).
+	// worst-case cost in wei (value + gas × fee ceiling + L1 data fee,
+	// Request.Cost).
 	// Token: what its simulated effects move of the token out of the
 	// signer, summed as a TokenRule's MaxPerTx sums it.
 	Above *big.Int

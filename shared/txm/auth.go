@@ -79,7 +79,8 @@ type Policy struct {
 	Signers    []common.Address
 	AllSigners bool
 	// MaxValue caps what one transaction may take from its signer: its
-	// worst-case cost, value + gas limit × fee ceiling (nil: no cap).
+	// worst-case cost, value + gas limit × fee ceiling + the L1 data fee
+	// (nil: no cap).
 	MaxValue *big.Int
 	// MaxGasLimit caps one transaction's gas limit, given or estimated (0:
 	// the configured TXFENCE_MAX_GAS_LIMIT only).
@@ -324,12 +325,17 @@ func (p Policy) CheckSend(r *Request) error {
 
 // CheckCost is what a create must pass once its gas limit is known (given,
 // or estimated) and its cost counted (r.Cost): the gas limit cap, and the
-// value cap counted on the worst-case cost.
+// value cap counted on the worst-case cost, data fee included.
 func (p Policy) CheckCost(r *Request) error {
 	if p.MaxGasLimit > 0 && r.Gas() > p.MaxGasLimit {
 		return &Refusal{Rule: RuleMaxGasLimit, Detail: fmt.Sprintf("the gas limit %d is above the cap of %d", r.Gas(), p.MaxGasLimit)}
 	}
 	if p.MaxValue != nil && r.Cost != nil && r.Cost.Cmp(p.MaxValue) > 0 {
+		if r.DataFee != nil && r.DataFee.Sign() > 0 {
+			return &Refusal{Rule: RuleMaxValue, Detail: fmt.Sprintf(
+				"the worst-case cost %s wei (the value, %d gas at the fee ceiling and an L1 data fee of %s wei) is above the per-transaction cap of %s wei",
+				r.Cost, r.Gas(), r.DataFee, p.MaxValue)}
+		}
 		return &Refusal{Rule: RuleMaxValue, Detail: fmt.Sprintf(
 			"the worst-case cost %s wei (the value and %d gas at the fee ceiling) is above the per-transaction cap of %s wei",
 			r.Cost, r.Gas(), p.MaxValue)}
@@ -350,11 +356,11 @@ func (p Policy) UsageRefusal(rule string) *Refusal {
 	case RuleHourlyCount:
 		return &Refusal{Rule: rule, Detail: fmt.Sprintf("%d transactions from this signer in the last hour is the cap", p.Hourly.Count)}
 	case RuleHourlyValue:
-		return &Refusal{Rule: rule, Detail: fmt.Sprintf("the hourly cap of %s wei (worst-case cost: value and fees) from this signer would be passed", p.Hourly.Value)}
+		return &Refusal{Rule: rule, Detail: fmt.Sprintf("the hourly cap of %s wei (worst-case cost: value, execution fees and any L1 data fee) from this signer would be passed", p.Hourly.Value)}
 	case RuleDailyCount:
 		return &Refusal{Rule: rule, Detail: fmt.Sprintf("%d transactions from this signer in the last 24 hours is the cap", p.Daily.Count)}
 	case RuleDailyValue:
-		return &Refusal{Rule: rule, Detail: fmt.Sprintf("the daily cap of %s wei (worst-case cost: value and fees) from this signer would be passed", p.Daily.Value)}
+		return &Refusal{Rule: rule, Detail: fmt.Sprintf("the daily cap of %s wei (worst-case cost: value, execution fees and any L1 data fee) from this signer would be passed", p.Daily.Value)}
 	}
 	return &Refusal{Rule: rule, Detail: "a rolling cap would be passed"}
 }

@@ -102,6 +102,12 @@ func TestIssue44_CostRules(t *testing.T) {
 	r.FeeCeiling = big.NewInt(1000)
 	assert.Equal(t, big.NewInt(5+21000*100), r.WorstCaseCost(chainCap), "a ceiling above the chain's cap counts the cap")
 	assert.Equal(t, big.NewInt(5+21000*1000), r.WorstCaseCost(nil))
+	assert.Equal(t, big.NewInt(21000*100), r.ExecutionFeeBound(chainCap))
+	r.DataFee = big.NewInt(7)
+	assert.Equal(t, big.NewInt(5+21000*100+7), r.WorstCaseCost(chainCap), "the data fee counts")
+	r.FeeCeiling = nil
+	assert.Nil(t, r.ExecutionFeeBound(nil), "nothing bounds the fee")
+	assert.Equal(t, big.NewInt(5+7), r.WorstCaseCost(nil), "the value and the data fee")
 
 	p := Policy{Roles: []Role{RoleSender}, AllSigners: true, MaxValue: big.NewInt(50_000), MaxGasLimit: 30_000, MaxFeePerGas: big.NewInt(2)}
 	rule := func(err error) string {
@@ -132,6 +138,11 @@ func TestIssue44_CostRules(t *testing.T) {
 	over.FeeCeiling = p.MaxFeePerGas
 	over.Cost = over.WorstCaseCost(chainCap)
 	assert.Equal(t, RuleMaxValue, rule(p.CheckCost(over)), "50,001 wei of value and fees, above 50,000")
+	within.DataFee = big.NewInt(8_000)
+	within.Cost = within.WorstCaseCost(chainCap)
+	err := p.CheckCost(within)
+	assert.Equal(t, RuleMaxValue, rule(err), "50,001 wei with the data fee, above 50,000")
+	assert.ErrorContains(t, err, "an L1 data fee of 8000 wei")
 }
 
 func TestPolicySimulationMode(t *testing.T) {

@@ -71,6 +71,37 @@ type GasEstimator interface {
 	EstimateGas(ctx context.Context, msg CallMsg) (uint64, error)
 }
 
+// DataFeeTx is a transaction as it will be signed, for pricing its data
+// fee: what is not known yet (the nonce before allocation, the fees before
+// signing) is given at the most it can be, so that the size priced is at
+// least the signed transaction's.
+type DataFeeTx struct {
+	From  common.Address
+	To    *common.Address // nil: contract creation
+	Value *big.Int
+	Data  []byte
+	Nonce uint64
+	Gas   uint64
+	// The most it may pay per gas: MaxFeePerGas and MaxPriorityFeePerGas
+	// (EIP-1559), or GasPrice (legacy, when set); nil where none bounds
+	// it.
+	MaxFeePerGas, MaxPriorityFeePerGas, GasPrice *big.Int
+}
+
+// DataFeeOracle prices the data fee a rollup charges, beside its execution
+// gas, for posting a transaction to its L1: what the transaction's worst
+// case adds to value + gas × fee ceiling. A chain whose oracle is missing
+// where its kind says it is fails with an error wrapping
+// ErrNoDataFeeOracle.
+type DataFeeOracle interface {
+	// ChargesDataFee reports whether the chain charges one at all; when
+	// not, every transaction's is zero and DataFees need not be asked.
+	ChargesDataFee() bool
+	// DataFees prices each of txs, in wei, in one batched call (zero for
+	// each, without a call, on a chain that charges none).
+	DataFees(ctx context.Context, txs []DataFeeTx) ([]*big.Int, error)
+}
+
 // Fees are what a new attempt will pay. For EIP-1559 chains GasPrice is nil;
 // for legacy chains the 1559 fields are nil.
 type Fees struct {

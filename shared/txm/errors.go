@@ -64,6 +64,12 @@ var (
 	// in one call (eth_getBlockReceipts).
 	ErrNoBlockReceipts = errors.New("the node does not serve block receipts")
 
+	// ErrNoDataFeeOracle means the chain's data fee oracle (the OP Stack
+	// GasPriceOracle, the Arbitrum NodeInterface) answered nothing where
+	// the chain's kind says it is: the chain is not of that kind, or its
+	// node does not serve it.
+	ErrNoDataFeeOracle = errors.New("no data fee oracle on the chain")
+
 	// ErrNodeBehind means no endpoint could answer for a block: each had
 	// not reached it, or had another block at its height. Nothing is
 	// concluded; the caller asks again later.

@@ -47,7 +47,8 @@ type Window struct {
 	// Token is the token counted (ERC-20, ERC-721 or ERC-1155: what the
 	// simulated effects move of it out of the signer, as TokenRule.MaxPerTx
 	// sums it); the zero address counts native value: each transaction's
-	// worst-case cost, value and gas at the fee ceiling, so fees count.
+	// worst-case cost, value, gas at the fee ceiling and any L1 data fee,
+	// so fees count.
 	Token common.Address
 	// ChainID is the chain counted: required with a token; 0 with native
 	// value is every chain, each counted apart.
@@ -116,9 +117,9 @@ func (w Window) describe() string {
 	case !w.Native():
 		asset = fmt.Sprintf("units of token %s on chain %d", CanonicalAddress(w.Token), w.ChainID)
 	case w.ChainID != 0:
-		asset = fmt.Sprintf("wei of native value on chain %d (worst-case cost: value and fees)", w.ChainID)
+		asset = fmt.Sprintf("wei of native value on chain %d (worst-case cost: value, execution fees and any L1 data fee)", w.ChainID)
 	default:
-		asset = "wei of native value on the chain (worst-case cost: value and fees)"
+		asset = "wei of native value on the chain (worst-case cost: value, execution fees and any L1 data fee)"
 	}
 	var limits []string
 	if w.MaxAmount != nil {

@@ -36,6 +36,16 @@ type Request struct {
 	// the caps on the principal count; nil: the value. Not part of the
 	// fingerprint.
 	Cost *big.Int
+	// ExecutionFee is the most the transaction's execution can cost, its
+	// gas at the fee ceiling (ExecutionFeeBound), as counted at creation;
+	// nil when nothing bounded it, or before it was counted. Not part of
+	// the fingerprint.
+	ExecutionFee *big.Int
+	// DataFee is the L2 data fee priced at creation (DataFeeOracle), what
+	// the chain charges beside the execution gas for posting the
+	// transaction to its L1; zero on a chain without one, nil before it was
+	// priced. Not part of the fingerprint.
+	DataFee *big.Int
 	// ErrorABI is the caller's description of the custom errors the call
 	// may revert with (a JSON ABI or a signature), used only to decode a
 	// revert's arguments. Not stored, not part of the fingerprint.
@@ -56,20 +66,42 @@ type Request struct {
 	Approved bool
 }
 
+// PerGasBound is the most any attempt of the transaction may pay per gas
+// on a chain whose fee cap is chainCap: the lower of its fee ceiling and
+// chainCap; nil when neither bounds it.
+func (r *Request) PerGasBound(chainCap *big.Int) *big.Int {
+	perGas := chainCap
+	if r.FeeCeiling != nil && (perGas == nil || r.FeeCeiling.Cmp(perGas) < 0) {
+		perGas = r.FeeCeiling
+	}
+	return perGas
+}
+
+// ExecutionFeeBound is the most the transaction's execution can cost on a
+// chain whose fee cap is chainCap: its gas limit at PerGasBound; nil when
+// nothing bounds it.
+func (r *Request) ExecutionFeeBound(chainCap *big.Int) *big.Int {
+	perGas := r.PerGasBound(chainCap)
+	if perGas == nil {
+		return nil
+	}
+	return new(big.Int).Mul(new(big.Int).SetUint64(r.Gas()), perGas)
+}
+
 // WorstCaseCost is the most the transaction can take from its signer on a
-// chain whose fee cap is chainCap: its value and its gas limit at the lower
-// of its fee ceiling and chainCap (both nil: the value alone).
+// chain whose fee cap is chainCap: its value, its execution fee bound
+// (ExecutionFeeBound; none when nothing bounds it) and its data fee
+// (DataFee, when priced).
 func (r *Request) WorstCaseCost(chainCap *big.Int) *big.Int {
 	cost := new(big.Int)
 	if r.Value != nil {
 		cost.Set(r.Value)
 	}
-	perGas := chainCap
-	if r.FeeCeiling != nil && (perGas == nil || r.FeeCeiling.Cmp(perGas) < 0) {
-		perGas = r.FeeCeiling
+	if fee := r.ExecutionFeeBound(chainCap); fee != nil {
+		cost.Add(cost, fee)
 	}
-	if perGas != nil {
-		cost.Add(cost, new(big.Int).Mul(new(big.Int).SetUint64(r.Gas()), perGas))
+	if r.DataFee != nil {
+		cost.Add(cost, r.DataFee)
 	}
 	return cost
 }

@@ -168,6 +168,21 @@
   // (the token's decimals are not known here).
   const units = (v) => BigInt(v).toLocaleString('en-US');
 
+  // costHTML is t's worst-case cost as its creator's caps counted it, and
+  // its two parts: the L2 execution fee bound (gas limit × fee ceiling) and
+  // the L1 data fee an L2 charges beside it. Nothing for a transaction
+  // created before they were recorded.
+  function costHTML(t) {
+    const c = t.cost;
+    if (!c) return '';
+    const wei = (v) => `${esc(eth(v))} <span class="muted">(${esc(units(v))} wei)</span>`;
+    const exec = c.executionFee != null ? `at most ${wei(c.executionFee)}` : '<span class="muted">no bound</span>';
+    return `<dt>Worst-case cost</dt><dd id="tx-cost" data-wei="${esc(c.worstCase)}">${wei(c.worstCase)} <span class="muted">value and fees, as the caps counted it</span></dd>
+<dt>L2 execution fee</dt><dd id="tx-execution-fee" data-wei="${esc(c.executionFee ?? '')}">${exec} <span class="muted">gas limit × fee ceiling</span></dd>
+<dt>L1 data fee</dt><dd id="tx-data-fee" data-wei="${esc(c.dataFee)}">${wei(c.dataFee)}</dd>
+`;
+  }
+
   function amountHTML(e) {
     const v = BigInt(e.amount ?? 0);
     switch (e.kind) {
@@ -493,7 +508,7 @@ ${rows ? `<table><thead><tr><th class="num">Nonce</th><th>State</th><th>Transact
 <dt>To</dt><dd class="mono">${esc(t.to) || '(contract creation)'}</dd>
 <dt>Value</dt><dd>${esc(eth(t.value))} <span class="muted">(${esc(t.value)} wei)</span></dd>
 <dt>Gas limit</dt><dd>${t.gasLimit ?? '—'}</dd>
-<dt>Request id</dt><dd class="mono">${esc(t.requestId) || '—'}</dd>
+${costHTML(t)}<dt>Request id</dt><dd class="mono">${esc(t.requestId) || '—'}</dd>
 <dt>Hash</dt><dd class="mono">${esc(t.hash) || '—'}</dd>
 <dt>Receipt</dt><dd>${r ? `block ${r.blockNumber} <span class="mono">${esc(short(r.blockHash))}</span>, status ${r.status}, gas used ${r.gasUsed}` : '—'}</dd>
 <dt>Confirmations</dt><dd>${t.confirmations != null ? t.confirmations + (t.confirmationsRequired ? ' of ' + t.confirmationsRequired : '') : '—'}</dd>

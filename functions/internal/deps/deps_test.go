@@ -19,7 +19,8 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 func TestChainOptions(t *testing.T) {
 	t.Parallel()
 	fees := config.ChainFees{MaxFee: big.NewInt(300), MaxTip: big.NewInt(20), MinTip: big.NewInt(4), MaxBumps: 3}
-	prof := config.ChainProfile{Fees: fees, TipSource: config.TipFeeHistory, FeeHistoryPercentile: 25, FeeHistoryBlocks: 4}
+	prof := config.ChainProfile{Fees: fees, TipSource: config.TipFeeHistory, FeeHistoryPercentile: 25, FeeHistoryBlocks: 4,
+		DataFee: config.DataFeeOPStack}
 	opts := ChainOptions(evm.DefaultOptions(), prof)
 	require.Equal(t, fees.MaxFee, opts.MaxFeeCap)
 	require.Equal(t, fees.MaxTip, opts.MaxPriorityFeeCap)
@@ -27,6 +28,7 @@ func TestChainOptions(t *testing.T) {
 	require.True(t, opts.TipFromFeeHistory)
 	require.Equal(t, 25.0, opts.FeeHistoryPercentile)
 	require.Equal(t, 4, opts.FeeHistoryBlocks)
+	require.Equal(t, evm.DataFeeOPStack, opts.DataFee)
 	require.Equal(t, evm.DefaultOptions().CallTimeout, opts.CallTimeout, "the rest is kept")
 }
 

@@ -22,8 +22,8 @@ import (
 )
 
 // The test contracts: Solidity sources in contracts/, compiled by make
-// contracts with the pinned solc-js into contracts/artifacts/<Name>.json (ABI
-// and creation bytecode), which are committed and embedded here.
+// contracts with the pinned solc-js into contracts/artifacts/<Name>.json (ABI,
+// creation and runtime bytecode), which are committed and embedded here.
 //
 //go:embed contracts/artifacts/*.json
 var artifacts embed.FS
@@ -33,6 +33,7 @@ type Contract struct {
 	Name     string
 	ABI      abi.ABI
 	Bytecode []byte // creation code, without constructor arguments
+	Runtime  []byte // the code a deployment leaves at its address (for a genesis alloc)
 }
 
 // artifact is the JSON compile.js writes.
@@ -40,10 +41,12 @@ type artifact struct {
 	ContractName string          `json:"contractName"`
 	ABI          json.RawMessage `json:"abi"`
 	Bytecode     hexutil.Bytes   `json:"bytecode"`
+	Deployed     hexutil.Bytes   `json:"deployedBytecode"`
 }
 
 // LoadContract reads the embedded artefact of the contract named name
-// (TestERC20, TestERC721, TestERC1155, Reverter, Forwarder).
+// (TestERC20, TestERC721, TestERC1155, Reverter, Forwarder, GasPriceOracle,
+// NodeInterface).
 func LoadContract(name string) (*Contract, error) {
 	raw, err := artifacts.ReadFile("contracts/artifacts/" + name + ".json")
 	if err != nil {
@@ -57,10 +60,10 @@ func LoadContract(name string) (*Contract, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load contract %s: abi: %w", name, err)
 	}
-	if len(a.Bytecode) == 0 {
+	if len(a.Bytecode) == 0 || len(a.Deployed) == 0 {
 		return nil, fmt.Errorf("load contract %s: no bytecode", name)
 	}
-	return &Contract{Name: a.ContractName, ABI: parsed, Bytecode: a.Bytecode}, nil
+	return &Contract{Name: a.ContractName, ABI: parsed, Bytecode: a.Bytecode, Runtime: a.Deployed}, nil
 }
 
 // mustContract returns a getter of the named contract; the artefacts are

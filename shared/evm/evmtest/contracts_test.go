@@ -216,3 +216,49 @@ func TestContracts_LoadUnknown(t *testing.T) {
 	_, err := evmtest.LoadContract("NoSuchContract")
 	require.ErrorIs(t, err, fs.ErrNotExist)
 }
+
+// TestContracts_Predeploys: the predeploys answer from genesis, their fee
+// follows the size of what they are asked about, and their setters move it.
+func TestContracts_Predeploys(t *testing.T) {
+	t.Parallel()
+	keys := evmtest.DevKeys(1)
+	alloc := evmtest.FundedAlloc(keys, nil)
+	evmtest.InstallPredeploys(alloc)
+	chain := evmtest.Start(t, alloc)
+	ctx := context.Background()
+	ec, err := ethclient.DialContext(ctx, chain.URL)
+	require.NoError(t, err)
+	t.Cleanup(ec.Close)
+	call := func(to common.Address, c *evmtest.Contract, method string, args ...any) []any {
+		data, err := c.Pack(method, args...)
+		require.NoError(t, err)
+		out, err := ec.CallContract(ctx, ethereum.CallMsg{To: &to, Data: data}, nil)
+		require.NoError(t, err)
+		vals, err := c.ABI.Unpack(method, out)
+		require.NoError(t, err)
+		return vals
+	}
+	gpo, ni := evmtest.GasPriceOracle(), evmtest.NodeInterface()
+	gwei := evmtest.GenesisL1BaseFee
+
+	fee := func(n int) *big.Int {
+		return call(evmtest.GasPriceOracleAddress, gpo, "getL1Fee", make([]byte, n))[0].(*big.Int)
+	}
+	require.Equal(t, new(big.Int).Mul(big.NewInt(16*100+188), gwei), fee(100))
+	require.Equal(t, new(big.Int).Mul(big.NewInt(16*101+188), gwei), fee(101))
+	set, err := gpo.Pack("setL1BaseFee", big.NewInt(7))
+	require.NoError(t, err)
+	chain.MustTransact(t, keys[0], evmtest.GasPriceOracleAddress, nil, set)
+	require.Equal(t, big.NewInt((16*100+188)*7), fee(100))
+
+	l1 := func(n int) []any {
+		return call(evmtest.NodeInterfaceAddress, ni, "gasEstimateL1Component", keys[0].Address, false, make([]byte, n))
+	}
+	got := l1(60)
+	require.Equal(t, uint64((60+140)*16), got[0])
+	require.Equal(t, gwei, got[2])
+	set, err = ni.Pack("setGasPerByte", big.NewInt(3))
+	require.NoError(t, err)
+	chain.MustTransact(t, keys[0], evmtest.NodeInterfaceAddress, nil, set)
+	require.Equal(t, uint64((60+140)*3), l1(60)[0])
+}

@@ -1,6 +1,7 @@
 // Compiles every *.sol file beside this script with solc-js and writes one
-// artefact per deployable contract, <Name>.json with its ABI and creation
-// bytecode, into the --out directory, removing artefacts of contracts that
+// artefact per deployable contract, <Name>.json with its ABI, creation
+// bytecode and runtime (deployed) bytecode, the code a genesis alloc
+// installs at an address without running a constructor, into the --out directory, removing artefacts of contracts that
 // are gone. Run by make contracts; TestIssue47_ContractsCurrent runs it into
 // a temporary directory and compares.
 //
@@ -43,7 +44,7 @@ const input = {
     optimizer: { enabled: true, runs: 200 },
     evmVersion: 'cancun',
     metadata: { bytecodeHash: 'none' },
-    outputSelection: { '*': { '*': ['abi', 'evm.bytecode.object'] } },
+    outputSelection: { '*': { '*': ['abi', 'evm.bytecode.object', 'evm.deployedBytecode.object'] } },
   },
 };
 
@@ -71,6 +72,7 @@ for (const source of Object.keys(output.contracts).sort()) {
       compiler: 'solc-js ' + solc.version(),
       abi: c.abi,
       bytecode: '0x' + c.evm.bytecode.object,
+      deployedBytecode: '0x' + c.evm.deployedBytecode.object,
     };
     fs.writeFileSync(path.join(out, name + '.json'), JSON.stringify(artefact, null, 2) + '\n');
     written.add(name + '.json');
