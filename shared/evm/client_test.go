@@ -153,6 +153,11 @@ func TestClient_OptionsValidate(t *testing.T) {
 		"min tip above fee cap": {func(o *Options) { o.MinPriorityFee, o.MaxFeeCap = big.NewInt(2), big.NewInt(1) }, false},
 		"min tip at fee cap":    {func(o *Options) { o.MinPriorityFee, o.MaxFeeCap = big.NewInt(1), big.NewInt(1) }, true},
 		"caps":                  {func(o *Options) { o.MaxFeeCap, o.MaxPriorityFeeCap = big.NewInt(10), big.NewInt(20) }, true},
+		"negative retries":      {func(o *Options) { o.NonceTooHighRetries = -1 }, false},
+		"no inclusion blocks":   {func(o *Options) { o.InclusionBlocks = 0 }, false},
+		"too many blocks":       {func(o *Options) { o.InclusionBlocks = 1025 }, false},
+		"percentile above 100":  {func(o *Options) { o.InclusionPercentile = 101 }, false},
+		"negative percentile":   {func(o *Options) { o.InclusionPercentile = -1 }, false},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
