@@ -469,7 +469,9 @@ func TestIssue10_ConcurrentBump(t *testing.T) {
 	})
 	a, b := w.Node(t, "A"), w.Node(t, "B")
 	signer := w.Keys[0].Address
-	id := a.CreateTx(t, stacktest.Transfer(signer, big.NewInt(1))).ID
+	r := stacktest.Transfer(signer, big.NewInt(1))
+	r.MaxFeePerGas, r.MaxPriorityFeePerGas = big.NewInt(1), big.NewInt(1) // below the base fee: the round bumps it
+	id := a.CreateTx(t, r).ID
 	_, err := a.Drain.Execute(ctx, evmtest.ChainID, signer) // broadcast; no block is sealed, so it is not mined
 	require.NoError(t, err)
 	// sleep: the attempt must grow older than BumpAfter for the round to bump it

@@ -85,7 +85,8 @@ func (s *SweepResubmit) resolveStuck(ctx context.Context, l txm.Lease, chain txm
 }
 
 // defaultStuck is the noop policy's round: re-sign where the fault was fees
-// or funds, otherwise rebroadcast the best attempt.
+// or funds (silence is not a fee fault on a chain without a public pool),
+// otherwise rebroadcast the best attempt.
 func (s *SweepResubmit) defaultStuck(ctx context.Context, l txm.Lease, chain txm.Chain, sig txm.Signer, t txm.Tracked) (round, error) {
 	latest := txm.Latest(t.Attempts)
 	switch {
@@ -93,7 +94,7 @@ func (s *SweepResubmit) defaultStuck(ctx context.Context, l txm.Lease, chain txm
 		// Never signed (the signer kept failing): sign it now.
 		return s.work.replace(ctx, l, chain, sig, t, replacement{
 			audit: txm.Audit{Action: "sign", Actor: "txfence", Reason: "signing failed before"}})
-	case feesFault(t.Tx.SubState):
+	case feesFault(t.Tx.SubState) && (chain.PublicMempool() || !silence(t.Tx.SubState)):
 		return s.work.replace(ctx, l, chain, sig, t, replacement{
 			audit: txm.Audit{Action: "bump", Actor: "txfence", Reason: "stuck: " + t.Tx.SubState}})
 	case t.Tx.SubState == string(txm.ReasonInsufficientFunds) && !anyAccepted(t.Attempts):
@@ -102,6 +103,13 @@ func (s *SweepResubmit) defaultStuck(ctx context.Context, l txm.Lease, chain txm
 			audit: txm.Audit{Action: "resign", Actor: "txfence", Reason: "stuck: insufficient funds"}})
 	}
 	return s.work.rebroadcast(ctx, l, chain, t, txm.BestAccepted(t.Attempts))
+}
+
+// silence reports whether a STUCK sub-state says only that the transaction
+// went unmined: on a chain without a public pool a higher fee does not
+// answer that, so the default policy sends it again rather than bump it.
+func silence(sub string) bool {
+	return sub == txm.SubStateTooManyRebroadcasts || sub == txm.SubStatePendingTooLong
 }
 
 // feesFault reports whether a STUCK sub-state says the fees were too low.
@@ -141,9 +149,10 @@ type signerView struct {
 	chain  txm.Chain // for the suggestion
 	err    error     // of the suggestion
 	asked  bool
-	// lost: the node did not know the next nonce's attempt, so the signer's
-	// TRACKING transactions from it on are rebroadcast together (resends)
-	// at the end of the signer's sweep (recheckHead).
+	// lost: the node did not know the next nonce's attempt, or it is sent
+	// again instead of bumped, so the signer's TRACKING transactions from
+	// it on are rebroadcast together (resends) at the end of the signer's
+	// sweep (recheckHead, sendAgain).
 	lost    bool
 	resends []resend
 }

@@ -25,7 +25,10 @@ import (
 //     max fee is below the base fee) that was not mined within bumpAfter
 //     with higher fees, up to the chain's caps; at the cap the transaction
 //     is reported STUCK `fee_cap_reached` and its best attempt kept in the
-//     pools;
+//     pools. Before it pays more for the next nonce it asks the node
+//     (decideBump): an attempt the node lost is sent again as it is, one
+//     priced like what recent blocks included waits a while longer, and on
+//     a chain without a public pool it is only ever sent again;
 //   - rebroadcasts the persisted bytes of transactions unseen for a
 //     resubmit interval, and reports STUCK the next nonce to be mined when it
 //     was rebroadcast too often or is pending too long;
@@ -263,6 +266,18 @@ func (s *SweepResubmit) tendTracking(ctx context.Context, l txm.Lease, chain txm
 		fresh, err := view.suggestion(ctx)
 		bumpDue = err == nil && !txm.FeesOf(*latest).CanMine(fresh.BaseFee)
 	}
+	if bumpDue && head && latest.BroadcastAt != nil && !feesFault(t.Tx.SubState) {
+		// Accepted and unmined, with no node saying its fees are too low:
+		// a higher fee may not be what it needs.
+		switch s.decideBump(ctx, chain, t, latest, view) {
+		case moveResend:
+			return s.sendAgain(ctx, l, t, latest, view, st)
+		case moveWait:
+			bumpDue = false
+		case moveNothing:
+			return nil
+		}
+	}
 	if bumpDue {
 		r, err := s.work.replace(ctx, l, chain, sig, t, replacement{audit: txm.Audit{Action: "bump", Actor: "txfence",
 			Reason: fmt.Sprintf("not mined %s after broadcast", bumpAfter)}})
@@ -289,13 +304,8 @@ func (s *SweepResubmit) tendTracking(ctx context.Context, l txm.Lease, chain txm
 	if t.Tx.LastBroadcastAt != nil && view.now.Sub(*t.Tx.LastBroadcastAt) < s.cfg.ResubmitInterval {
 		return nil
 	}
-	switch {
-	case head && t.Tx.BroadcastCount > s.cfg.MaxRebroadcasts:
-		return s.stuck(ctx, l, t.Tx, txm.SubStateTooManyRebroadcasts,
-			fmt.Sprintf("broadcast %d times without a receipt", t.Tx.BroadcastCount), st)
-	case head && view.now.Sub(t.Tx.CreatedAt) > s.cfg.StuckAfter:
-		return s.stuck(ctx, l, t.Tx, txm.SubStatePendingTooLong,
-			fmt.Sprintf("pending since %s", t.Tx.CreatedAt.UTC().Format(time.RFC3339)), st)
+	if sub, detail := s.overdue(t, view.now); head && sub != "" {
+		return s.stuck(ctx, l, t.Tx, sub, detail, st)
 	}
 	return rebroadcast(txm.BestAccepted(t.Attempts))
 }

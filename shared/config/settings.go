@@ -160,7 +160,7 @@ var settingGroups = []settingGroup{
 				load: func(p *parser, c *Config) { p.bigInt(EnvTxFeeCap, &c.TxFeeCap) }},
 			{env: EnvMaxBumps, def: "15", doc: "fee replacements per transaction; then STUCK `fee_cap_reached`",
 				load: func(p *parser, c *Config) { p.integer(EnvMaxBumps, &c.MaxBumps) }},
-			{env: EnvBumpAfter, def: "30s", doc: "replace an attempt of the next nonce to be mined that is not mined this long after its broadcast",
+			{env: EnvBumpAfter, def: "30s", doc: "replace an attempt of the next nonce to be mined that is not mined this long after its broadcast; first the node is asked: one it does not hold is sent again as it is, one priced like what recent blocks included waits up to four times this long, and a chain without a public mempool is never bumped on silence",
 				load: func(p *parser, c *Config) { p.duration(EnvBumpAfter, &c.BumpAfter) }},
 			{env: EnvBumpPercent, def: "20", doc: "each replacement pays at least this much more (fee and tip), never less than the nodes' 10",
 				load: func(p *parser, c *Config) { p.integer(EnvBumpPercent, &c.BumpPercent) }},

@@ -287,6 +287,19 @@ func ClassifyBroadcast(err error) error {
 	return &txm.BroadcastError{Reason: Classify(err), Err: err}
 }
 
+// nonceTooHigh reports whether err is the node's answer that the
+// transaction's nonce is ahead of the sender's next one: a nonce before it
+// has not reached the node yet. It stays ReasonTransient, not the
+// transaction's fault; a chain without a public pool is sent the same
+// bytes again at once (SendRawTransaction).
+func nonceTooHigh(err error) bool {
+	var rpcErr rpc.Error
+	if !errors.As(err, &rpcErr) || Classify(err) != txm.ReasonTransient {
+		return false
+	}
+	return containsAtWordStart(strings.ToLower(rpcErr.Error()), "nonce too high") // geth core.ErrNonceTooHigh; Arbitrum's sequencer; reth; anvil
+}
+
 // haveWant is how nodes give the balance and the amount needed in an
 // insufficient-funds error: geth "... address 0x.. have 123 want 456",
 // reth "... have 123 want 456"; a comma or colons are tolerated.

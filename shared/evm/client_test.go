@@ -156,6 +156,11 @@ func TestClient_OptionsValidate(t *testing.T) {
 		"op-stack data fee":     {func(o *Options) { o.DataFee = DataFeeOPStack }, true},
 		"arbitrum data fee":     {func(o *Options) { o.DataFee = DataFeeArbitrum }, true},
 		"unknown data fee":      {func(o *Options) { o.DataFee = "optimism" }, false},
+		"negative retries":      {func(o *Options) { o.NonceTooHighRetries = -1 }, false},
+		"no inclusion blocks":   {func(o *Options) { o.InclusionBlocks = 0 }, false},
+		"too many blocks":       {func(o *Options) { o.InclusionBlocks = 1025 }, false},
+		"percentile above 100":  {func(o *Options) { o.InclusionPercentile = 101 }, false},
+		"negative percentile":   {func(o *Options) { o.InclusionPercentile = -1 }, false},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

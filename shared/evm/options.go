@@ -59,12 +59,38 @@ type Options struct {
 	// execution gas (DataFees): DataFeeNone (an L1), DataFeeOPStack or
 	// DataFeeArbitrum.
 	DataFee DataFeeKind
+
+	// What the resubmit sweep asks before it pays more for a transaction
+	// (Inclusion), and how a chain without a public pool is sent to.
+
+	// NoPublicMempool says the chain has no public pool that block
+	// producers pick from by price: a sequencer (Arbitrum's) orders what
+	// reaches it. Its transactions are sent again rather than bumped when
+	// they go unmined, and a broadcast answered "nonce too high" (the
+	// sequencer has not seen the nonce before it yet) is sent again at
+	// once, up to NonceTooHighRetries times. The zero value is a chain
+	// with a public pool.
+	NoPublicMempool bool
+	// NonceTooHighRetries is how many times, with NoPublicMempool, a
+	// broadcast answered "nonce too high" is sent again at once before
+	// the answer is returned.
+	NonceTooHighRetries int
+	// InclusionBlocks is how many recent blocks the inclusion price is
+	// read from (eth_feeHistory).
+	InclusionBlocks int
+	// InclusionPercentile is the percentile (0-100) of each block's
+	// priority fees, weighted by gas, taken as the tip that block
+	// included; the inclusion price's tip is the median of them over the
+	// blocks. A low one asks "did transactions paying this much get in?",
+	// not "what did most pay?".
+	InclusionPercentile float64
 }
 
 // DefaultOptions are a 5s call timeout, a 20% gas margin, a fee cap of twice
 // the base fee plus the tip, no fee caps, eth_simulateV1 tried again every
-// 10 minutes on a chain whose node did not serve it, and code checks reused
-// for a minute.
+// 10 minutes on a chain whose node did not serve it, code checks reused
+// for a minute, a public pool, and an inclusion price from the 10th
+// percentile of the last 10 blocks' tips.
 func DefaultOptions() Options {
 	return Options{
 		CallTimeout:       5 * time.Second,
@@ -76,6 +102,10 @@ func DefaultOptions() Options {
 
 		FeeHistoryPercentile: 50,
 		FeeHistoryBlocks:     10,
+
+		NonceTooHighRetries: 3,
+		InclusionBlocks:     10,
+		InclusionPercentile: 10,
 	}
 }
 
@@ -106,6 +136,16 @@ func (o Options) validate() error {
 	}
 	if o.BaseFeeMultiplier < 1 {
 		return errors.New("base fee multiplier must be at least 1")
+	}
+	if o.NonceTooHighRetries < 0 {
+		return errors.New("nonce too high retries must not be negative")
+	}
+	// eth_feeHistory serves at most 1,024 blocks (geth's maxBlockCount).
+	if o.InclusionBlocks < 1 || o.InclusionBlocks > 1024 {
+		return errors.New("inclusion blocks must be between 1 and 1024")
+	}
+	if o.InclusionPercentile < 0 || o.InclusionPercentile > 100 {
+		return errors.New("inclusion percentile must be between 0 and 100")
 	}
 	for _, f := range []struct {
 		name string

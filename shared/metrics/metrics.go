@@ -94,6 +94,7 @@ const (
 	stuckTotal
 	apiRefusedTotal
 	outcomeContradictedTotal
+	bumpDecisionTotal
 	counterCount
 )
 
@@ -110,6 +111,8 @@ var counters = [counterCount]struct{ name, description string }{
 	apiRefusedTotal:   {"api_refused_total", "Calls refused: unauthenticated, forbidden by a rule, rate limited."},
 	outcomeContradictedTotal: {"outcome_contradicted_total",
 		"Reported FAILED_FINAL outcomes that a later look at the chain contradicts (an attempt mined), by sub-state: a bug, never corrected silently."},
+	bumpDecisionTotal: {"bump_decision_total",
+		"What the resubmit sweep did with a transaction due for a fee bump, by decision: bumped, sent again, or left to wait."},
 }
 
 // Stage names a stage latency histogram (the create call's own,
@@ -253,6 +256,11 @@ func (m *Metrics) Reorg(ctx context.Context) { m.add(ctx, reorgTotal, 1) }
 // Resubmit counts resubmit-sweep actions by result.
 func (m *Metrics) Resubmit(ctx context.Context, result string) {
 	m.add(ctx, resubmitTotal, 1, "result", result)
+}
+
+// BumpDecision counts one decision on a transaction due for a fee bump.
+func (m *Metrics) BumpDecision(ctx context.Context, decision string) {
+	m.add(ctx, bumpDecisionTotal, 1, "decision", decision)
 }
 
 // Stuck counts a transaction entering STUCK.

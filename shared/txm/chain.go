@@ -197,6 +197,7 @@ type Chain interface {
 	Broadcaster
 	ReceiptSource
 	BlockSource
+	InclusionReader
 }
 
 // Signer signs transactions for one address. Implementations: a local key

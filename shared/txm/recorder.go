@@ -26,6 +26,9 @@ type Recorder interface {
 	Reorg(ctx context.Context)
 	// Resubmit counts resubmit actions by result.
 	Resubmit(ctx context.Context, result string)
+	// BumpDecision counts what the resubmit sweep decided for a
+	// transaction due for a fee bump (BumpDecision* constants).
+	BumpDecision(ctx context.Context, decision string)
 	// Refused counts a refused call by outcome.
 	Refused(ctx context.Context, outcome string)
 	// PendingOldest sets the age of signer's oldest pending transaction on
@@ -94,6 +97,7 @@ func (NopRecorder) ReceiptCheck(context.Context, string)                   {}
 func (NopRecorder) OutcomeContradicted(context.Context, string)            {}
 func (NopRecorder) Reorg(context.Context)                                  {}
 func (NopRecorder) Resubmit(context.Context, string)                       {}
+func (NopRecorder) BumpDecision(context.Context, string)                   {}
 func (NopRecorder) Refused(context.Context, string)                        {}
 func (NopRecorder) PendingOldest(context.Context, uint64, string, float64) {}
 func (NopRecorder) Delegated(context.Context, uint64, string, bool)        {}

@@ -244,8 +244,9 @@ func (p *Process) StuckPolicy() (txm.StuckResolutionHook, error) {
 
 // ChainOptions are opts with a chain's profile: its fee cap, tip cap and
 // tip floor bound every fee the client suggests, its fee strategy says
-// where the tip comes from, and its data fee kind how creates price the
-// data fee.
+// where the tip comes from, its data fee kind how creates price the data
+// fee, and whether it has a public mempool how unmined transactions are
+// sent again.
 func ChainOptions(opts evm.Options, p config.ChainProfile) evm.Options {
 	opts.MaxFeeCap = p.Fees.MaxFee
 	opts.MaxPriorityFeeCap = p.Fees.MaxTip
@@ -253,6 +254,7 @@ func ChainOptions(opts evm.Options, p config.ChainProfile) evm.Options {
 	opts.TipFromFeeHistory = p.TipSource == config.TipFeeHistory
 	opts.FeeHistoryPercentile = p.FeeHistoryPercentile
 	opts.FeeHistoryBlocks = p.FeeHistoryBlocks
+	opts.NoPublicMempool = !p.PublicMempool
 	if p.DataFee != config.DataFeeNone {
 		opts.DataFee = evm.DataFeeKind(p.DataFee)
 	}

@@ -20,7 +20,7 @@ func TestChainOptions(t *testing.T) {
 	t.Parallel()
 	fees := config.ChainFees{MaxFee: big.NewInt(300), MaxTip: big.NewInt(20), MinTip: big.NewInt(4), MaxBumps: 3}
 	prof := config.ChainProfile{Fees: fees, TipSource: config.TipFeeHistory, FeeHistoryPercentile: 25, FeeHistoryBlocks: 4,
-		DataFee: config.DataFeeOPStack}
+		DataFee: config.DataFeeOPStack, PublicMempool: false}
 	opts := ChainOptions(evm.DefaultOptions(), prof)
 	require.Equal(t, fees.MaxFee, opts.MaxFeeCap)
 	require.Equal(t, fees.MaxTip, opts.MaxPriorityFeeCap)
@@ -29,6 +29,8 @@ func TestChainOptions(t *testing.T) {
 	require.Equal(t, 25.0, opts.FeeHistoryPercentile)
 	require.Equal(t, 4, opts.FeeHistoryBlocks)
 	require.Equal(t, evm.DataFeeOPStack, opts.DataFee)
+	require.True(t, opts.NoPublicMempool)
+	require.False(t, ChainOptions(evm.DefaultOptions(), config.ChainProfile{PublicMempool: true, FeeHistoryBlocks: 1}).NoPublicMempool)
 	require.Equal(t, evm.DefaultOptions().CallTimeout, opts.CallTimeout, "the rest is kept")
 }
 
