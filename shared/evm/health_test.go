@@ -381,14 +381,16 @@ func TestHealth_OptionsValidate(t *testing.T) {
 	t.Parallel()
 	signer := common.HexToAddress("0x01")
 	tests := map[string]func(*Options){
-		"zero head interval":  func(o *Options) { o.HeadInterval = 0 },
-		"zero backoff":        func(o *Options) { o.DeadBackoffMin = 0 },
-		"max below min":       func(o *Options) { o.DeadBackoffMax = o.DeadBackoffMin / 2 },
-		"unnamed":             func(o *Options) { o.SendOnly = []SendOnlyEndpoint{{URL: "https://x.example/KEY"}} },
-		"named public":        func(o *Options) { o.SendOnly = []SendOnlyEndpoint{{Name: RoutePublic, URL: "https://x.example/KEY"}} },
-		"named with a space":  func(o *Options) { o.SendOnly = []SendOnlyEndpoint{{Name: "a b", URL: "https://x.example/KEY"}} },
-		"bad URL":             func(o *Options) { o.SendOnly = []SendOnlyEndpoint{{Name: "p", URL: "https://u:SECRETKEY@x:y/KEY"}} },
-		"named twice":         func(o *Options) { o.SendOnly = []SendOnlyEndpoint{{Name: "p", URL: "https://x/KEY"}, {Name: "p", URL: "https://y/KEY"}} },
+		"zero head interval": func(o *Options) { o.HeadInterval = 0 },
+		"zero backoff":       func(o *Options) { o.DeadBackoffMin = 0 },
+		"max below min":      func(o *Options) { o.DeadBackoffMax = o.DeadBackoffMin / 2 },
+		"unnamed":            func(o *Options) { o.SendOnly = []SendOnlyEndpoint{{URL: "https://x.example/KEY"}} },
+		"named public":       func(o *Options) { o.SendOnly = []SendOnlyEndpoint{{Name: RoutePublic, URL: "https://x.example/KEY"}} },
+		"named with a space": func(o *Options) { o.SendOnly = []SendOnlyEndpoint{{Name: "a b", URL: "https://x.example/KEY"}} },
+		"bad URL":            func(o *Options) { o.SendOnly = []SendOnlyEndpoint{{Name: "p", URL: "https://u:SECRETKEY@x:y/KEY"}} },
+		"named twice": func(o *Options) {
+			o.SendOnly = []SendOnlyEndpoint{{Name: "p", URL: "https://x/KEY"}, {Name: "p", URL: "https://y/KEY"}}
+		},
 		"route to no one":     func(o *Options) { o.Routes = map[common.Address]string{signer: "nope"} },
 		"route before config": func(o *Options) { o.Routes = map[common.Address]string{signer: ""} },
 	}
