@@ -178,7 +178,8 @@ func Build(ctx context.Context, cfg config.Config) (*Process, error) {
 	for _, ch := range cfg.Chains {
 		opts := evm.DefaultOptions()
 		opts.MaxBatch = cfg.RPCMaxBatch
-		c, err := evm.Dial(ctx, ch.ID, ch.RPCURLs, ChainOptions(opts, cfg.FeesFor(ch.ID)))
+		opts.Log = log
+		c, err := evm.Dial(ctx, ch.ID, ch.RPCURLs, EndpointOptions(ChainOptions(opts, cfg.FeesFor(ch.ID)), cfg, ch.ID))
 		if err != nil {
 			p.Close()
 			return nil, fmt.Errorf("chain %d: %w", ch.ID, err)
@@ -248,6 +249,22 @@ func ChainOptions(opts evm.Options, fees config.ChainFees) evm.Options {
 	opts.MaxFeeCap = fees.MaxFee
 	opts.MaxPriorityFeeCap = fees.MaxTip
 	opts.MinPriorityFee = fees.MinTip
+	return opts
+}
+
+// EndpointOptions are opts with chain id's send-only endpoints and the
+// routes of the signers they name (TXFENCE_SEND_ONLY).
+func EndpointOptions(opts evm.Options, cfg config.Config, id uint64) evm.Options {
+	opts.SendOnly, opts.Routes = nil, nil
+	for _, s := range cfg.SendOnlyFor(id) {
+		opts.SendOnly = append(opts.SendOnly, evm.SendOnlyEndpoint{Name: s.Name, URL: s.URL, PublicFallback: s.PublicFallback})
+		for _, a := range s.Signers {
+			if opts.Routes == nil {
+				opts.Routes = map[common.Address]string{}
+			}
+			opts.Routes[a] = s.Name
+		}
+	}
 	return opts
 }
 

@@ -5,6 +5,7 @@ import (
 	"math/big"
 	"testing"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/stretchr/testify/require"
 
 	"github.com/txfence/txfence/shared/config"
@@ -24,6 +25,21 @@ func TestChainOptions(t *testing.T) {
 	require.Equal(t, fees.MaxTip, opts.MaxPriorityFeeCap)
 	require.Equal(t, fees.MinTip, opts.MinPriorityFee)
 	require.Equal(t, evm.DefaultOptions().CallTimeout, opts.CallTimeout, "the rest is kept")
+}
+
+func TestEndpointOptions(t *testing.T) {
+	t.Parallel()
+	a, b := common.HexToAddress("0xa1"), common.HexToAddress("0xb2")
+	cfg := config.Config{SendOnly: []config.SendOnly{
+		{ChainID: 1, Name: "protect", URL: "https://p.example/KEY", Signers: []common.Address{a}},
+		{ChainID: 1, Name: "relay", URL: "https://r.example/KEY", PublicFallback: true},
+		{ChainID: 2, Name: "other", URL: "https://o.example/KEY", PublicFallback: true, Signers: []common.Address{b}},
+	}}
+	opts := EndpointOptions(evm.DefaultOptions(), cfg, 1)
+	require.Equal(t, []evm.SendOnlyEndpoint{{Name: "protect", URL: "https://p.example/KEY"},
+		{Name: "relay", URL: "https://r.example/KEY", PublicFallback: true}}, opts.SendOnly)
+	require.Equal(t, map[common.Address]string{a: "protect"}, opts.Routes, "another chain's routes are not this one's")
+	require.Empty(t, EndpointOptions(opts, cfg, 3).SendOnly)
 }
 
 // TestIssue10_BuildAppliesChainFees builds a process against a real

@@ -187,7 +187,8 @@ func (w *World) Node(t *testing.T, name string) *Node {
 	}
 	store, err := postgres.NewStoreFromConfig(pool, cfg, m, log)
 	require.NoError(t, err)
-	opts := deps.ChainOptions(w.EVM, cfg.FeesFor(evmtest.ChainID))
+	opts := deps.EndpointOptions(deps.ChainOptions(w.EVM, cfg.FeesFor(evmtest.ChainID)), cfg, evmtest.ChainID)
+	opts.Log = log
 	client, err := evm.Dial(context.Background(), evmtest.ChainID, cfg.Chains[0].RPCURLs, opts)
 	require.NoError(t, err)
 	t.Cleanup(client.Close)
