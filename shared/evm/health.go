@@ -259,10 +259,10 @@ func (c *Client) healthyReads(ctx context.Context) []*endpoint {
 func (c *Client) servedBy(ctx context.Context, ep *endpoint) {
 	c.hmu.Lock()
 	state := c.stateLocked(ep, c.bestHeadLocked())
-	was := c.degraded
-	c.degraded = state != txm.EndpointHealthy
+	was, now := c.degraded, state != txm.EndpointHealthy
+	c.degraded = now
 	c.hmu.Unlock()
-	if c.degraded && !was {
+	if now && !was {
 		c.log.WarnContext(ctx, "no healthy endpoint answered: using the best available", slog.String("endpoint", ep.name),
 			slog.String("state", string(state)))
 	}

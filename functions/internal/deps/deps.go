@@ -185,6 +185,7 @@ func Build(ctx context.Context, cfg config.Config) (*Process, error) {
 			return nil, fmt.Errorf("chain %d: %w", ch.ID, err)
 		}
 		p.Chains[ch.ID] = c
+		m.WatchEndpoints(ch.ID, c)
 	}
 	return p, nil
 }

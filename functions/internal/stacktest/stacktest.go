@@ -192,6 +192,7 @@ func (w *World) Node(t *testing.T, name string) *Node {
 	client, err := evm.Dial(context.Background(), evmtest.ChainID, cfg.Chains[0].RPCURLs, opts)
 	require.NoError(t, err)
 	t.Cleanup(client.Close)
+	m.WatchEndpoints(evmtest.ChainID, client)
 	var relay *app.Relay
 	if w.PubSub != nil {
 		pub, err := pubsub.NewPublisher(w.PubSub.Client, cfg.Project)
