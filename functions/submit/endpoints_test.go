@@ -2,6 +2,9 @@ package submit
 
 import (
 	"context"
+	"encoding/json"
+	"io"
+	"net/http"
 	"testing"
 	"time"
 
@@ -39,7 +42,13 @@ func TestIssue48_Endpoints(t *testing.T) {
 	dead.FailAll(rpcproxy.Fault{Drop: true})
 	recorder := rpcproxy.Start(t, w.Chain.URL)
 	w.Cfg.Chains[0].RPCURLs = []string{lagging.URL, w.Proxy.URL, dead.URL}
-	w.Cfg.SendOnly = []config.SendOnly{{ChainID: stacktest.ChainID().Uint64(), Name: "recorder", URL: recorder.URL, PublicFallback: true}}
+	// A provider's key in the send-only URL's path (the proxy forwards any
+	// path): it shows nowhere.
+	const key = "SECRETKEY0123456789"
+	w.Cfg.SendOnly = []config.SendOnly{{ChainID: stacktest.ChainID().Uint64(), Name: "recorder", URL: recorder.URL + "/v3/" + key,
+		PublicFallback: true}}
+	logs := &stacktest.LogBuffer{}
+	w.LogTo = logs
 	require.NoError(t, w.Cfg.Validate())
 	w.EVM.LagBlocks = lagBlocks
 	w.EVM.HeadInterval = 50 * time.Millisecond
@@ -146,6 +155,38 @@ func TestIssue48_Endpoints(t *testing.T) {
 	assert.Positive(t, len(dead.Calls()), "the dead endpoint is tried again")
 	assert.Equal(t, "endpoint 0 ("+redact.URL(lagging.URL)+")", health[0].Name, "an endpoint is named by scheme and host only")
 	assert.Equal(t, "recorder", health[3].Name)
+
+	// The API shows the same, by name.
+	resp, err := http.Get(n.APIURL + "/v1/chains")
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	var page struct {
+		Items []struct {
+			ChainID   uint64 `json:"chainId"`
+			Endpoints []struct {
+				Name      string            `json:"name"`
+				SendOnly  bool              `json:"sendOnly"`
+				State     txm.EndpointState `json:"state"`
+				Lag       uint64            `json:"lag"`
+				LastError string            `json:"lastError"`
+			} `json:"endpoints"`
+		} `json:"items"`
+	}
+	require.NoError(t, json.Unmarshal(body, &page))
+	require.Len(t, page.Items, 1)
+	eps := page.Items[0].Endpoints
+	require.Len(t, eps, 4)
+	assert.Equal(t, []txm.EndpointState{txm.EndpointLagging, txm.EndpointHealthy, txm.EndpointDead, txm.EndpointHealthy},
+		[]txm.EndpointState{eps[0].State, eps[1].State, eps[2].State, eps[3].State})
+	assert.GreaterOrEqual(t, eps[0].Lag, uint64(behind))
+	assert.Equal(t, "connection", eps[2].LastError)
+	assert.True(t, eps[3].SendOnly)
+	assert.NotContains(t, string(body), key)
+	assert.NotContains(t, logs.String(), key)
+	assert.Contains(t, logs.String(), "endpoint lagging: not read from until it catches up")
 
 	lagging.Lag(0)
 	stacktest.WaitFor(t, "the lagging endpoint to catch up", func() bool {

@@ -262,6 +262,7 @@ func (w *World) Node(t *testing.T, name string) *Node {
 		Queries: store, Completions: feed, Actions: actions, ActionLog: store, Operator: store,
 		Views: map[uint64]txm.ChainView{evmtest.ChainID: client}, Simulators: map[uint64]txm.Simulator{evmtest.ChainID: client},
 		Delegations: map[uint64]txm.DelegationReader{evmtest.ChainID: client},
+		Endpoints:   map[uint64]txm.EndpointHealthReader{evmtest.ChainID: client},
 		Metrics:     m, Log: log, Approvals: approvals})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
