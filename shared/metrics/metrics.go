@@ -211,9 +211,10 @@ func New(opts ...Option) *Metrics {
 }
 
 // WatchEndpoints reports the health of chain chainID's endpoints, read
-// from r whenever the instruments are collected: rpc_endpoint_state and,
-// for the read endpoints, rpc_endpoint_lag_blocks, by chain_id and
-// endpoint (its name: never more of its URL than scheme and host).
+// from r whenever the instruments are collected: rpc_endpoint_state (by
+// chain_id, endpoint, send_only and state) and, for the
+// read endpoints, rpc_endpoint_lag_blocks (by chain_id and endpoint). An
+// endpoint is named, never by more of its URL than scheme and host.
 func (m *Metrics) WatchEndpoints(chainID uint64, r txm.EndpointHealthReader) {
 	if m == nil || r == nil {
 		return
@@ -232,12 +233,14 @@ func (m *Metrics) observeEndpoints(o metric.Observer, state, lag metric.Int64Obs
 	for id, r := range m.endpoints {
 		chain := strconv.FormatUint(id, 10)
 		for _, e := range r.EndpointHealth() {
+			sendOnly := strconv.FormatBool(e.SendOnly)
 			for _, s := range txm.EndpointStates {
 				v := int64(0)
 				if e.State == s {
 					v = 1
 				}
-				o.ObserveInt64(state, v, metric.WithAttributes(attrsKV([]string{"chain_id", chain, "endpoint", e.Name, "state", string(s)})...))
+				o.ObserveInt64(state, v, metric.WithAttributes(attrsKV([]string{"chain_id", chain, "endpoint", e.Name, "send_only", sendOnly,
+					"state", string(s)})...))
 			}
 			if !e.SendOnly {
 				o.ObserveInt64(lag, int64(e.Lag), metric.WithAttributes(attrsKV([]string{"chain_id", chain, "endpoint", e.Name})...))

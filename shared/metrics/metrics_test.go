@@ -91,19 +91,19 @@ func TestEndpointHealthGauges(t *testing.T) {
 	text := b.String()
 	for _, want := range []string{
 		"# TYPE rpc_endpoint_state gauge\n",
-		`rpc_endpoint_state{chain_id="1337",endpoint="endpoint 0 (https://a.example/...)",state="lagging"} 1` + "\n",
-		`rpc_endpoint_state{chain_id="1337",endpoint="endpoint 0 (https://a.example/...)",state="healthy"} 0` + "\n",
-		`rpc_endpoint_state{chain_id="1337",endpoint="protect",state="dead"} 1` + "\n",
+		`rpc_endpoint_state{chain_id="1337",endpoint="endpoint 0 (https://a.example/...)",send_only="false",state="lagging"} 1` + "\n",
+		`rpc_endpoint_state{chain_id="1337",endpoint="endpoint 0 (https://a.example/...)",send_only="false",state="healthy"} 0` + "\n",
+		`rpc_endpoint_state{chain_id="1337",endpoint="protect",send_only="true",state="dead"} 1` + "\n",
 		`rpc_endpoint_lag_blocks{chain_id="1337",endpoint="endpoint 0 (https://a.example/...)"} 12` + "\n",
 		`rpc_endpoint_lag_blocks{chain_id="1337",endpoint="endpoint 1 (https://b.example)"} 0` + "\n",
 	} {
 		assert.Contains(t, text, want)
 	}
 	assert.NotContains(t, text, `rpc_endpoint_lag_blocks{chain_id="1337",endpoint="protect"}`, "a send-only endpoint has no head")
-	v, ok := m.Gauge("rpc_endpoint_state", "chain_id", "1337", "endpoint", "endpoint 1 (https://b.example)", "state", "healthy")
+	v, ok := m.Gauge("rpc_endpoint_state", "chain_id", "1337", "endpoint", "endpoint 1 (https://b.example)", "send_only", "false", "state", "healthy")
 	assert.True(t, ok)
 	assert.EqualValues(t, 1, v)
 	list[1].State = txm.EndpointDead
-	v, _ = m.Gauge("rpc_endpoint_state", "chain_id", "1337", "endpoint", "endpoint 1 (https://b.example)", "state", "healthy")
+	v, _ = m.Gauge("rpc_endpoint_state", "chain_id", "1337", "endpoint", "endpoint 1 (https://b.example)", "send_only", "false", "state", "healthy")
 	assert.Zero(t, v, "read afresh at each collection")
 }
