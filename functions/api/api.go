@@ -63,8 +63,8 @@ type Deps struct {
 	// Endpoints report the health of each chain's endpoints (GET
 	// /v1/chains); optional per chain.
 	Endpoints map[uint64]txm.EndpointHealthReader
-	Metrics     *metrics.Metrics
-	Log         *slog.Logger
+	Metrics   *metrics.Metrics
+	Log       *slog.Logger
 
 	// Approvals approves and rejects transactions that wait for approval.
 	Approvals Approvals
