@@ -47,7 +47,6 @@ type endpoint struct {
 	rpc      *rpc.Client
 	verified atomic.Bool
 	wrong    atomic.Bool
-	index    int               // its place among its kind, for the order of preference
 	send     *SendOnlyEndpoint // nil for a read endpoint
 	health   health            // guarded by Client.hmu
 }
@@ -71,7 +70,7 @@ func Dial(ctx context.Context, chainID uint64, urls []string, opts Options) (*Cl
 			c.Close()
 			return nil, fmt.Errorf("dial %s: %w", endpointName(i, u), redact.Error(err, u))
 		}
-		c.endpoints = append(c.endpoints, &endpoint{name: endpointName(i, u), raw: u, rpc: rc, index: i})
+		c.endpoints = append(c.endpoints, &endpoint{name: endpointName(i, u), raw: u, rpc: rc})
 	}
 	if err := c.dialSendOnly(ctx); err != nil {
 		c.Close()
@@ -117,7 +116,7 @@ func New(chainID uint64, clients []*rpc.Client, opts Options) (*Client, error) {
 		if rc == nil {
 			return nil, fmt.Errorf("new evm client: RPC client %d is nil", i)
 		}
-		c.endpoints = append(c.endpoints, &endpoint{name: fmt.Sprintf("endpoint %d", i), rpc: rc, index: i})
+		c.endpoints = append(c.endpoints, &endpoint{name: fmt.Sprintf("endpoint %d", i), rpc: rc})
 	}
 	if err := c.dialSendOnly(context.Background()); err != nil {
 		c.Close()
@@ -137,14 +136,13 @@ func newClient(chainID uint64, opts Options) *Client {
 // dialSendOnly connects to the send-only endpoints of the options (an
 // HTTP URL is not reached before its first broadcast).
 func (c *Client) dialSendOnly(ctx context.Context) error {
-	for i := range c.opts.SendOnly {
-		s := &c.opts.SendOnly[i]
-		name := sendOnlyName(s)
+	for _, s := range c.opts.SendOnly {
+		name := sendOnlyName(&s)
 		rc, err := rpc.DialOptions(ctx, s.URL)
 		if err != nil {
 			return fmt.Errorf("dial %s: %w", name, redact.Error(err, s.URL))
 		}
-		c.sendOnly = append(c.sendOnly, &endpoint{name: name, raw: s.URL, rpc: rc, index: i, send: s})
+		c.sendOnly = append(c.sendOnly, &endpoint{name: name, raw: s.URL, rpc: rc, send: &s})
 	}
 	return nil
 }
