@@ -13,7 +13,8 @@
 #   resource type, generic_task (namespace "txfence", job = the Cloud Run
 #   service, task_id = the instance), with the instruments' attributes as
 #   metric labels (result, op, reason; chain_id and signer on
-#   pending_oldest_age_seconds; shard on the outbox gauges when sharded)
+#   pending_oldest_age_seconds; chain_id, endpoint, send_only and state on
+#   rpc_endpoint_state; shard on the outbox gauges when sharded)
 #   plus service_name, service_namespace and service_instance_id. Counters
 #   are CUMULATIVE INT64, histograms CUMULATIVE DISTRIBUTION, gauges GAUGE
 #   (writer_queue_depth, outbox_backlog_rows and outbox_failing_rows INT64,
@@ -51,6 +52,8 @@ locals {
     fenced_writes   = "${var.runbook_url}#fenced-writes-spiking"
     pending_age     = "${var.runbook_url}#pending-transactions-too-old"
     delegated       = "${var.runbook_url}#a-signer-is-delegated-eip-7702"
+    endpoint        = "${var.runbook_url}#an-rpc-endpoint-unhealthy"
+    no_endpoint     = "${var.runbook_url}#a-chain-without-a-healthy-endpoint"
     stuck           = "${var.runbook_url}#stuck-transactions-rising"
     dead_letters    = "${var.runbook_url}#dead-letters-waiting"
     api_5xx         = "${var.runbook_url}#api-5xx-rate"
@@ -188,6 +191,94 @@ resource "google_monitoring_alert_policy" "delegated" {
     condition_prometheus_query_language {
       query                     = "max by (chain_id, signer) (workload_googleapis_com:delegated_signers) > 0"
       duration                  = "0s"
+      evaluation_interval       = "60s"
+      disable_metric_validation = true
+    }
+  }
+
+  alert_strategy {
+    auto_close = "1800s"
+  }
+
+  depends_on = [google_project_service.apis]
+}
+
+resource "google_monitoring_alert_policy" "endpoint" {
+  display_name          = "txfence: an RPC endpoint unhealthy"
+  combiner              = "OR"
+  severity              = "WARNING"
+  notification_channels = var.notification_channels
+  user_labels           = local.monitoring_labels
+
+  documentation {
+    subject   = "txfence: an RPC endpoint has been lagging or dead for ${var.alert_thresholds.endpoint_bad_seconds}s"
+    mime_type = "text/markdown"
+    content   = <<-EOT
+      An RPC endpoint of a chain (TXFENCE_CHAINS, or a send-only endpoint
+      of TXFENCE_SEND_ONLY) has been lagging (its head more blocks behind
+      the best head than the chain allows) or dead (its calls failing at
+      the transport level) for ${var.alert_thresholds.endpoint_bad_seconds}s, as an instance's client
+      saw it (`rpc_endpoint_state`, by chain and endpoint name; the lag in
+      `rpc_endpoint_lag_blocks`). Reads and broadcasts go to the healthy
+      endpoints meanwhile: the chain has less redundancy, or a signer's
+      private route is down.
+
+      Runbook: ${local.runbook.endpoint}
+    EOT
+    links {
+      display_name = "Runbook: an RPC endpoint unhealthy"
+      url          = local.runbook.endpoint
+    }
+  }
+
+  conditions {
+    display_name = "rpc_endpoint_state not healthy, by chain and endpoint"
+    condition_prometheus_query_language {
+      query                     = "max by (chain_id, endpoint) (workload_googleapis_com:rpc_endpoint_state{state!=\"healthy\"}) > 0"
+      duration                  = "${var.alert_thresholds.endpoint_bad_seconds}s"
+      evaluation_interval       = "60s"
+      disable_metric_validation = true
+    }
+  }
+
+  alert_strategy {
+    auto_close = "1800s"
+  }
+
+  depends_on = [google_project_service.apis]
+}
+
+resource "google_monitoring_alert_policy" "no_endpoint" {
+  display_name          = "txfence: a chain without a healthy endpoint"
+  combiner              = "OR"
+  severity              = "ERROR"
+  notification_channels = var.notification_channels
+  user_labels           = local.monitoring_labels
+
+  documentation {
+    subject   = "txfence: no read endpoint of a chain has been healthy for 2 minutes"
+    mime_type = "text/markdown"
+    content   = <<-EOT
+      No instance has seen any read endpoint of a chain healthy for 2
+      minutes (`rpc_endpoint_state{send_only="false",state="healthy"}`, by
+      chain): every one lags or is dead. Reads go to the best available
+      one (a lagging node sees receipts and nonces late) or fail;
+      broadcasts fail and back off. Work that backs off because every
+      endpoint was down resumes as soon as one answers again.
+
+      Runbook: ${local.runbook.no_endpoint}
+    EOT
+    links {
+      display_name = "Runbook: a chain without a healthy endpoint"
+      url          = local.runbook.no_endpoint
+    }
+  }
+
+  conditions {
+    display_name = "no read endpoint healthy, by chain"
+    condition_prometheus_query_language {
+      query                     = "max by (chain_id) (workload_googleapis_com:rpc_endpoint_state{send_only=\"false\",state=\"healthy\"}) < 1"
+      duration                  = "120s"
       evaluation_interval       = "60s"
       disable_metric_validation = true
     }
@@ -752,6 +843,8 @@ locals {
       fenced_writes   = google_monitoring_alert_policy.fenced_writes
       pending_age     = google_monitoring_alert_policy.pending_age
       delegated       = google_monitoring_alert_policy.delegated
+      endpoint        = google_monitoring_alert_policy.endpoint
+      no_endpoint     = google_monitoring_alert_policy.no_endpoint
       outbox          = google_monitoring_alert_policy.outbox
       stuck           = google_monitoring_alert_policy.stuck
       contradicted    = google_monitoring_alert_policy.contradicted

@@ -558,6 +558,9 @@ variable "alert_thresholds" {
       lease_takeovers        lease take-overs in 10 minutes, all signers (10)
       outbox_age_seconds     oldest outbox row waiting to be published (300: five
                              of the OutboxSweep's runs, a minute apart)
+      endpoint_bad_seconds   how long an RPC endpoint is lagging or dead before it
+                             is alerted (600: longer than a provider's brief
+                             hiccup, which the other endpoints cover)
   EOT
   type = object({
     fenced_writes         = optional(number, 5)
@@ -568,6 +571,7 @@ variable "alert_thresholds" {
     sql_connections_ratio = optional(number, 0.8)
     lease_takeovers       = optional(number, 10)
     outbox_age_seconds    = optional(number, 300)
+    endpoint_bad_seconds  = optional(number, 600)
   })
   default = {}
 }

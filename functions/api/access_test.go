@@ -607,6 +607,15 @@ func TestAccessTable(t *testing.T) {
 				return fmt.Sprintf("%d %s", r.status, r.raw)
 			},
 		},
+		"GET /v1/chains": {
+			in: func(who string) string {
+				r := do(who, http.MethodGet, "/v1/chains", nil)
+				if r.status == http.StatusOK && strings.Contains(string(r.raw), `"chainId"`) {
+					return cellYes
+				}
+				return fmt.Sprintf("%d %s", r.status, r.raw)
+			},
+		},
 		"GET /v1/completions": {
 			in: func(who string) string {
 				r := do(who, http.MethodGet, "/v1/completions?after=0&limit=1000", nil)

@@ -60,8 +60,11 @@ type Deps struct {
 	// Delegations tell the signer status whether the signer's account
 	// carries an EIP-7702 delegation; optional per chain.
 	Delegations map[uint64]txm.DelegationReader
-	Metrics     *metrics.Metrics
-	Log         *slog.Logger
+	// Endpoints report the health of each chain's endpoints (GET
+	// /v1/chains); optional per chain.
+	Endpoints map[uint64]txm.EndpointHealthReader
+	Metrics   *metrics.Metrics
+	Log       *slog.Logger
 
 	// Approvals approves and rejects transactions that wait for approval.
 	Approvals Approvals
@@ -117,6 +120,7 @@ var routes = []route{
 	{http.MethodGet, "/v1/signers", readSigners, (*Handler).signers},
 	{http.MethodGet, "/v1/signers/{address}", readSigner, (*Handler).signer},
 	{http.MethodGet, "/v1/me", anyRole, (*Handler).me},
+	{http.MethodGet, "/v1/chains", anyRole, (*Handler).chains},
 	{http.MethodGet, "/v1/completions", readFeed, (*Handler).completions},
 	{http.MethodPost, "/v1/transactions/{id}/resubmit", actOnTx, actionRoute(txm.ActionResubmit)},
 	{http.MethodPost, "/v1/transactions/{id}/replace", actOnTx, actionRoute(txm.ActionReplace)},

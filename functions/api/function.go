@@ -27,15 +27,16 @@ func Build(ctx context.Context, p *deps.Process) (*Handler, error) {
 	views := map[uint64]txm.ChainView{}
 	sims := map[uint64]txm.Simulator{}
 	delegations := map[uint64]txm.DelegationReader{}
+	endpoints := map[uint64]txm.EndpointHealthReader{}
 	for id, c := range p.Chains {
-		readers[id], nonces[id], views[id], sims[id], delegations[id] = c, c, c, c, c
+		readers[id], nonces[id], views[id], sims[id], delegations[id], endpoints[id] = c, c, c, c, c, c
 	}
 	authn, policies, err := p.Auth(ctx)
 	if err != nil {
 		return nil, err
 	}
 	d := Deps{Config: p.Config, Auth: authn, Policies: policies, PolicyStore: p.PolicyStore, Nonces: nonces, Views: views,
-		Simulators: sims, Delegations: delegations, Metrics: p.Metrics, Log: p.Log}
+		Simulators: sims, Delegations: delegations, Endpoints: endpoints, Metrics: p.Metrics, Log: p.Log}
 	creates, err := deps.PerShard(p, func(sh *deps.Shard) (*app.CreateTx, error) {
 		return app.NewCreateTx(sh.Store, readers, sh.Relay, policies, p.Config.Create(), p.Metrics, p.Log)
 	})

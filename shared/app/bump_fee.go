@@ -279,12 +279,15 @@ func (w *attempter) failed(ctx context.Context, l txm.Lease, t *txm.Tx, reason t
 	case reason.Deterministic() || reason == txm.ReasonReverted:
 		sub = string(reason) // a STUCK transaction's reason changes only to another lasting one
 	}
-	failing, err := w.store.NoteFailure(ctx, l, txm.Failure{TxID: t.ID, SubState: sub, Detail: cause.Error()}, w.fees.backoff)
+	// After an outage of the chain's endpoints the backoff ends as soon as
+	// they answer again (ResumeAfterOutage).
+	outage := errors.Is(cause, txm.ErrChainUnreachable)
+	failing, err := w.store.NoteFailure(ctx, l, txm.Failure{TxID: t.ID, SubState: sub, Detail: cause.Error(), Outage: outage}, w.fees.backoff)
 	if err != nil {
 		return round{}, err
 	}
 	w.log.WarnContext(ctx, "attempt failed", slog.String(logging.KeyTxID, t.ID), slog.Uint64(logging.KeyNonce, t.Nonce),
-		slog.String("reason", string(reason)), slog.Int("failures", failing.Failures), slog.Any("error", cause),
+		slog.String("reason", string(reason)), slog.Int("failures", failing.Failures), slog.Bool("outage", outage), slog.Any("error", cause),
 		slog.Int64(logging.KeyToken, l.Token))
 	return round{reason: reason, err: cause, failing: failing}, nil
 }

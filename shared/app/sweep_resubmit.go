@@ -59,6 +59,7 @@ type SweepResubmit struct {
 	pending   map[txm.SignerRef]bool
 
 	approvals *SweepApprovals // nil: approvals are swept elsewhere
+	resume    *ResumeAfterOutage
 }
 
 // SetApprovals makes every pass sweep the transactions that wait for
@@ -75,8 +76,12 @@ func NewSweepResubmit(store txm.ResubmitStore, leases txm.LeaseStore, chains map
 	if hook == nil {
 		hook = NoopPolicy{}
 	}
+	resume, err := NewResumeAfterOutage(store, chains, relay, log)
+	if err != nil {
+		return nil, err
+	}
 	return &SweepResubmit{store: store, leases: leases, chains: chains, signers: signers, hook: hook, relay: relay, cfg: cfg,
-		metrics: recorderOr(m), log: log,
+		metrics: recorderOr(m), log: log, resume: resume,
 		work: &attempter{store: store, leases: leases, relay: relay, fees: feeSettingsOf(cfg.Attempts), metrics: recorderOr(m), log: log}}, nil
 }
 
@@ -100,6 +105,7 @@ type ResubmitStats struct {
 	Replaced    int // replacement attempts accepted by a node
 	Stuck       int // transactions that entered STUCK
 	Recovered   int // STUCK transactions TRACKING again
+	Resumed     int // transactions whose backoff after an outage of their chain's endpoints ended
 
 	ApprovalsFinished int // approved transactions allocated, or ended at approval
 	ApprovalsExpired  int // transactions whose approval expired
@@ -113,6 +119,7 @@ func (st *ResubmitStats) add(o ResubmitStats) {
 	st.Replaced += o.Replaced
 	st.Stuck += o.Stuck
 	st.Recovered += o.Recovered
+	st.Resumed += o.Resumed
 	st.ApprovalsFinished += o.ApprovalsFinished
 	st.ApprovalsExpired += o.ApprovalsExpired
 }
@@ -142,6 +149,14 @@ func (s *SweepResubmit) Pass(ctx context.Context) (ResubmitStats, error) {
 		if err != nil {
 			errs = append(errs, fmt.Errorf("approvals: %w", err))
 		}
+	}
+	resumed, err := s.resume.Execute(ctx)
+	st.Resumed = resumed
+	for range resumed {
+		s.metrics.Resubmit(ctx, "resumed")
+	}
+	if err != nil {
+		errs = append(errs, fmt.Errorf("resume after outage: %w", err))
 	}
 	ages, err := s.store.OldestPending(ctx)
 	if err != nil {

@@ -68,6 +68,8 @@ type Config struct {
 	// OutboxSweep's, which only relays the outbox, is given it so that it
 	// holds no RPC URL (their provider keys) it does not need.
 	NoChains bool
+	// SendOnly are the chains' send-only endpoints (TXFENCE_SEND_ONLY).
+	SendOnly []SendOnly
 	Signers  []Signer
 	// signerAt indexes Signers by address (Load builds it); Signer checks
 	// what it finds and scans on a miss, so a Config built or changed in

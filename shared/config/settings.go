@@ -114,7 +114,7 @@ var settingGroups = []settingGroup{
 		title: "Chains and signers",
 		intro: "`TXFENCE_CHAINS` and `TXFENCE_SIGNERS` are required.",
 		settings: []setting{
-			{env: EnvChains, doc: "`CHAIN_ID=RPC_URL[|RPC_URL...][,...]`, the endpoints in order of preference (calls fail over between them); logs, errors and answers name a URL by scheme and host only; `none` for a process that dials no chain",
+			{env: EnvChains, doc: "`CHAIN_ID=RPC_URL[|RPC_URL...][,...]`, the endpoints in order of preference: each one's head is followed, reads go to the healthiest (one lagging the best head or failing is passed over, a failing one retried with backoff) and fail over between them, broadcasts go to every healthy one at once; logs, errors and answers name a URL by scheme and host only; `none` for a process that dials no chain",
 				load: func(p *parser, c *Config) { p.chains(EnvChains, &c.Chains, &c.NoChains) }},
 			{env: EnvSigners, doc: "`ADDRESS[=KEY_REF][,...]`, key refs `local:env:VAR`, `local:file:PATH` or `kms:projects/.../cryptoKeyVersions/N`",
 				load: func(p *parser, c *Config) { p.signers(EnvSigners, &c.Signers) }},
@@ -128,6 +128,14 @@ var settingGroups = []settingGroup{
 				load: func(p *parser, c *Config) { p.chainProfiles(EnvChainProfiles, &c.ChainProfiles) }},
 			{env: EnvRPCMaxBatch, def: "100", doc: "most calls in one JSON-RPC batch (nodes and providers refuse batches past their own limit)",
 				load: func(p *parser, c *Config) { p.integer(EnvRPCMaxBatch, &c.RPCMaxBatch) }},
+		},
+	},
+	{
+		title: "Send-only endpoints",
+		intro: "Reads go to the healthiest of a chain's endpoints (`TXFENCE_CHAINS`) and broadcasts to every healthy one at once; these receive broadcasts too, and are never read from.",
+		settings: []setting{
+			{env: EnvSendOnly, doc: "`CHAIN_ID=NAME=URL[;fallback][;signers=ADDRESS|...][,...]`: with `fallback` the endpoint gets every broadcast that also goes to the chain's healthy endpoints (a broadcast node); without it it is private (a MEV-protected submission URL) and the broadcasts of the signers it names go to it only; `signers` makes it those signers' route on the chain (a signer has at most one); the name, never the URL, is shown in logs, metrics and answers",
+				load: func(p *parser, c *Config) { p.sendOnly(EnvSendOnly, &c.SendOnly) }},
 		},
 	},
 	{

@@ -58,6 +58,7 @@ func (c Config) validate() []Problem {
 	if len(c.Signers) == 0 {
 		bad(EnvSigners, "is required: at least one signer, as ADDRESS[=KEY_REF][,...]")
 	}
+	c.validateSendOnly(bad)
 	if c.NonceStateTimeout <= 0 {
 		bad(EnvNonceStateTimeout, "must be positive, got %s", c.NonceStateTimeout)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/txfence/txfence/shared/evm/evmtest"
 	"github.com/txfence/txfence/shared/testsupport"
+	"github.com/txfence/txfence/shared/txm"
 )
 
 // env is a simulated chain served over HTTP and a Client dialled to it.
@@ -195,7 +196,10 @@ func TestClient_FailoverFromDeadEndpoint(t *testing.T) {
 	n, err := c.PendingNonce(ctx, e.keys[0].Address)
 	require.NoError(t, err)
 	require.Zero(t, n)
-	require.EqualValues(t, 1, c.current.Load(), "the good endpoint is remembered")
+	health := c.EndpointHealth()
+	require.Equal(t, txm.EndpointDead, health[0].State, "the dead endpoint is known dead")
+	require.Equal(t, "connection", health[0].LastError)
+	require.Equal(t, txm.EndpointHealthy, health[1].State)
 }
 
 func TestClient_FailoverFromBadGateway(t *testing.T) {
@@ -230,6 +234,9 @@ func TestClient_NoFailoverOnJSONRPCError(t *testing.T) {
 	c, err := New(evmtest.ChainID, []*rpc.Client{dialRPC(t, first.url), dialRPC(t, second.url)}, DefaultOptions())
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
+	_, err = c.Head(ctx) // the first call reads every endpoint's head
+	require.NoError(t, err)
+	second.hits.Store(0)
 
 	_, err = c.PendingNonce(ctx, common.Address{})
 	require.ErrorContains(t, err, "boom from the node")

@@ -9,20 +9,28 @@ import (
 	"github.com/ethereum/go-ethereum/rpc"
 
 	"github.com/txfence/txfence/shared/redact"
+	"github.com/txfence/txfence/shared/txm"
 )
 
-// do runs fn against the endpoint that last answered and, when that fails at
-// the transport level (see failover), against each other endpoint once, in
-// order. Every attempt gets its own CallTimeout. The first endpoint that
-// answers, with a result or a JSON-RPC error, is remembered for the next
-// call. A JSON-RPC error is returned as it came; transport failures are
-// returned joined, each naming its endpoint.
+// do runs fn against the healthiest endpoint (see readOrder) and, when
+// that fails at the transport level (see failover), against each other
+// endpoint once, in that order: the healthy ones first, then, as the best
+// available, those lagging, then those dead. Every attempt gets its own
+// CallTimeout, and its outcome updates the endpoint's health. A JSON-RPC
+// error is returned as it came; transport failures are returned joined,
+// each naming its endpoint, and wrap txm.ErrChainUnreachable when every
+// endpoint failed so.
 func (c *Client) do(ctx context.Context, fn func(ctx context.Context, rc *rpc.Client) error) error {
-	start := int(c.current.Load())
+	order := c.readOrder(ctx)
 	var errs []error
-	for i := range c.endpoints {
-		idx := (start + i) % len(c.endpoints)
-		ep := c.endpoints[idx]
+	transport := 0
+	changed := false
+	defer func() {
+		if changed {
+			c.noteChanges(ctx)
+		}
+	}()
+	for _, ep := range order {
 		if ep.wrong.Load() {
 			continue
 		}
@@ -30,11 +38,17 @@ func (c *Client) do(ctx context.Context, fn func(ctx context.Context, rc *rpc.Cl
 		if err == nil {
 			err = c.call(ctx, ep, fn)
 		}
+		if c.note(ctx, ep, err) {
+			changed = true
+		}
 		if err == nil || (!failover(err) && !errors.Is(err, ErrWrongChain)) {
-			c.current.Store(int64(idx))
+			c.servedBy(ctx, ep)
 			return err
 		}
 		if !errors.Is(err, ErrWrongChain) {
+			if !isBehind(err) {
+				transport++
+			}
 			err = fmt.Errorf("%s: %w", ep.name, err)
 		}
 		errs = append(errs, err)
@@ -43,7 +57,10 @@ func (c *Client) do(ctx context.Context, fn func(ctx context.Context, rc *rpc.Cl
 		}
 	}
 	if len(errs) == 0 {
-		return errors.New("no usable endpoint: all serve another chain")
+		return fmt.Errorf("no usable endpoint: %w", ErrWrongChain)
+	}
+	if transport == len(errs) && ctx.Err() == nil {
+		return fmt.Errorf("%w: %w", txm.ErrChainUnreachable, errors.Join(errs...))
 	}
 	return errors.Join(errs...)
 }
@@ -63,8 +80,11 @@ func (c *Client) call(ctx context.Context, ep *endpoint, fn func(ctx context.Con
 // not pass through call: a batch element's, which is the node's answer but
 // may quote a URL (a gateway naming its upstream, say).
 func (c *Client) hideURLs(err error) error {
-	raws := make([]string, 0, len(c.endpoints))
+	raws := make([]string, 0, len(c.endpoints)+len(c.sendOnly))
 	for _, ep := range c.endpoints {
+		raws = append(raws, ep.raw)
+	}
+	for _, ep := range c.sendOnly {
 		raws = append(raws, ep.raw)
 	}
 	return redact.Error(err, raws...)

@@ -3,8 +3,14 @@ package evm
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/big"
+	"strings"
 	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/txfence/txfence/shared/redact"
 )
 
 // Options tune the client. Start from DefaultOptions and change what you
@@ -84,13 +90,61 @@ type Options struct {
 	// blocks. A low one asks "did transactions paying this much get in?",
 	// not "what did most pay?".
 	InclusionPercentile float64
+
+	// Endpoint health: each read endpoint's head is followed and reads go
+	// to the healthiest (see health.go).
+
+	// LagBlocks is how far behind the best known head an endpoint may be
+	// and still be read from: one further behind is lagging, and is not
+	// asked for nonces, receipts, blocks, fees or gas until it catches up.
+	LagBlocks uint64
+	// HeadInterval is how often, at most, each endpoint's head is read
+	// (one eth_blockNumber), by the first call that finds the last reading
+	// older: no goroutine follows heads between calls.
+	HeadInterval time.Duration
+	// DeadBackoffMin and DeadBackoffMax bound how long an endpoint that
+	// failed at the transport level is passed over before it is tried
+	// again: DeadBackoffMin after its first failure, doubling with each
+	// failure in a row, at most DeadBackoffMax.
+	DeadBackoffMin time.Duration
+	DeadBackoffMax time.Duration
+	// SendOnly are endpoints that only ever receive broadcasts, never a
+	// read (see SendOnlyEndpoint).
+	SendOnly []SendOnlyEndpoint
+	// Routes names, per signer, the send-only endpoint its broadcasts go
+	// through (RoutePublic: the read endpoints only, without the default
+	// send-only ones). A signer not named takes the default route.
+	Routes map[common.Address]string
+	// Log receives the endpoints' changes of health (nil: none).
+	Log *slog.Logger
 }
+
+// SendOnlyEndpoint is an endpoint that only receives broadcasts: a
+// broadcast node, or a private (MEV-protected) submission URL.
+type SendOnlyEndpoint struct {
+	// Name names it in routes, logs, metrics and answers, never its URL.
+	Name string
+	// URL is where it listens (it may carry a key: never shown).
+	URL string
+	// PublicFallback sends what goes to it to the healthy read endpoints
+	// too. Without it the endpoint is private: a broadcast through it goes
+	// to it only, and only signers whose route names it use it. With it,
+	// every broadcast of the default route goes to it as well.
+	PublicFallback bool
+}
+
+// RoutePublic is the route of a signer whose broadcasts go to the
+// chain's read endpoints only.
+const RoutePublic = "public"
 
 // DefaultOptions are a 5s call timeout, a 20% gas margin, a fee cap of twice
 // the base fee plus the tip, no fee caps, eth_simulateV1 tried again every
 // 10 minutes on a chain whose node did not serve it, code checks reused
 // for a minute, a public pool, and an inclusion price from the 10th
-// percentile of the last 10 blocks' tips.
+// percentile of the last 10 blocks' tips. An endpoint more than 5 blocks
+// behind the best is lagging (a minute of an L1 chain; chain profiles set
+// their own), heads are read every 2 seconds at most, and a dead endpoint
+// is tried again after 1 second, doubling up to 30.
 func DefaultOptions() Options {
 	return Options{
 		CallTimeout:       5 * time.Second,
@@ -106,8 +160,17 @@ func DefaultOptions() Options {
 		NonceTooHighRetries: 3,
 		InclusionBlocks:     10,
 		InclusionPercentile: 10,
+
+		LagBlocks:      DefaultLagBlocks,
+		HeadInterval:   2 * time.Second,
+		DeadBackoffMin: time.Second,
+		DeadBackoffMax: 30 * time.Second,
 	}
 }
+
+// DefaultLagBlocks is how many blocks behind the best head an endpoint
+// may be and still be read from, unless a chain's profile says otherwise.
+const DefaultLagBlocks = 5
 
 // DefaultMaxBatch is what most hosted providers accept in one batch.
 const DefaultMaxBatch = 100
@@ -167,5 +230,43 @@ func (o Options) validate() error {
 	if o.MinPriorityFee != nil && o.MaxFeeCap != nil && o.MinPriorityFee.Cmp(o.MaxFeeCap) > 0 {
 		return errors.New("min priority fee is above the max fee cap")
 	}
+	return o.validateEndpoints()
+}
+
+// validateEndpoints checks the endpoint-health options and the send-only
+// endpoints and routes. Its errors name an endpoint, never its URL.
+func (o Options) validateEndpoints() error {
+	if o.HeadInterval <= 0 {
+		return errors.New("head interval must be positive")
+	}
+	if o.DeadBackoffMin <= 0 || o.DeadBackoffMax < o.DeadBackoffMin {
+		return errors.New("dead backoff must be positive, its max at least its min")
+	}
+	names := map[string]bool{}
+	for i, s := range o.SendOnly {
+		switch {
+		case !validRouteName(s.Name):
+			return fmt.Errorf("send-only endpoint %d: name %q must be 1 to 32 letters, digits, '-' or '_', and not %q", i, s.Name, RoutePublic)
+		case names[s.Name]:
+			return fmt.Errorf("send-only endpoint %s is named twice", s.Name)
+		case redact.URL(s.URL) == redact.Unparsable:
+			return fmt.Errorf("send-only endpoint %s: its URL does not parse as a URL with a host", s.Name)
+		}
+		names[s.Name] = true
+	}
+	for signer, route := range o.Routes {
+		if route != RoutePublic && !names[route] {
+			return fmt.Errorf("signer %s: route %q names no send-only endpoint", signer.Hex(), route)
+		}
+	}
 	return nil
+}
+
+// validRouteName reports whether name may name a send-only endpoint: a
+// short word, so that it reads well in a metric label and a log line.
+func validRouteName(name string) bool {
+	if name == "" || len(name) > 32 || name == RoutePublic {
+		return false
+	}
+	return strings.Trim(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") == ""
 }

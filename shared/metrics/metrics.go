@@ -43,6 +43,11 @@ type Metrics struct {
 	outboxFailing metric.Int64Gauge
 	outboxOldest  metric.Float64Gauge
 
+	// endpoints reads each chain's endpoint health when the instruments
+	// are collected (WatchEndpoints).
+	endpointsMu sync.Mutex
+	endpoints   map[uint64]txm.EndpointHealthReader
+
 	// createResults holds the attribute option of each create result,
 	// built once: a create records two measurements by result, and building
 	// an attribute set for each would cost the hot path allocations.
@@ -196,7 +201,55 @@ func New(opts ...Option) *Metrics {
 	must(err)
 	m.outboxOldest, err = meter.Float64Gauge("outbox_oldest_age_seconds", metric.WithDescription("Age of the oldest outbox row waiting to be published, as the last outbox sweep left it (0: none)."))
 	must(err)
+	state, err := meter.Int64ObservableGauge("rpc_endpoint_state", metric.WithDescription("1 for the state (healthy, lagging, dead) a chain's endpoint is in, 0 for the others, as this instance's client last saw it."))
+	must(err)
+	lag, err := meter.Int64ObservableGauge("rpc_endpoint_lag_blocks", metric.WithDescription("How many blocks a chain's read endpoint's head is behind the best head known, as this instance's client last saw it."))
+	must(err)
+	_, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		m.observeEndpoints(o, state, lag)
+		return nil
+	}, state, lag)
+	must(err)
 	return m
+}
+
+// WatchEndpoints reports the health of chain chainID's endpoints, read
+// from r whenever the instruments are collected: rpc_endpoint_state (by
+// chain_id, endpoint, send_only and state) and, for the
+// read endpoints, rpc_endpoint_lag_blocks (by chain_id and endpoint). An
+// endpoint is named, never by more of its URL than scheme and host.
+func (m *Metrics) WatchEndpoints(chainID uint64, r txm.EndpointHealthReader) {
+	if m == nil || r == nil {
+		return
+	}
+	m.endpointsMu.Lock()
+	defer m.endpointsMu.Unlock()
+	if m.endpoints == nil {
+		m.endpoints = map[uint64]txm.EndpointHealthReader{}
+	}
+	m.endpoints[chainID] = r
+}
+
+func (m *Metrics) observeEndpoints(o metric.Observer, state, lag metric.Int64Observable) {
+	m.endpointsMu.Lock()
+	defer m.endpointsMu.Unlock()
+	for id, r := range m.endpoints {
+		chain := strconv.FormatUint(id, 10)
+		for _, e := range r.EndpointHealth() {
+			sendOnly := strconv.FormatBool(e.SendOnly)
+			for _, s := range txm.EndpointStates {
+				v := int64(0)
+				if e.State == s {
+					v = 1
+				}
+				o.ObserveInt64(state, v, metric.WithAttributes(attrsKV([]string{"chain_id", chain, "endpoint", e.Name, "send_only", sendOnly,
+					"state", string(s)})...))
+			}
+			if !e.SendOnly {
+				o.ObserveInt64(lag, int64(e.Lag), metric.WithAttributes(attrsKV([]string{"chain_id", chain, "endpoint", e.Name})...))
+			}
+		}
+	}
 }
 
 func attrs(kv []string) metric.MeasurementOption {

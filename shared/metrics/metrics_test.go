@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/txfence/txfence/shared/txm"
 )
 
 // TestNilRecordsNothing: a nil *Metrics (TXFENCE_TELEMETRY=none) is valid
@@ -65,4 +67,43 @@ func TestPrometheusText(t *testing.T) {
 		assert.Contains(t, text, want)
 	}
 	assert.EqualValues(t, 2, m.Count("tx_create_total", "result", "created"))
+}
+
+// endpointList is a chain's endpoint health as a client would report it.
+type endpointList []txm.EndpointHealth
+
+func (l endpointList) EndpointHealth() []txm.EndpointHealth { return l }
+
+// TestEndpointHealthGauges: each watched chain's endpoints are read when
+// the instruments are collected: one state series per state (1 for the
+// endpoint's), and the lag of the read endpoints.
+func TestEndpointHealthGauges(t *testing.T) {
+	ctx := context.Background()
+	m := New()
+	list := endpointList{
+		{Name: "endpoint 0 (https://a.example/...)", State: txm.EndpointLagging, Head: 90, Lag: 12},
+		{Name: "endpoint 1 (https://b.example)", State: txm.EndpointHealthy, Head: 102},
+		{Name: "protect", SendOnly: true, State: txm.EndpointDead, LastError: "http_502"},
+	}
+	m.WatchEndpoints(1337, list)
+	var b strings.Builder
+	require.NoError(t, m.WritePrometheus(ctx, &b))
+	text := b.String()
+	for _, want := range []string{
+		"# TYPE rpc_endpoint_state gauge\n",
+		`rpc_endpoint_state{chain_id="1337",endpoint="endpoint 0 (https://a.example/...)",send_only="false",state="lagging"} 1` + "\n",
+		`rpc_endpoint_state{chain_id="1337",endpoint="endpoint 0 (https://a.example/...)",send_only="false",state="healthy"} 0` + "\n",
+		`rpc_endpoint_state{chain_id="1337",endpoint="protect",send_only="true",state="dead"} 1` + "\n",
+		`rpc_endpoint_lag_blocks{chain_id="1337",endpoint="endpoint 0 (https://a.example/...)"} 12` + "\n",
+		`rpc_endpoint_lag_blocks{chain_id="1337",endpoint="endpoint 1 (https://b.example)"} 0` + "\n",
+	} {
+		assert.Contains(t, text, want)
+	}
+	assert.NotContains(t, text, `rpc_endpoint_lag_blocks{chain_id="1337",endpoint="protect"}`, "a send-only endpoint has no head")
+	v, ok := m.Gauge("rpc_endpoint_state", "chain_id", "1337", "endpoint", "endpoint 1 (https://b.example)", "send_only", "false", "state", "healthy")
+	assert.True(t, ok)
+	assert.EqualValues(t, 1, v)
+	list[1].State = txm.EndpointDead
+	v, _ = m.Gauge("rpc_endpoint_state", "chain_id", "1337", "endpoint", "endpoint 1 (https://b.example)", "send_only", "false", "state", "healthy")
+	assert.Zero(t, v, "read afresh at each collection")
 }

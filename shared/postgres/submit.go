@@ -290,7 +290,9 @@ SELECT id::text, chain_id, signer, nonce, from_state, fork FROM moved`,
 }
 
 // NoteFailure implements txm.AttemptStore. The next attempt waits
-// b.Min × 2^(failures so far), at most b.Max.
+// b.Min × 2^(failures so far), at most b.Max, or, after an outage of the
+// chain's endpoints (f.Outage), until they answer again if that is sooner
+// (ResumeAfterOutage).
 func (s *Store) NoteFailure(ctx context.Context, l txm.Lease, f txm.Failure, b txm.BackoffPolicy) (txm.Failing, error) {
 	var out txm.Failing
 	var secs float64
@@ -298,10 +300,10 @@ func (s *Store) NoteFailure(ctx context.Context, l txm.Lease, f txm.Failure, b t
 UPDATE managed_tx t SET sub_state = coalesce(nullif($7, ''), t.sub_state), last_error = $8,
     failures = t.failures + 1, failing_since = coalesce(t.failing_since, clock_timestamp()),
     next_attempt_at = clock_timestamp() + least($10::interval, $9::interval * power(2, least(t.failures, 30))),
-    fencing_token = $5::bigint, updated_at = clock_timestamp()
+    backoff_outage = $11, fencing_token = $5::bigint, updated_at = clock_timestamp()
 WHERE t.id = $6::uuid AND `+moveOpen.guard()+` AND `+fenceHeld+`
 RETURNING t.failures, extract(epoch FROM clock_timestamp() - t.failing_since)::float8`,
-		append(fenceArgs(l), f.TxID, f.SubState, f.Detail, b.Min, b.Max)...).Scan(&out.Failures, &secs)
+		append(fenceArgs(l), f.TxID, f.SubState, f.Detail, b.Min, b.Max, f.Outage)...).Scan(&out.Failures, &secs)
 	if errors.Is(err, pgx.ErrNoRows) {
 		if err := s.leases.check(ctx, s.pool, l, "note_failure", f.TxID); err != nil {
 			return out, err

@@ -67,6 +67,9 @@ type Failure struct {
 	TxID     string
 	SubState string // "" keeps the current one
 	Detail   string // the error, for last_error
+	// Outage says no endpoint of the chain answered (ErrChainUnreachable):
+	// the backoff ends as soon as they answer again (OutageStore).
+	Outage bool
 }
 
 // Failing is what recording a failure left: failures in a row and how long

@@ -74,6 +74,12 @@ var (
 	// not reached it, or had another block at its height. Nothing is
 	// concluded; the caller asks again later.
 	ErrNodeBehind = errors.New("no endpoint has the block")
+
+	// ErrChainUnreachable means no endpoint of the chain answered, each
+	// failing at the transport level (refused, timed out, an HTTP error):
+	// an outage of the chain's endpoints rather than a refusal. Work that
+	// backs off because of it resumes as soon as the endpoints answer again.
+	ErrChainUnreachable = errors.New("no endpoint of the chain answered")
 )
 
 // FieldError names one rejected input field.

@@ -213,10 +213,25 @@ type CompletionListener interface {
 	Listen(ctx context.Context, wake func()) error
 }
 
+// OutageStore ends the backoffs that an outage of a chain's endpoints
+// caused (Failure.Outage), once they answer again.
+type OutageStore interface {
+	// OutageHeld lists the chains that have transactions backing off after
+	// an outage of their endpoints.
+	OutageHeld(ctx context.Context) ([]uint64, error)
+	// ResumeAfterOutage ends the backoff of chain chainID's transactions
+	// that back off after an outage, writes a `submit` prompt for each of
+	// their signers, and returns how many it resumed and the outbox ids.
+	// A prompt is harmless and an ended backoff only makes work due: it is
+	// not fenced.
+	ResumeAfterOutage(ctx context.Context, chainID uint64) (int, []int64, error)
+}
+
 // ResubmitStore is the storage the ResubmitSweep needs.
 type ResubmitStore interface {
 	AttemptStore
 	ActionQueue
+	OutageStore
 	// PromptStranded writes a `submit` prompt for every signer with ALLOCATED
 	// transactions whose backoff has run out, or that have waited olderThan
 	// untouched (their prompt was lost or given up on), and returns the

@@ -412,6 +412,42 @@ ${rows ? `<table><thead><tr><th class="num">Nonce</th><th>State</th><th>Transact
     return view;
   }
 
+  // ---- chains: their endpoints' health ------------------------------------
+
+  // chainsView shows each chain's endpoints as this API instance's client
+  // last saw them: named by scheme and host (or a send-only endpoint's
+  // name), never by a path or key, which the API does not send.
+  function chainsView() {
+    $('view').innerHTML = '<h2>Chains</h2><div id="chains-body" class="muted">Loading…</div>';
+    const STATE_TITLE = {
+      healthy: 'read from and broadcast to',
+      lagging: 'its head is too far behind the best: not read from until it catches up',
+      dead: 'its calls fail: passed over, retried with backoff',
+    };
+    async function refresh() {
+      let data;
+      try {
+        data = await api('/v1/chains');
+      } catch (err) {
+        if (current === view) failed(err);
+        return;
+      }
+      if (current !== view) return;
+      const chains = data.items.map((c) => {
+        const rows = c.endpoints
+          .map((e) => `<tr data-endpoint="${esc(e.name)}" data-state="${esc(e.state)}"><td class="mono">${esc(e.name)}${e.sendOnly ? ` <span class="muted">send-only${e.publicFallback ? ', with fallback' : ', private'}</span>` : ''}</td><td><span class="badge e-${esc(e.state)}" title="${esc(STATE_TITLE[e.state] || '')}">${esc(e.state)}</span></td><td class="num">${e.head ?? '—'}</td><td class="num">${e.sendOnly ? '—' : e.lag}</td><td>${when(e.checkedAt)}</td><td>${esc(e.lastError) || '—'}</td><td>${when(e.lastErrorAt)}</td></tr>`)
+          .join('');
+        return `<h3 data-chain-kind="${esc(c.kind)}">Chain ${c.chainId} ${kindHTML(c.kind)}</h3>${rows
+          ? `<table class="endpoints" data-chain="${c.chainId}"><thead><tr><th>Endpoint</th><th>State</th><th class="num">Head</th><th class="num">Lag (blocks)</th><th>Head read</th><th>Last error</th><th>Last error at</th></tr></thead><tbody>${rows}</tbody></table>`
+          : '<p class="muted">No endpoint health known to this instance.</p>'}`;
+      });
+      $('chains-body').className = '';
+      redraw($('chains-body'), chains.join('') || '<p class="muted">No chain configured.</p>');
+    }
+    const view = { refresh };
+    return view;
+  }
+
   // ---- one transaction ---------------------------------------------------
 
   function txView(id) {
@@ -739,6 +775,7 @@ ${t.approval ? `<dt>Approval</dt><dd id="tx-approval">${approvalHTML(t)}${t.stat
     notice('');
     if (parts[0] === 'tx' && parts[1]) current = txView(parts[1]);
     else if (parts[0] === 'approvals') current = approvalsView();
+    else if (parts[0] === 'chains') current = chainsView();
     else if (parts[0] === 'signer' && parts[2]) current = signerView(parts[1], parts[2]);
     else current = signersView(new URLSearchParams(query || ''));
     Promise.resolve(current.refresh()).then(() => setLive('live · updated ' + new Date().toLocaleTimeString()));

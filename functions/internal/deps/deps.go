@@ -178,12 +178,14 @@ func Build(ctx context.Context, cfg config.Config) (*Process, error) {
 	for _, ch := range cfg.Chains {
 		opts := evm.DefaultOptions()
 		opts.MaxBatch = cfg.RPCMaxBatch
-		c, err := evm.Dial(ctx, ch.ID, ch.RPCURLs, ChainOptions(opts, cfg.Profile(ch.ID)))
+		opts.Log = log
+		c, err := evm.Dial(ctx, ch.ID, ch.RPCURLs, EndpointOptions(ChainOptions(opts, cfg.Profile(ch.ID)), cfg, ch.ID))
 		if err != nil {
 			p.Close()
 			return nil, fmt.Errorf("chain %d: %w", ch.ID, err)
 		}
 		p.Chains[ch.ID] = c
+		m.WatchEndpoints(ch.ID, c)
 	}
 	return p, nil
 }
@@ -245,8 +247,9 @@ func (p *Process) StuckPolicy() (txm.StuckResolutionHook, error) {
 // ChainOptions are opts with a chain's profile: its fee cap, tip cap and
 // tip floor bound every fee the client suggests, its fee strategy says
 // where the tip comes from, its data fee kind how creates price the data
-// fee, and whether it has a public mempool how unmined transactions are
-// sent again.
+// fee, whether it has a public mempool how unmined transactions are sent
+// again, and its block time and lag bound how its endpoints' heads are
+// followed.
 func ChainOptions(opts evm.Options, p config.ChainProfile) evm.Options {
 	opts.MaxFeeCap = p.Fees.MaxFee
 	opts.MaxPriorityFeeCap = p.Fees.MaxTip
@@ -255,8 +258,26 @@ func ChainOptions(opts evm.Options, p config.ChainProfile) evm.Options {
 	opts.FeeHistoryPercentile = p.FeeHistoryPercentile
 	opts.FeeHistoryBlocks = p.FeeHistoryBlocks
 	opts.NoPublicMempool = !p.PublicMempool
+	opts.LagBlocks = p.LagBlocks
+	opts.HeadInterval = p.BlockTime
 	if p.DataFee != config.DataFeeNone {
 		opts.DataFee = evm.DataFeeKind(p.DataFee)
+	}
+	return opts
+}
+
+// EndpointOptions are opts with chain id's send-only endpoints and the
+// routes of the signers they name (TXFENCE_SEND_ONLY).
+func EndpointOptions(opts evm.Options, cfg config.Config, id uint64) evm.Options {
+	opts.SendOnly, opts.Routes = nil, nil
+	for _, s := range cfg.SendOnlyFor(id) {
+		opts.SendOnly = append(opts.SendOnly, evm.SendOnlyEndpoint{Name: s.Name, URL: s.URL, PublicFallback: s.PublicFallback})
+		for _, a := range s.Signers {
+			if opts.Routes == nil {
+				opts.Routes = map[common.Address]string{}
+			}
+			opts.Routes[a] = s.Name
+		}
 	}
 	return opts
 }

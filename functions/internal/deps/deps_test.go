@@ -1,10 +1,13 @@
 package deps
 
 import (
+	"time"
+
 	"context"
 	"math/big"
 	"testing"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/stretchr/testify/require"
 
 	"github.com/txfence/txfence/shared/config"
@@ -20,7 +23,7 @@ func TestChainOptions(t *testing.T) {
 	t.Parallel()
 	fees := config.ChainFees{MaxFee: big.NewInt(300), MaxTip: big.NewInt(20), MinTip: big.NewInt(4), MaxBumps: 3}
 	prof := config.ChainProfile{Fees: fees, TipSource: config.TipFeeHistory, FeeHistoryPercentile: 25, FeeHistoryBlocks: 4,
-		DataFee: config.DataFeeOPStack, PublicMempool: false}
+		DataFee: config.DataFeeOPStack, PublicMempool: false, LagBlocks: 7, BlockTime: 3 * time.Second}
 	opts := ChainOptions(evm.DefaultOptions(), prof)
 	require.Equal(t, fees.MaxFee, opts.MaxFeeCap)
 	require.Equal(t, fees.MaxTip, opts.MaxPriorityFeeCap)
@@ -30,8 +33,25 @@ func TestChainOptions(t *testing.T) {
 	require.Equal(t, 4, opts.FeeHistoryBlocks)
 	require.Equal(t, evm.DataFeeOPStack, opts.DataFee)
 	require.True(t, opts.NoPublicMempool)
-	require.False(t, ChainOptions(evm.DefaultOptions(), config.ChainProfile{PublicMempool: true, FeeHistoryBlocks: 1}).NoPublicMempool)
+	require.Equal(t, uint64(7), opts.LagBlocks)
+	require.Equal(t, 3*time.Second, opts.HeadInterval)
+	require.False(t, ChainOptions(evm.DefaultOptions(), config.ChainProfile{PublicMempool: true, FeeHistoryBlocks: 1, LagBlocks: 1, BlockTime: time.Second}).NoPublicMempool)
 	require.Equal(t, evm.DefaultOptions().CallTimeout, opts.CallTimeout, "the rest is kept")
+}
+
+func TestEndpointOptions(t *testing.T) {
+	t.Parallel()
+	a, b := common.HexToAddress("0xa1"), common.HexToAddress("0xb2")
+	cfg := config.Config{SendOnly: []config.SendOnly{
+		{ChainID: 1, Name: "protect", URL: "https://p.example/KEY", Signers: []common.Address{a}},
+		{ChainID: 1, Name: "relay", URL: "https://r.example/KEY", PublicFallback: true},
+		{ChainID: 2, Name: "other", URL: "https://o.example/KEY", PublicFallback: true, Signers: []common.Address{b}},
+	}}
+	opts := EndpointOptions(evm.DefaultOptions(), cfg, 1)
+	require.Equal(t, []evm.SendOnlyEndpoint{{Name: "protect", URL: "https://p.example/KEY"},
+		{Name: "relay", URL: "https://r.example/KEY", PublicFallback: true}}, opts.SendOnly)
+	require.Equal(t, map[common.Address]string{a: "protect"}, opts.Routes, "another chain's routes are not this one's")
+	require.Empty(t, EndpointOptions(opts, cfg, 3).SendOnly)
 }
 
 // TestIssue10_BuildAppliesChainFees builds a process against a real

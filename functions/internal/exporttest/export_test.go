@@ -105,6 +105,9 @@ var design = []struct {
 	{"resubmit_total", metricpb.MetricDescriptor_CUMULATIVE, metricpb.MetricDescriptor_INT64, []string{"result"}},
 	{"stuck_total", metricpb.MetricDescriptor_CUMULATIVE, metricpb.MetricDescriptor_INT64, []string{"reason"}},
 	{"writer_queue_depth", metricpb.MetricDescriptor_GAUGE, metricpb.MetricDescriptor_INT64, nil},
+	// The health of the chain's endpoints, read from each node's client.
+	{"rpc_endpoint_state", metricpb.MetricDescriptor_GAUGE, metricpb.MetricDescriptor_INT64, []string{"chain_id", "endpoint", "send_only", "state"}},
+	{"rpc_endpoint_lag_blocks", metricpb.MetricDescriptor_GAUGE, metricpb.MetricDescriptor_INT64, []string{"chain_id", "endpoint"}},
 	// What waits in the outbox, as the OutboxSweep left it (no shard label
 	// without TXFENCE_DATABASES).
 	{"outbox_backlog_rows", metricpb.MetricDescriptor_GAUGE, metricpb.MetricDescriptor_INT64, nil},

@@ -187,10 +187,12 @@ func (w *World) Node(t *testing.T, name string) *Node {
 	}
 	store, err := postgres.NewStoreFromConfig(pool, cfg, m, log)
 	require.NoError(t, err)
-	opts := deps.ChainOptions(w.EVM, cfg.Profile(evmtest.ChainID))
+	opts := deps.EndpointOptions(deps.ChainOptions(w.EVM, cfg.Profile(evmtest.ChainID)), cfg, evmtest.ChainID)
+	opts.Log = log
 	client, err := evm.Dial(context.Background(), evmtest.ChainID, cfg.Chains[0].RPCURLs, opts)
 	require.NoError(t, err)
 	t.Cleanup(client.Close)
+	m.WatchEndpoints(evmtest.ChainID, client)
 	var relay *app.Relay
 	if w.PubSub != nil {
 		pub, err := pubsub.NewPublisher(w.PubSub.Client, cfg.Project)
@@ -260,6 +262,7 @@ func (w *World) Node(t *testing.T, name string) *Node {
 		Queries: store, Completions: feed, Actions: actions, ActionLog: store, Operator: store,
 		Views: map[uint64]txm.ChainView{evmtest.ChainID: client}, Simulators: map[uint64]txm.Simulator{evmtest.ChainID: client},
 		Delegations: map[uint64]txm.DelegationReader{evmtest.ChainID: client},
+		Endpoints:   map[uint64]txm.EndpointHealthReader{evmtest.ChainID: client},
 		Metrics:     m, Log: log, Approvals: approvals})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
