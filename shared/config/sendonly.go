@@ -23,7 +23,8 @@ const RoutePublic = "public"
 // and is never read from. One with PublicFallback gets every broadcast
 // that also goes to the chain's healthy endpoints (a broadcast node);
 // one without is private (a MEV-protected submission URL): the broadcasts
-// of the signers it names go to it only.
+// of the signers it names, and of the transactions whose create named it
+// (sendVia), go to it only.
 type SendOnly struct {
 	ChainID uint64
 	// Name names it in logs, metrics and answers, never its URL.
@@ -32,7 +33,8 @@ type SendOnly struct {
 	URL            string
 	PublicFallback bool
 	// Signers are the signers whose broadcasts go through it (their
-	// route); a private endpoint must name some.
+	// route); a private endpoint that names none takes only the
+	// transactions whose create names it.
 	Signers []common.Address
 }
 
@@ -127,9 +129,6 @@ func (c Config) validateSendOnly(bad func(env, format string, args ...any)) {
 		} else if redact.URL(s.URL) == redact.Unparsable {
 			bad(EnvSendOnly, "%s: its URL does not parse as a URL with a host", who)
 		}
-		if !s.PublicFallback && len(s.Signers) == 0 {
-			bad(EnvSendOnly, "%s: a private endpoint (without fallback) must name the signers whose route it is (signers=ADDRESS|...)", who)
-		}
 		for _, a := range s.Signers {
 			if _, ok := c.Signer(a); !ok {
 				bad(EnvSendOnly, "%s: signer %s is not in %s", who, txm.CanonicalAddress(a), EnvSigners)
@@ -141,6 +140,16 @@ func (c Config) validateSendOnly(bad func(env, format string, args ...any)) {
 			routed[k] = s.Name
 		}
 	}
+}
+
+// SendVia lists the routes a create on chain id may name (sendVia):
+// RoutePublic and the chain's send-only endpoints, in configuration order.
+func (c Config) SendVia(id uint64) []string {
+	out := []string{RoutePublic}
+	for _, s := range c.SendOnlyFor(id) {
+		out = append(out, s.Name)
+	}
+	return out
 }
 
 // validEndpointName reports whether name may name a send-only endpoint: a

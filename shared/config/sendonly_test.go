@@ -25,6 +25,15 @@ func TestSendOnly_Load(t *testing.T) {
 	assert.Equal(t, SendOnly{ChainID: 1, Name: "relay", URL: "https://relay.example/?apikey=KEY", PublicFallback: true}, c.SendOnly[1])
 	assert.Equal(t, []SendOnly{c.SendOnly[2]}, c.SendOnlyFor(1337))
 	assert.Equal(t, "chain 1 send-only relay (https://relay.example/...)", c.SendOnly[1].String())
+	assert.Equal(t, []string{RoutePublic, "protect", "relay"}, c.SendVia(1))
+	assert.Equal(t, []string{RoutePublic, "protect", "relay"}, c.Create().SendVia[1])
+
+	// A private endpoint that names no signer takes only the creates that
+	// name it (sendVia).
+	e[EnvSendOnly] = "1=protect=https://rpc.protect.example/KEY"
+	c, err = Load(env(e))
+	require.NoError(t, err)
+	assert.Equal(t, []SendOnly{{ChainID: 1, Name: "protect", URL: "https://rpc.protect.example/KEY"}}, c.SendOnly)
 
 	bad := map[string]string{
 		"1=protect":                                                                    "must be CHAIN_ID=NAME=URL",
@@ -34,7 +43,6 @@ func TestSendOnly_Load(t *testing.T) {
 		"1=a b=https://p.example/KEY;fallback":                                         "the name must be",
 		"1=p=ftp://p.example/KEY;fallback":                                             "must start with http",
 		"1=p=https://u:KEY@p:x/KEY;fallback":                                           "does not parse",
-		"1=p=https://p.example/KEY":                                                    "must name the signers",
 		"1=p=https://p.example/KEY;fast":                                               "must be fallback or signers",
 		"1=p=https://p.example/KEY;signers=0x12":                                       "signer",
 		"1=p=https://p.example/KEY;fallback,1=p=https://q.example/KEY;fallback":        "named twice",

@@ -39,15 +39,19 @@ type Create struct {
 	BatchSize         int
 	BatchWait         time.Duration
 	ContendedWait     time.Duration
+	// SendVia is, per chain id, the routes a create may name (Config.SendVia).
+	SendVia map[uint64][]string
 }
 
 // Create is what c gives creating a transaction.
 func (c Config) Create() Create {
 	ids := make([]uint64, len(c.Chains))
+	via := make(map[uint64][]string, len(c.Chains))
 	for i, ch := range c.Chains {
 		ids[i] = ch.ID
+		via[ch.ID] = c.SendVia(ch.ID)
 	}
-	return Create{InstanceID: c.InstanceID, ChainIDs: ids, Signers: c.Signers, signerAt: c.signerAt, MaxGasLimit: c.MaxGasLimit,
+	return Create{SendVia: via, InstanceID: c.InstanceID, ChainIDs: ids, Signers: c.Signers, signerAt: c.signerAt, MaxGasLimit: c.MaxGasLimit,
 		MaxDataBytes: c.MaxDataBytes, Fees: c.Fees(), NonceStateTimeout: c.NonceStateTimeout, Workers: c.Workers,
 		BatchSize: c.BatchSize, BatchWait: c.BatchWait, ContendedWait: c.ContendedWait}
 }
