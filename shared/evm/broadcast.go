@@ -43,7 +43,15 @@ func (c *Client) SendRawTransaction(ctx context.Context, raw []byte) error {
 // transactions answered "nonce too high" are sent again, in order, at
 // once, up to NonceTooHighRetries times.
 func (c *Client) SendRawTransactions(ctx context.Context, raws [][]byte) []error {
-	errs := c.sendBatches(ctx, raws)
+	return c.SendRawTransactionsVia(ctx, raws, nil)
+}
+
+// SendRawTransactionsVia is SendRawTransactions with a route per
+// transaction, as its create named it: routes[i] names a send-only
+// endpoint or RoutePublic and is taken instead of the signer's route; ""
+// (or a nil routes) takes the signer's route.
+func (c *Client) SendRawTransactionsVia(ctx context.Context, raws [][]byte, routes []string) []error {
+	errs := c.sendBatches(ctx, raws, routes)
 	for try := 0; try < c.nonceTooHighRetries() && ctx.Err() == nil; try++ {
 		var again []int
 		for i, err := range errs {
@@ -55,10 +63,17 @@ func (c *Client) SendRawTransactions(ctx context.Context, raws [][]byte) []error
 			break
 		}
 		resend := make([][]byte, len(again))
+		var via []string
+		if routes != nil {
+			via = make([]string, len(again))
+		}
 		for j, i := range again {
 			resend[j] = raws[i]
+			if via != nil {
+				via[j] = routes[i]
+			}
 		}
-		for j, err := range c.sendBatches(ctx, resend) {
+		for j, err := range c.sendBatches(ctx, resend, via) {
 			errs[again[j]] = err
 		}
 	}
@@ -78,10 +93,10 @@ func (c *Client) nonceTooHighRetries() int {
 	return c.opts.NonceTooHighRetries
 }
 
-// sendBatches is SendRawTransactions without the retries.
-func (c *Client) sendBatches(ctx context.Context, raws [][]byte) []error {
+// sendBatches is SendRawTransactionsVia without the retries.
+func (c *Client) sendBatches(ctx context.Context, raws [][]byte, routes []string) []error {
 	errs := make([]error, len(raws))
-	for _, g := range c.routeGroups(raws) {
+	for _, g := range c.routeGroups(raws, routes) {
 		group := make([][]byte, len(g.at))
 		for i, at := range g.at {
 			group[i] = raws[at]
@@ -99,11 +114,15 @@ type routeGroup struct {
 	at    []int
 }
 
-// routeGroups splits raws by the route of their signers (Options.Routes),
-// keeping their order within each group; without routes configured, all
-// take the default route.
-func (c *Client) routeGroups(raws [][]byte) []routeGroup {
-	if len(c.opts.Routes) == 0 {
+// routeGroups splits raws by their routes: routes[i] where given, else
+// the route of their signers (Options.Routes), keeping their order within
+// each group; without either, all take the default route.
+func (c *Client) routeGroups(raws [][]byte, routes []string) []routeGroup {
+	given := false
+	for _, r := range routes {
+		given = given || r != ""
+	}
+	if len(c.opts.Routes) == 0 && !given {
 		g := routeGroup{at: make([]int, len(raws))}
 		for i := range raws {
 			g.at[i] = i
@@ -116,7 +135,9 @@ func (c *Client) routeGroups(raws [][]byte) []routeGroup {
 	for i, raw := range raws {
 		route := ""
 		var tx types.Transaction
-		if tx.UnmarshalBinary(raw) == nil {
+		if i < len(routes) && routes[i] != "" {
+			route = routes[i]
+		} else if len(c.opts.Routes) > 0 && tx.UnmarshalBinary(raw) == nil {
 			if from, err := types.Sender(signer, &tx); err == nil {
 				route = c.opts.Routes[from]
 			}
@@ -136,7 +157,9 @@ func (c *Client) routeGroups(raws [][]byte) []routeGroup {
 // route names, alone when it has no public fallback; otherwise the
 // healthy read endpoints (the best available when none is) and, for the
 // default route, every send-only endpoint with public fallback that is
-// not dead within its backoff. RoutePublic takes the read endpoints only.
+// not dead within its backoff. RoutePublic takes the read endpoints only,
+// and so does a route that names no endpoint (a transaction's, whose
+// endpoint was since taken out of the configuration).
 func (c *Client) paths(ctx context.Context, route string) []*endpoint {
 	var extra []*endpoint
 	public := true

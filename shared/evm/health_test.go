@@ -333,6 +333,54 @@ func TestBroadcast_Routes(t *testing.T) {
 	assert.ErrorIs(t, err, txm.ErrChainUnreachable, "every path down, the read endpoints included")
 }
 
+// TestBroadcast_RequestRoutes: a transaction's own route (its create's
+// sendVia) is taken instead of its signer's, per transaction of a batch;
+// "" keeps the signer's, and a route naming no endpoint takes the read
+// endpoints only.
+func TestBroadcast_RequestRoutes(t *testing.T) {
+	t.Parallel()
+	e := startEndpoints(t, 3)
+	private, fallback := e.proxies[1], e.proxies[2]
+	c := e.dial(t, 1, func(o *Options) {
+		o.SendOnly = []SendOnlyEndpoint{{Name: "protect", URL: private.URL}, {Name: "relay", URL: fallback.URL, PublicFallback: true}}
+		o.Routes = map[common.Address]string{e.keys[1].Address: "protect"}
+	})
+	ctx := context.Background()
+	to := common.HexToAddress("0xdead")
+	raw := func(key evmtest.DevKey, nonce uint64) []byte {
+		b, err := signed(t, key, nonce, &to, 1, 21000, nil).MarshalBinary()
+		require.NoError(t, err)
+		return b
+	}
+	counts := func() [3]int {
+		var out [3]int
+		for i, p := range e.proxies {
+			out[i] = p.Count("eth_sendRawTransaction")
+		}
+		return out
+	}
+	for _, err := range c.SendRawTransactionsVia(ctx, [][]byte{raw(e.keys[0], 0)}, []string{"protect"}) {
+		require.NoError(t, err)
+	}
+	assert.Equal(t, [3]int{0, 1, 0}, counts(), "a default signer's transaction routed to the private endpoint: it only")
+	for _, err := range c.SendRawTransactionsVia(ctx, [][]byte{raw(e.keys[1], 0)}, []string{RoutePublic}) {
+		require.NoError(t, err)
+	}
+	assert.Equal(t, [3]int{1, 1, 0}, counts(), "a privately routed signer's transaction routed public: the read endpoints only")
+
+	// One batch: its own route, the signer's ("" and no routes at all),
+	// and a route that names no endpoint.
+	errs := c.SendRawTransactionsVia(ctx, [][]byte{raw(e.keys[0], 1), raw(e.keys[1], 1), raw(e.keys[2], 0)}, []string{"protect", "", "gone"})
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	assert.Equal(t, [3]int{2, 3, 0}, counts())
+	for _, err := range c.SendRawTransactionsVia(ctx, [][]byte{raw(e.keys[2], 1)}, nil) {
+		require.NoError(t, err)
+	}
+	assert.Equal(t, [3]int{3, 3, 1}, counts(), "no routes: the default route")
+}
+
 // TestBroadcast_Merge: the paths' answers to one transaction make one,
 // with real node texts.
 func TestBroadcast_Merge(t *testing.T) {

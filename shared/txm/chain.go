@@ -126,6 +126,11 @@ type Broadcaster interface {
 	// SendRawTransactions sends several in order in one round trip and
 	// returns one (classified) error per transaction, nil where accepted.
 	SendRawTransactions(ctx context.Context, raws [][]byte) []error
+	// SendRawTransactionsVia is SendRawTransactions with each
+	// transaction's route (Request.SendVia): routes[i] names a send-only
+	// endpoint of the chain or "public" (its read endpoints only); "" or
+	// a nil routes takes the signer's route.
+	SendRawTransactionsVia(ctx context.Context, raws [][]byte, routes []string) []error
 }
 
 // Receipt is the part of a receipt txfence keeps.

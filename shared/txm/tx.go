@@ -25,6 +25,12 @@ type Request struct {
 	RequestID            string   // the caller's, or one txfence made up (every create is idempotent)
 	MadeUpID             bool     // RequestID was made up by txfence for this request: no row has it yet
 	Metadata             json.RawMessage
+	// SendVia is the route every broadcast of the transaction takes, as
+	// its create named it: a send-only endpoint of its chain, or "public"
+	// (the chain's read endpoints only); "" takes its signer's route. Part
+	// of the fingerprint when given: a replay that names another route
+	// asks for another transaction.
+	SendVia string
 	// Principal is who asked for it (not part of the fingerprint).
 	Principal string
 	// FeeCeiling is the creator's cap on what any attempt of the
@@ -145,6 +151,12 @@ func (r *Request) Fingerprint() [32]byte {
 	bigField(r.MaxPriorityFeePerGas)
 	bigField(r.GasPrice)
 	bytesField(canonicalJSON(r.Metadata))
+	if r.SendVia != "" {
+		// Appended only when given, so that the fingerprints stored
+		// before it existed stay what they were.
+		b = append(b, "sendVia"...)
+		bytesField([]byte(r.SendVia))
+	}
 	return sha256.Sum256(b)
 }
 

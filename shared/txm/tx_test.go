@@ -138,5 +138,8 @@ func TestFingerprint_Stable(t *testing.T) {
 	} {
 		fp := c.r.Fingerprint()
 		assert.Equal(t, c.want, hex.EncodeToString(fp[:]), "request %d", i)
+		via := *c.r
+		via.SendVia = "protect"
+		assert.NotEqual(t, fp, via.Fingerprint(), "request %d: a route is part of what was asked", i)
 	}
 }
