@@ -196,13 +196,13 @@ func (w *attempter) rebroadcastAll(ctx context.Context, l txm.Lease, chain txm.C
 	if err := w.leases.Check(ctx, l); err != nil {
 		return 0, err
 	}
-	raws := make([][]byte, len(rs))
+	raws, routes := make([][]byte, len(rs)), make([]string, len(rs))
 	for i, r := range rs {
-		raws[i] = r.a.Raw
+		raws[i], routes[i] = r.a.Raw, r.t.Tx.SendVia
 	}
 	var sent []txm.Broadcasted
 	var stop error
-	for i, err := range chain.SendRawTransactions(ctx, raws) {
+	for i, err := range chain.SendRawTransactionsVia(ctx, raws, routes) {
 		reason := txm.ReasonOf(err)
 		if err != nil && reason != txm.ReasonKnown {
 			w.metrics.TxSubmit(ctx, string(reason))
@@ -240,7 +240,7 @@ func (w *attempter) send(ctx context.Context, l txm.Lease, chain txm.Chain, t tx
 	if err := w.leases.Check(ctx, l); err != nil {
 		return round{}, err
 	}
-	err := chain.SendRawTransaction(ctx, a.Raw)
+	err := sendVia(ctx, chain, a.Raw, t.Tx.SendVia)
 	reason := txm.ReasonOf(err)
 	switch {
 	case err == nil, reason == txm.ReasonKnown:
@@ -378,4 +378,10 @@ func feesText(f txm.Fees) string {
 		return "gas price " + f.GasPrice.String()
 	}
 	return fmt.Sprintf("max fee %s, tip %s", f.MaxFeePerGas, f.MaxPriorityFeePerGas)
+}
+
+// sendVia broadcasts one attempt of a transaction on the transaction's
+// route (its create's sendVia; "" its signer's).
+func sendVia(ctx context.Context, chain txm.Broadcaster, raw []byte, route string) error {
+	return chain.SendRawTransactionsVia(ctx, [][]byte{raw}, []string{route})[0]
 }

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"math"
 	"math/big"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -383,7 +385,7 @@ func resolveFor(who txm.Principal, existing *txm.Tx, fingerprint [32]byte) txm.C
 }
 
 // ValidateRequest checks a decoded request against the configuration: the
-// chain and signer are configured, sizes and fees within the caps, a given
+// chain and signer are configured, a route it names is one of the chain's, sizes and fees within the caps, a given
 // gas limit at least the transaction's intrinsic gas, the request id and
 // metadata storable (no request can fail the batch it is allocated in).
 // Field names are the wire names.
@@ -394,6 +396,10 @@ func ValidateRequest(r *txm.Request, cfg config.Create) error {
 	}
 	if _, ok := cfg.Signer(r.From); !ok {
 		v.Add("from", "%s is not a configured signer", txm.CanonicalAddress(r.From))
+	}
+	if r.SendVia != "" && cfg.HasChain(r.ChainID) && !slices.Contains(cfg.SendVia[r.ChainID], r.SendVia) {
+		// The routes are named, never their URLs.
+		v.Add("sendVia", "%q is not a route of chain %d: name one of %s", r.SendVia, r.ChainID, quoteAll(cfg.SendVia[r.ChainID]))
 	}
 	if r.To == nil && len(r.Data) == 0 {
 		v.Add("data", "a contract creation (no \"to\") needs init code")
@@ -660,4 +666,13 @@ func (c *CreateTx) markSynced(key signerKey, until time.Time) {
 	if until.After(c.synced[key]) {
 		c.synced[key] = until
 	}
+}
+
+// quoteAll is names quoted and joined with ", ".
+func quoteAll(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = strconv.Quote(n)
+	}
+	return strings.Join(q, ", ")
 }

@@ -325,13 +325,13 @@ func (d *DrainSigner) submitBatch(ctx context.Context, log *slog.Logger, lease t
 	// One round trip for the whole batch, in nonce order; the answers are
 	// then read in that order up to the first that stops the drain (the
 	// transactions after it are persisted and will be sent again).
-	raws := make([][]byte, len(items))
+	raws, routes := make([][]byte, len(items)), make([]string, len(items))
 	for i, it := range items {
-		raws[i] = it.Attempt.Raw
+		raws[i], routes[i] = it.Attempt.Raw, it.Tx.SendVia
 	}
 	t0 := time.Now()
 	bctx, span := d.metrics.StartClientSpan(ctx, "submit.broadcast")
-	errs := chain.SendRawTransactions(bctx, raws)
+	errs := chain.SendRawTransactionsVia(bctx, raws, routes)
 	span.End()
 	d.metrics.Latency(ctx, txm.StageBroadcast, time.Since(t0).Seconds())
 	var done []txm.Broadcasted

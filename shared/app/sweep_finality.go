@@ -597,7 +597,7 @@ func (s *SweepFinality) rebroadcastLost(ctx context.Context, view *chainView, t 
 		if known {
 			continue
 		}
-		if err := view.chain.SendRawTransaction(ctx, a.Raw); err != nil {
+		if err := sendVia(ctx, view.chain, a.Raw, t.Tx.SendVia); err != nil {
 			r := txm.ReasonOf(err)
 			if r != txm.ReasonKnown && r != txm.ReasonNonceTooLow {
 				s.log.WarnContext(ctx, "rebroadcast after reorg", slog.String(logging.KeyTxID, t.Tx.ID), slog.Any("error", err))
