@@ -30,8 +30,9 @@
 --
 -- What a request sends, for the rolling caps, is its worst-case cost
 -- (r_cost: the value, the gas limit at the fee ceiling and the L2 data
--- fee); r_fee_ceiling (the creator's maxFeePerGas, null for none) and the
--- two fees apart (r_execution_fee, r_data_fee) are written on the row.
+-- fee); r_fee_ceiling (the creator's maxFeePerGas, null for none), the
+-- two fees apart (r_execution_fee, r_data_fee) and the route the create
+-- named (r_send_via) are written on the row.
 --
 -- The windows (a policy's "windows") come as arrays w_* too, one element
 -- per check (a window a request counts in: w_period the rolling interval
@@ -106,7 +107,8 @@ CREATE OR REPLACE FUNCTION txfence_allocate(
     w_label      text[],   -- names the window in the refusal
     r_pending    bool[],    -- true: r_id is a held (PENDING_APPROVAL) row that has its approvals, numbered in place
     r_execution_fee text[], -- the execution fee bound, gas × fee ceiling, written on the row; null: none
-    r_data_fee   text[])   -- the L2 data fee priced at creation, written on the row
+    r_data_fee   text[],   -- the L2 data fee priced at creation, written on the row
+    r_send_via   text[])   -- the route the create named for every broadcast (send_via); null: the signer's
 RETURNS TABLE (o_idx int, o_outcome text, o_tx_id uuid, o_nonce bigint, o_rule text,
     o_group int, o_token bigint, o_acquired text, o_outbox_id bigint, o_created_at timestamptz,
     o_contended bool)
@@ -179,7 +181,8 @@ BEGIN
             cardinality(r_max_fee), cardinality(r_max_prio), cardinality(r_gas_price), cardinality(r_meta),
             cardinality(r_principal), cardinality(r_hour_count), cardinality(r_hour_value),
             cardinality(r_day_count), cardinality(r_day_value), cardinality(r_fee_ceiling),
-            cardinality(r_cost), cardinality(r_execution_fee), cardinality(r_data_fee)])) IS NOT FALSE
+            cardinality(r_cost), cardinality(r_execution_fee), cardinality(r_data_fee),
+            cardinality(r_send_via)])) IS NOT FALSE
        OR (v_w <> ANY (ARRAY[coalesce(cardinality(w_scope), 0), coalesce(cardinality(w_asset), 0),
             coalesce(cardinality(w_period), 0), coalesce(cardinality(w_amount), 0), coalesce(cardinality(w_max_amount), 0),
             coalesce(cardinality(w_max_count), 0), coalesce(cardinality(w_label), 0)])) IS NOT FALSE
@@ -452,16 +455,18 @@ BEGIN
                 THEN v_base[r.g] + count(*) FILTER (WHERE r.o = 'created') OVER (PARTITION BY r.g ORDER BY r.idx) - 1
             END AS n
         FROM unnest(r_group, r_id, r_request_id, r_fp, r_to, r_value, r_data, r_gas, r_max_fee, r_max_prio,
-                r_gas_price, r_meta, r_principal, v_outcome, r_fee_ceiling, r_execution_fee, r_data_fee)
-            WITH ORDINALITY AS r(g, id, rid, fp, to_address, v, data, gas, max_fee, max_prio, gas_price, meta, p, o, fc, xf, df, idx)),
+                r_gas_price, r_meta, r_principal, v_outcome, r_fee_ceiling, r_execution_fee, r_data_fee, r_send_via)
+            WITH ORDINALITY AS r(g, id, rid, fp, to_address, v, data, gas, max_fee, max_prio, gas_price, meta, p, o, fc, xf, df, sv,
+                idx)),
     ins AS (
         INSERT INTO managed_tx (id, chain_id, signer, nonce, request_id, payload_fingerprint, to_address, value,
             data, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, gas_price, metadata, state, principal,
-            fencing_token, created_owner, created_token, created_at, updated_at, fee_ceiling, execution_fee, data_fee)
+            fencing_token, created_owner, created_token, created_at, updated_at, fee_ceiling, execution_fee, data_fee,
+            send_via)
         SELECT req.id, s_chain[req.g], s_signer[req.g], req.n, req.rid, req.fp, req.to_address, coalesce(req.v, '0')::numeric,
             coalesce(req.data, '\x'), req.gas, req.max_fee::numeric, req.max_prio::numeric, req.gas_price::numeric,
             req.meta::jsonb, 'ALLOCATED', req.p, v_token[req.g], p_owner, v_token[req.g], now(), now(), req.fc::numeric,
-            req.xf::numeric, req.df::numeric
+            req.xf::numeric, req.df::numeric, req.sv
         FROM req
         WHERE req.o = 'created' AND NOT coalesce(r_pending[req.i], false)
         ORDER BY req.i

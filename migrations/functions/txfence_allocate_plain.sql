@@ -61,7 +61,8 @@ CREATE OR REPLACE FUNCTION txfence_allocate_plain(
     w_label      text[],
     r_pending    bool[],    -- true: an approved transaction's held row (txfence_allocate's; never in a plain batch)
     r_execution_fee text[], -- the execution fee bound, gas × fee ceiling, written on the row; null: none
-    r_data_fee   text[])   -- the L2 data fee priced at creation, written on the row
+    r_data_fee   text[],   -- the L2 data fee priced at creation, written on the row
+    r_send_via   text[])   -- the route the create named for every broadcast (send_via); null: the signer's
 RETURNS TABLE (o_idx int, o_outcome text, o_tx_id uuid, o_nonce bigint, o_rule text,
     o_group int, o_token bigint, o_acquired text, o_outbox_id bigint, o_created_at timestamptz,
     o_contended bool)
@@ -97,7 +98,8 @@ BEGIN
             cardinality(r_max_fee), cardinality(r_max_prio), cardinality(r_gas_price), cardinality(r_meta),
             cardinality(r_principal), cardinality(r_hour_count), cardinality(r_hour_value),
             cardinality(r_day_count), cardinality(r_day_value), cardinality(r_fee_ceiling),
-            cardinality(r_cost), cardinality(r_execution_fee), cardinality(r_data_fee)])) IS NOT FALSE
+            cardinality(r_cost), cardinality(r_execution_fee), cardinality(r_data_fee),
+            cardinality(r_send_via)])) IS NOT FALSE
        OR (v_w <> ANY (ARRAY[coalesce(cardinality(w_scope), 0), coalesce(cardinality(w_asset), 0),
             coalesce(cardinality(w_period), 0), coalesce(cardinality(w_amount), 0), coalesce(cardinality(w_max_amount), 0),
             coalesce(cardinality(w_max_count), 0), coalesce(cardinality(w_label), 0)])) IS NOT FALSE THEN
@@ -176,14 +178,15 @@ BEGIN
 
     INSERT INTO managed_tx (id, chain_id, signer, nonce, request_id, payload_fingerprint, to_address, value,
         data, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, gas_price, metadata, state, principal,
-        fencing_token, created_owner, created_token, created_at, updated_at, fee_ceiling, execution_fee, data_fee)
+        fencing_token, created_owner, created_token, created_at, updated_at, fee_ceiling, execution_fee, data_fee,
+        send_via)
     SELECT r.id, s_chain[r.g], s_signer[r.g], v_base[r.g] + r.k - array_position(r_group, r.g), r.rid, r.fp, r.to_address,
         coalesce(r.v, '0')::numeric, coalesce(r.data, '\x'), r.gas, r.max_fee::numeric, r.max_prio::numeric,
         r.gas_price::numeric, r.meta::jsonb, 'ALLOCATED', r.p, v_token[r.g], p_owner, v_token[r.g], now(), now(), r.fc::numeric,
-        r.xf::numeric, r.df::numeric
+        r.xf::numeric, r.df::numeric, r.sv
     FROM unnest(r_group, r_id, r_request_id, r_fp, r_to, r_value, r_data, r_gas, r_max_fee, r_max_prio, r_gas_price,
-            r_meta, r_principal, r_fee_ceiling, r_execution_fee, r_data_fee)
-        WITH ORDINALITY AS r(g, id, rid, fp, to_address, v, data, gas, max_fee, max_prio, gas_price, meta, p, fc, xf, df, k);
+            r_meta, r_principal, r_fee_ceiling, r_execution_fee, r_data_fee, r_send_via)
+        WITH ORDINALITY AS r(g, id, rid, fp, to_address, v, data, gas, max_fee, max_prio, gas_price, meta, p, fc, xf, df, sv, k);
     GET DIAGNOSTICS v_inserted = ROW_COUNT;
     IF v_inserted <> v_requests OR clock_timestamp() >= v_deadline THEN
         RAISE EXCEPTION 'allocate_insert' USING ERRCODE = 'TF001', HINT = '1';

@@ -54,11 +54,11 @@ const (
 	allocateSQL = `SELECT o_idx, o_outcome, o_tx_id::text, o_nonce, o_rule, o_group, o_token, o_acquired, o_outbox_id, o_created_at,
     o_contended
 FROM txfence_allocate($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
-    $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38)`
+    $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39)`
 	allocatePlainSQL = `SELECT o_idx, o_outcome, o_tx_id::text, o_nonce, o_rule, o_group, o_token, o_acquired, o_outbox_id,
     o_created_at, o_contended
 FROM txfence_allocate_plain($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
-    $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38)`
+    $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39)`
 )
 
 // Allocate implements txm.Allocator with one call of txfence_allocate (or
@@ -448,6 +448,7 @@ type allocationArgs struct {
 	hourValue, dayValue                        []*string
 	feeCeiling, cost                           []*string
 	executionFee, dataFee                      []*string // the two fees of the cost, written on the row
+	sendVia                                    []*string // the route the create named; nil: the signer's
 
 	// The windows: one element per window a request counts in (a check,
 	// with a period) and per token it moves out of its signer (a record,
@@ -521,6 +522,7 @@ func newAllocationArgs(batches []txm.AllocationBatch) *allocationArgs {
 			a.principal = append(a.principal, optional(r.Principal))
 			a.feeCeiling, a.cost = append(a.feeCeiling, bigText(r.FeeCeiling)), append(a.cost, bigText(r.Cost))
 			a.executionFee, a.dataFee = append(a.executionFee, bigText(r.ExecutionFee)), append(a.dataFee, bigText(r.DataFee))
+			a.sendVia = append(a.sendVia, optional(r.SendVia))
 			var hc, dc *int32
 			var hv, dv *string
 			if pol, capped := b.Caps[r.Principal]; capped {
@@ -630,7 +632,7 @@ func (a *allocationArgs) args(owner string, lease config.Lease, topic string) []
 		a.group, a.id, a.requestID, a.lookup, a.fp, a.to, a.value, a.data, a.gas, a.maxFee, a.maxPrio, a.gasPrice,
 		a.meta, a.principal, a.hourCount, a.hourValue, a.dayCount, a.dayValue, a.feeCeiling, a.cost,
 		a.wReq, a.wScope, a.wAsset, a.wPeriod, a.wAmount, a.wMaxAmount, a.wMaxCount, a.wLabel,
-		a.pending, a.executionFee, a.dataFee}
+		a.pending, a.executionFee, a.dataFee, a.sendVia}
 }
 
 // optional is s, nil when empty (a NULL).

@@ -77,9 +77,9 @@ func (s *Store) Hold(ctx context.Context, h txm.Hold) (*txm.Tx, bool, error) {
 WITH held AS (
     INSERT INTO managed_tx (id, chain_id, signer, nonce, request_id, payload_fingerprint, to_address, value, data, gas_limit,
         max_fee_per_gas, max_priority_fee_per_gas, gas_price, metadata, state, principal, fee_ceiling, execution_fee, data_fee,
-        created_at, updated_at)
+        send_via, created_at, updated_at)
     VALUES ($1::uuid, $2, $3, NULL, $4, $5, $6, $7::numeric, coalesce($8, '\x'::bytea), $9, $10::numeric, $11::numeric, $12::numeric, $13::jsonb,
-        $14, $15, $16::numeric, $29::numeric, $30::numeric, now(), now())
+        $14, $15, $16::numeric, $29::numeric, $30::numeric, $31, now(), now())
     ON CONFLICT (chain_id, signer, request_id) WHERE request_id IS NOT NULL DO NOTHING
     RETURNING id
 ), approval AS (
@@ -98,7 +98,8 @@ SELECT 1 FROM held`,
 			bigText(r.MaxFeePerGas), bigText(r.MaxPriorityFeePerGas), bigText(r.GasPrice), optional(string(r.Metadata)),
 			string(txm.StatePendingApproval), optional(r.Principal), bigText(r.FeeCeiling),
 			a.Asset, bigText(a.Above), a.Required, approvers, string(a.ApproverRole), h.ExpiresIn,
-			a.GasEstimated, a.ErrorABI, simMethod, simEffects, simRevert, h.Owner, bigText(r.ExecutionFee), bigText(r.DataFee))
+			a.GasEstimated, a.ErrorABI, simMethod, simEffects, simRevert, h.Owner, bigText(r.ExecutionFee), bigText(r.DataFee),
+			optional(r.SendVia))
 		if err != nil {
 			return fmt.Errorf("hold %s: %w", h.ID, translate(err))
 		}

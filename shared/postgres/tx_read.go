@@ -23,7 +23,7 @@ const txColumns = `t.id::text, t.chain_id, t.signer, t.nonce, t.request_id, t.pa
     t.receipt_gas_used, t.receipt_effective_gas_price::text, t.created_at, t.updated_at,
     a.tx_hash, coalesce(a.attempt_no, 0), t.broadcast_count, t.failures, t.failing_since, t.next_attempt_at,
     t.stuck_since, t.last_broadcast_at, coalesce(t.principal, ''), t.fee_ceiling::text, t.execution_fee::text,
-    t.data_fee::text`
+    t.data_fee::text, coalesce(t.send_via, '')`
 
 // txFrom joins the latest attempt of each transaction.
 const txFrom = `managed_tx t
@@ -51,7 +51,7 @@ func scanTx(row pgx.Row, extra ...any) (*txm.Tx, error) {
 		&maxFee, &maxPrio, &gasPrice, &t.Metadata, &state, &subState, &lastErr, &t.ReorgCount,
 		&bnum, &bhash, &status, &gasUsed, &effPrice, &t.CreatedAt, &t.UpdatedAt, &thash, &attempts, &t.BroadcastCount,
 		&t.Failures, &t.FailingSince, &t.NextAttemptAt, &t.StuckSince, &t.LastBroadcastAt, &t.Principal,
-		&feeCeiling, &executionFee, &dataFee}, extra...)...)
+		&feeCeiling, &executionFee, &dataFee, &t.SendVia}, extra...)...)
 	if err != nil {
 		return nil, err
 	}
