@@ -21,7 +21,7 @@ import (
 var createFields = map[string]bool{
 	"chainId": true, "from": true, "to": true, "value": true, "data": true, "gasLimit": true,
 	"maxFeePerGas": true, "maxPriorityFeePerGas": true, "gasPrice": true, "requestId": true, "metadata": true,
-	"errorAbi": true,
+	"errorAbi": true, "sendVia": true,
 }
 
 // maxErrorABI bounds a create's errorAbi, in bytes.
@@ -155,6 +155,14 @@ func decodeCreate(body []byte, idemKey string, cfg config.Config) (*txm.Request,
 			bad("metadata", "must be a JSON object")
 		} else {
 			r.Metadata = json.RawMessage(v)
+		}
+	}
+	if v, ok := present(raw, "sendVia"); ok {
+		// Which names the chain has is the use case's check.
+		if s, err := jsonString(v); err != nil || strings.TrimSpace(s) == "" {
+			bad("sendVia", "must be the name of one of the chain's send-only endpoints, or %q", config.RoutePublic)
+		} else {
+			r.SendVia = s
 		}
 	}
 	if v, ok := present(raw, "errorAbi"); ok {
@@ -318,6 +326,7 @@ type txView struct {
 	MaxPriorityFeePerGas *string         `json:"maxPriorityFeePerGas,omitempty"`
 	GasPrice             *string         `json:"gasPrice,omitempty"`
 	Metadata             json.RawMessage `json:"metadata,omitempty"`
+	SendVia              string          `json:"sendVia,omitempty"` // the route its create named; omitted: its signer's
 	ReorgCount           int             `json:"reorgCount"`
 	Attempts             int             `json:"attempts"`
 	Receipt              *receiptView    `json:"receipt,omitempty"`
@@ -427,7 +436,7 @@ type receiptView struct {
 func viewTx(t *txm.Tx) txView {
 	v := txView{
 		ID: t.ID, ChainID: t.ChainID, From: txm.CanonicalAddress(t.From), State: t.State,
-		SubState: t.SubState, Value: "0", Data: "0x" + hex.EncodeToString(t.Data), Metadata: t.Metadata,
+		SubState: t.SubState, Value: "0", Data: "0x" + hex.EncodeToString(t.Data), Metadata: t.Metadata, SendVia: t.SendVia,
 		ReorgCount: t.ReorgCount, Attempts: t.Attempts, LastError: t.LastError,
 		CreatedAt: t.CreatedAt.UTC(), UpdatedAt: t.UpdatedAt.UTC(),
 		MaxFeePerGas: bigString(t.MaxFeePerGas), MaxPriorityFeePerGas: bigString(t.MaxPriorityFeePerGas), GasPrice: bigString(t.GasPrice),
