@@ -134,7 +134,7 @@ var settingGroups = []settingGroup{
 		title: "Send-only endpoints",
 		intro: "Reads go to the healthiest of a chain's endpoints (`TXFENCE_CHAINS`) and broadcasts to every healthy one at once; these receive broadcasts too, and are never read from.",
 		settings: []setting{
-			{env: EnvSendOnly, doc: "`CHAIN_ID=NAME=URL[;fallback][;signers=ADDRESS|...][,...]`: with `fallback` the endpoint gets every broadcast that also goes to the chain's healthy endpoints (a broadcast node); without it it is private (a MEV-protected submission URL) and the broadcasts of the signers it names go to it only; `signers` makes it those signers' route on the chain (a signer has at most one); the name, never the URL, is shown in logs, metrics and answers",
+			{env: EnvSendOnly, doc: "`CHAIN_ID=NAME=URL[;fallback][;signers=ADDRESS|...][,...]`: with `fallback` the endpoint gets every broadcast that also goes to the chain's healthy endpoints (a broadcast node); without it it is private (a MEV-protected submission URL) and the broadcasts of the signers it names go to it only; `signers` makes it those signers' route on the chain (a signer has at most one); a create may name any of them, or `public` (the chain's read endpoints only), as its `sendVia`, which then routes every broadcast of that transaction instead of its signer's route, so a private endpoint may name no signer and take only such creates; the name, never the URL, is shown in logs, metrics and answers",
 				load: func(p *parser, c *Config) { p.sendOnly(EnvSendOnly, &c.SendOnly) }},
 		},
 	},
