@@ -1,0 +1,341 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// CursorLatest starts the feed from now: only outcomes written from then
+// on.
+const CursorLatest = "latest"
+
+// Completion is one reported outcome on the feed.
+type Completion struct {
+	Seq int64 `json:"seq"`
+	// Type is TxConfirmed, TxFailed or TxStuck.
+	Type     string `json:"type"`
+	TxID     string `json:"txId"`
+	ChainID  uint64 `json:"chainId"`
+	Signer   string `json:"signer"`
+	State    State  `json:"state"`
+	NewFork  bool   `json:"newFork"`
+	SubState string `json:"subState,omitempty"`
+	// Nonce is nil for a transaction that never got one.
+	Nonce     *uint64   `json:"nonce,omitempty"`
+	Hash      *string   `json:"hash"`
+	CreatedAt time.Time `json:"createdAt"`
+	// Shard is the database the outcome was written in, empty with one:
+	// (Shard, Seq) names an outcome once.
+	Shard string `json:"shard,omitempty"`
+}
+
+// Cursor is a feed cursor as the API gives it: a seq with one database,
+// "shard:seq,..." with several. The zero Cursor is the feed's start.
+type Cursor string
+
+// UnmarshalJSON reads either form (a JSON number or string).
+func (c *Cursor) UnmarshalJSON(b []byte) error {
+	var n json.Number
+	if err := json.Unmarshal(b, &n); err == nil {
+		*c = Cursor(n)
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("txfence: feed cursor: %w", err)
+	}
+	*c = Cursor(s)
+	return nil
+}
+
+// FeedPage is one answer of the feed.
+type FeedPage struct {
+	Items []Completion `json:"items"`
+	// Next is the cursor to pass for the following page.
+	Next Cursor `json:"next"`
+	// UnavailableShards could not be read; their items come later.
+	UnavailableShards []string `json:"unavailableShards,omitempty"`
+}
+
+// Completions reads one page of the feed after the cursor after (empty:
+// the start; CursorLatest: now), of at most limit items (zero: the
+// server's 100), holding an empty answer back up to wait (at most 30s).
+// It is tried once: Follow and Wait retry it.
+func (c *Client) Completions(ctx context.Context, after Cursor, limit int, wait time.Duration) (FeedPage, error) {
+	q := url.Values{}
+	if after != "" {
+		q.Set("after", string(after))
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if wait > 0 {
+		q.Set("wait", wait.String())
+	}
+	path := "/v1/completions"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var p FeedPage
+	if _, err := c.do(ctx, call{method: http.MethodGet, path: path, once: true}, &p); err != nil {
+		return FeedPage{}, fmt.Errorf("read completions: %w", err)
+	}
+	return p, nil
+}
+
+// FollowOptions shape Follow.
+type FollowOptions struct {
+	// Wait is each long poll's wait (default and at most 30s).
+	Wait time.Duration
+	// Limit is each page's size (default the server's 100).
+	Limit int
+}
+
+// FeedItem is one outcome Follow yields, with the cursor to store once it
+// is handled: resuming from it yields what follows, nothing before.
+type FeedItem struct {
+	Completion
+	Cursor Cursor
+}
+
+// Follow yields the feed's outcomes after cursor, for as long as ctx lasts,
+// each (shard, seq) once: a page that repeats what was yielded (a
+// redelivery) is skipped. A failed poll that may be retried (no answer,
+// 429, 5xx) is retried after a backoff, counted in Stats as any retry;
+// the sequence ends with one error: ctx's, or an answer that may not be
+// retried (a cursor the server refuses, a credential it refuses).
+func (c *Client) Follow(ctx context.Context, cursor Cursor, o FollowOptions) iter.Seq2[FeedItem, error] {
+	if o.Wait <= 0 || o.Wait > 30*time.Second {
+		o.Wait = 30 * time.Second
+	}
+	return func(yield func(FeedItem, error) bool) {
+		pos := parseCursor(cursor)
+		fails := 0
+		// The first page holds one item: its cursor is then the server's,
+		// which names every shard, so that the cursor of every later item
+		// can be said exactly (a caller's cursor may be latest, or leave
+		// out shards).
+		limit := 1
+		for {
+			if err := ctx.Err(); err != nil {
+				yield(FeedItem{}, err)
+				return
+			}
+			page, err := c.Completions(ctx, cursor, limit, o.Wait)
+			if err != nil {
+				if ctx.Err() != nil {
+					yield(FeedItem{}, ctx.Err())
+					return
+				}
+				reason, retryAfter, ok := retryReason(err)
+				if !ok {
+					yield(FeedItem{}, err)
+					return
+				}
+				fails++
+				wait := c.retry.backoff(fails, retryAfter)
+				c.noteRetry(RetryEvent{Method: http.MethodGet, Path: "/v1/completions", Attempt: fails, Reason: reason, Wait: wait, Err: err})
+				if sleep(ctx, wait) != nil {
+					yield(FeedItem{}, ctx.Err())
+					return
+				}
+				continue
+			}
+			fails, limit = 0, o.Limit
+			for i, it := range page.Items {
+				if !pos.advance(it.Shard, it.Seq) {
+					continue // at or below what was yielded: a redelivery
+				}
+				at := pos.format(cursor)
+				if i == len(page.Items)-1 {
+					at = page.Next
+				}
+				if !yield(FeedItem{Completion: it, Cursor: at}, nil) {
+					return
+				}
+			}
+			if page.Next != "" {
+				cursor = page.Next
+				pos.merge(parseCursor(page.Next))
+			}
+		}
+	}
+}
+
+// position is each shard's last yielded seq; a bare number in a cursor is
+// the home shard's, whose name the client does not know ("" here).
+type position struct {
+	order []string
+	seq   map[string]int64
+	bare  bool // the cursor it was read from named the home shard by a bare number
+}
+
+func parseCursor(c Cursor) *position {
+	p := &position{seq: map[string]int64{}}
+	s := strings.TrimSpace(string(c))
+	if s == "" || s == CursorLatest {
+		return p
+	}
+	for _, part := range strings.Split(s, ",") {
+		name, seq, named := strings.Cut(part, ":")
+		if !named {
+			name, seq, p.bare = "", part, true
+		}
+		n, err := strconv.ParseInt(seq, 10, 64)
+		if err != nil {
+			continue // the server refuses it, and says why
+		}
+		p.set(name, n)
+	}
+	return p
+}
+
+func (p *position) set(name string, seq int64) {
+	if _, ok := p.seq[name]; !ok {
+		p.order = append(p.order, name)
+	}
+	p.seq[name] = seq
+}
+
+// advance records (shard, seq) and says whether it is new.
+func (p *position) advance(shard string, seq int64) bool {
+	if last, ok := p.seq[shard]; ok && seq <= last {
+		return false
+	}
+	p.set(shard, seq)
+	return true
+}
+
+// merge takes the server's cursor's positions that are ahead.
+func (p *position) merge(q *position) {
+	for _, name := range q.order {
+		if last, ok := p.seq[name]; !ok || q.seq[name] > last {
+			p.set(name, q.seq[name])
+		}
+	}
+	p.bare = q.bare
+}
+
+// format is the cursor after what p records. A sharded feed read from a
+// bare number cannot be said until the server names the home shard: then
+// from, the cursor the page was asked with, is the safe answer (resuming
+// from it repeats, never skips).
+func (p *position) format(from Cursor) Cursor {
+	named := false
+	for _, n := range p.order {
+		named = named || n != ""
+	}
+	if named && p.bare {
+		return from
+	}
+	if !named {
+		return Cursor(strconv.FormatInt(p.seq[""], 10))
+	}
+	parts := make([]string, 0, len(p.order))
+	for _, n := range p.order {
+		parts = append(parts, n+":"+strconv.FormatInt(p.seq[n], 10))
+	}
+	return Cursor(strings.Join(parts, ","))
+}
+
+// ErrNotOnFeed is a Wait for a state the feed does not report.
+var ErrNotOnFeed = errors.New("txfence: the feed reports only CONFIRMED, FAILED_FINAL and STUCK")
+
+// ErrEnded is a Wait whose transaction ended in a state other than those
+// waited for.
+var ErrEnded = errors.New("txfence: the transaction ended in another state")
+
+// Wait waits until transaction id is in one of states (default: a final
+// state, CONFIRMED or FAILED_FINAL) through the feed's long poll, and
+// returns it as Get reads it then. The feed reports CONFIRMED,
+// FAILED_FINAL and STUCK; other states are ErrNotOnFeed. A transaction
+// that ends in a final state not waited for is returned with ErrEnded.
+func (c *Client) Wait(ctx context.Context, id string, states ...State) (Transaction, error) {
+	if len(states) == 0 {
+		states = []State{StateConfirmed, StateFailedFinal}
+	}
+	for _, s := range states {
+		if s != StateConfirmed && s != StateFailedFinal && s != StateStuck {
+			return Transaction{}, fmt.Errorf("wait for %s: %w", s, ErrNotOnFeed)
+		}
+	}
+	// The cursor is taken before the transaction is read: an outcome is
+	// numbered only after the write that ends the transaction commits,
+	// so one the read does not show comes after the cursor.
+	var start Cursor
+	for attempt := 1; ; attempt++ {
+		p, err := c.Completions(ctx, CursorLatest, 1, 0)
+		if err == nil {
+			start = p.Next
+			break
+		}
+		reason, retryAfter, ok := retryReason(err)
+		if !ok || ctx.Err() != nil || attempt >= c.retry.MaxAttempts {
+			return Transaction{}, fmt.Errorf("wait %s: %w", id, err)
+		}
+		wait := c.retry.backoff(attempt, retryAfter)
+		c.noteRetry(RetryEvent{Method: http.MethodGet, Path: "/v1/completions", Attempt: attempt, Reason: reason, Wait: wait, Err: err})
+		if err := sleep(ctx, wait); err != nil {
+			return Transaction{}, fmt.Errorf("wait %s: %w", id, err)
+		}
+	}
+	t, err := c.Get(ctx, id)
+	if err != nil {
+		return Transaction{}, fmt.Errorf("wait: %w", err)
+	}
+	if done, err := reached(t, states); done {
+		return t, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for it, err := range c.Follow(ctx, start, FollowOptions{}) {
+		if err != nil {
+			return Transaction{}, fmt.Errorf("wait %s: %w", id, err)
+		}
+		if !strings.EqualFold(it.TxID, id) {
+			continue
+		}
+		if !slices.Contains(states, it.State) && !it.State.Final() {
+			continue
+		}
+		t, err := c.Get(ctx, id)
+		if err != nil {
+			return Transaction{}, fmt.Errorf("wait: %w", err)
+		}
+		if done, err := reached(t, states); done {
+			return t, err
+		}
+		// Reopened since (a reorg): wait for its next outcome.
+	}
+	return Transaction{}, fmt.Errorf("wait %s: %w", id, ctx.Err())
+}
+
+// reached says whether t is in one of states, or ended in another (then
+// with ErrEnded).
+func reached(t Transaction, states []State) (bool, error) {
+	if slices.Contains(states, t.State) {
+		return true, nil
+	}
+	if t.State.Final() {
+		return true, fmt.Errorf("wait %s: %s: %w", t.ID, t.State, ErrEnded)
+	}
+	return false, nil
+}
+
+func (c *Client) noteRetry(e RetryEvent) {
+	c.mu.Lock()
+	c.stats[e.Reason]++
+	c.mu.Unlock()
+	if c.onRetry != nil {
+		c.onRetry(e)
+	}
+}
