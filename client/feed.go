@@ -155,18 +155,18 @@ func (c *Client) Follow(ctx context.Context, cursor Cursor, o FollowOptions) ite
 				if !pos.advance(it.Shard, it.Seq) {
 					continue // at or below what was yielded: a redelivery
 				}
-				at := pos.format(cursor)
 				if i == len(page.Items)-1 {
-					at = page.Next
+					pos.merge(parseCursor(page.Next))
 				}
+				at := pos.format(cursor)
 				if !yield(FeedItem{Completion: it, Cursor: at}, nil) {
 					return
 				}
 			}
-			if page.Next != "" {
-				cursor = page.Next
-				pos.merge(parseCursor(page.Next))
-			}
+			// Never back: a page that repeats (a redelivery) carries a
+			// cursor behind what was yielded.
+			pos.merge(parseCursor(page.Next))
+			cursor = pos.format(page.Next)
 		}
 	}
 }

@@ -1,0 +1,9 @@
+package clienttest_test
+
+import (
+	"testing"
+
+	"github.com/txfence/txfence/shared/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
