@@ -19,9 +19,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/oauth2"
 
 	"github.com/txfence/txfence/client"
 	"github.com/txfence/txfence/functions/internal/stacktest"
+	"github.com/txfence/txfence/shared/config"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -430,4 +432,42 @@ func TestClient_Wait(t *testing.T) {
 	_, err = c.Wait(ctx, created.ID, client.StateFailedFinal)
 	require.ErrorIs(t, err, client.ErrEnded)
 	require.True(t, errors.Is(err, client.ErrEnded))
+}
+
+// TestClient_Credentials calls a deployment that takes API keys: with the
+// key, as a token source's token, without one (401) and beyond the key's
+// policy (403 naming the rule), none of them retried.
+func TestClient_Credentials(t *testing.T) {
+	w := stacktest.NewWorld(t, 1, func(c *config.Config) { c.Auth.Methods = []string{"apikey"} }, stacktest.Lively)
+	nd := w.Node(t, "a")
+	key := w.APIKey(t, txm.Policy{Principal: "payouts@example.com", Roles: []txm.Role{txm.RoleSender}, AllSigners: true,
+		MaxValue: big.NewInt(1e18)})
+	ctx := context.Background()
+	req := client.CreateRequest{From: w.Keys[0].Address.Hex(), To: stacktest.Dead.Hex(), Value: big.NewInt(1), GasLimit: 21000}
+
+	byKey, err := client.New(nd.APIURL, client.WithAPIKey(key), client.WithRetryPolicy(fastRetries))
+	require.NoError(t, err)
+	created, err := byKey.Create(ctx, req)
+	require.NoError(t, err)
+	bySource, err := client.New(nd.APIURL, client.WithTokenSource(client.OAuth2TokenSource(oauth2.StaticTokenSource(&oauth2.Token{AccessToken: key}))),
+		client.WithRetryPolicy(fastRetries))
+	require.NoError(t, err)
+	got, err := bySource.Get(ctx, created.ID)
+	require.NoError(t, err)
+	require.Equal(t, created.ID, got.ID)
+
+	anonymous, err := client.New(nd.APIURL, client.WithRetryPolicy(fastRetries))
+	require.NoError(t, err)
+	_, err = anonymous.Get(ctx, created.ID)
+	require.ErrorIs(t, err, client.ErrUnauthenticated)
+
+	over := req
+	over.Value = big.NewInt(2e18)
+	_, err = byKey.Create(ctx, over)
+	require.ErrorIs(t, err, client.ErrForbidden)
+	var pe *client.Error
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, txm.RuleMaxValue, pe.Rule)
+	require.Empty(t, byKey.Stats())
+	require.Empty(t, anonymous.Stats())
 }
