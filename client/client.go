@@ -41,7 +41,8 @@ const (
 // RetryEvent is one retry the client is about to make.
 type RetryEvent struct {
 	Method, Path string
-	// RequestID is the create's request id, empty for other calls.
+	// RequestID is the request id of a create, or the action id of an
+	// admin action; empty for other calls.
 	RequestID string
 	Attempt   int // the attempt that failed, from 1
 	Reason    string

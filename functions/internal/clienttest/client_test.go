@@ -471,3 +471,38 @@ func TestClient_Credentials(t *testing.T) {
 	require.Empty(t, byKey.Stats())
 	require.Empty(t, anonymous.Stats())
 }
+
+// TestClient_ActionOnce resubmits a transaction through an edge that drops
+// the first answer after the API recorded the action: the client retries
+// with the same action id and the action is recorded once.
+func TestClient_ActionOnce(t *testing.T) {
+	w := stacktest.NewWorld(t, 1, stacktest.Lively)
+	nd := w.Node(t, "a")
+	var mu sync.Mutex
+	dropped := false
+	e := newEdge(t, nd.APIURL, func(r *http.Request, _ []byte) fault {
+		mu.Lock()
+		defer mu.Unlock()
+		if strings.HasSuffix(r.URL.Path, "/resubmit") && !dropped {
+			dropped = true
+			return dropAfter
+		}
+		return pass
+	})
+	c, err := client.New(e.URL, client.WithRetryPolicy(fastRetries))
+	require.NoError(t, err)
+	ctx := context.Background()
+	created, err := c.Create(ctx, client.CreateRequest{From: w.Keys[0].Address.Hex(), To: stacktest.Dead.Hex(), Value: big.NewInt(1), GasLimit: 21000})
+	require.NoError(t, err)
+	a, err := c.Resubmit(ctx, created.ID, client.ActionRequest{Reason: "node was down"})
+	require.NoError(t, err)
+	require.Equal(t, "resubmit", a.Action)
+	list, err := c.Actions(ctx, created.ID)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	require.Equal(t, a.ActionID, list[0].ActionID)
+	require.EqualValues(t, 1, c.Stats()[client.ReasonTransport])
+
+	_, err = c.Cancel(ctx, created.ID, client.ActionRequest{ActionID: a.ActionID, Reason: "another payload"})
+	require.ErrorIs(t, err, client.ErrConflict)
+}
