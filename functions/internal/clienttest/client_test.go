@@ -43,6 +43,8 @@ const (
 	limited
 	// badGateway answers 502 without reaching the server.
 	badGateway
+	// dropBefore closes the connection without reaching the server.
+	dropBefore
 )
 
 // edge is a reverse proxy in front of a node's API that injects faults
@@ -84,6 +86,10 @@ func (e *edge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		problem(w, http.StatusTooManyRequests, "rate-limited", "")
 	case badGateway:
 		http.Error(w, "bad gateway", http.StatusBadGateway)
+	case dropBefore:
+		if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+			_ = conn.Close()
+		}
 	case dropAfter, unknownAfter:
 		rec := httptest.NewRecorder()
 		e.proxy.ServeHTTP(rec, r)
@@ -123,8 +129,8 @@ var fastRetries = client.RetryPolicy{MaxAttempts: 20, MinBackoff: 10 * time.Mill
 
 // TestClient_CreateRetriesSameID creates transactions over two signers
 // through an edge that drops answers after the server handled the create,
-// answers outcome-unknown after it handled it, 429 with Retry-After and
-// 502 before it: each create is made exactly once (one row per create,
+// answers outcome-unknown after it handled it, 429 with Retry-After, 502
+// and a dropped connection before it: each create is made exactly once (one row per create,
 // nonces contiguous per signer, each answer names its own transaction),
 // every dropped or unknown answer is followed by a replay, and the client
 // counts each retry with its reason.
@@ -151,6 +157,8 @@ func TestClient_CreateRetriesSameID(t *testing.T) {
 			if n < 60 { // each costs a second
 				return limited
 			}
+		case 8:
+			return dropBefore
 		}
 		return pass
 	})
@@ -233,8 +241,9 @@ func TestClient_CreateRetriesSameID(t *testing.T) {
 	require.Positive(t, injected[unknownAfter])
 	require.Positive(t, injected[limited])
 	require.Positive(t, injected[badGateway])
+	require.Positive(t, injected[dropBefore])
 	// Every retry is one the edge caused, counted under its reason.
-	require.EqualValues(t, injected[dropAfter], stats[client.ReasonTransport])
+	require.EqualValues(t, injected[dropAfter]+injected[dropBefore], stats[client.ReasonTransport])
 	require.EqualValues(t, injected[unknownAfter], stats[client.ReasonOutcomeUnknown])
 	require.EqualValues(t, injected[limited], stats[client.ReasonRateLimited])
 	require.EqualValues(t, injected[badGateway], stats[client.ReasonServerError])
