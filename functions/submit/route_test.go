@@ -26,7 +26,8 @@ import (
 // which the default route takes beside the read endpoint. A create with
 // sendVia "protect" is broadcast to protect only: the read endpoint and
 // the relay never get its bytes; one without takes the default route and
-// never reaches protect; both confirm. The view returns the route; a
+// never reaches protect; both confirm. An admin's replacement of the
+// private one goes the same way as its first attempt. The view returns the route; a
 // replay naming another route is a conflict; a route the chain does not
 // have is refused (naming the chain's routes, not their URLs) and writes
 // nothing.
@@ -96,6 +97,26 @@ func TestIssue48_RequestRoute(t *testing.T) {
 	var rows int
 	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM managed_tx WHERE request_id = 'nowhere'`).Scan(&rows))
 	assert.Zero(t, rows)
+
+	// Sent, then replaced by an admin at three times its fees (no block is
+	// sealed in between): the replacement takes the create's route too.
+	_, err := n.Drain.Execute(ctx, stacktest.ChainID().Uint64(), signer)
+	require.NoError(t, err)
+	var fee, tip string
+	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT (max_fee_per_gas * 3)::text, (max_priority_fee_per_gas * 3)::text
+		FROM tx_attempt WHERE tx_id = $1::uuid AND attempt_no = 1`, private.ID).Scan(&fee, &tip))
+	b, err := json.Marshal(map[string]any{"actionId": "r1", "reason": "gas spike", "maxFeePerGas": fee, "maxPriorityFeePerGas": tip})
+	require.NoError(t, err)
+	resp, err := http.Post(n.APIURL+"/v1/transactions/"+private.ID+"/replace", "application/json", bytes.NewReader(b))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusAccepted, resp.StatusCode)
+	_, err = n.Drain.Execute(ctx, stacktest.ChainID().Uint64(), signer)
+	require.NoError(t, err)
+	var replaced int
+	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM tx_attempt WHERE tx_id = $1::uuid AND kind = 'replace'`,
+		private.ID).Scan(&replaced))
+	require.Equal(t, 1, replaced, "the admin's replacement was signed")
 
 	stop := w.Run(t, []*stacktest.Node{n}, stacktest.RunOptions{})
 	for _, v := range []view{private, plain} {
