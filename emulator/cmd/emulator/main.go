@@ -319,7 +319,12 @@ then follow it:
 
   curl -s %s %s/v1/transactions/<id>
   curl -s %s '%s/v1/completions?after=0&wait=30s'
-`, b.APIURL, auth, body, auth, b.APIURL, auth, b.APIURL)
+
+Send 1,000 over every signer with the Go client and follow the feed until
+all are final (it reads $TXFENCE_KEY; examples/README.md):
+
+  go run ./examples/go/sendmany -api %s -n 1000
+`, b.APIURL, auth, body, auth, b.APIURL, auth, b.APIURL, b.APIURL)
 	if b.Simulated {
 		fmt.Fprintf(w, `
 Watch a reorg: hold the chain after the next block that mines a transaction
