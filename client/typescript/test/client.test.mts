@@ -177,7 +177,7 @@ test("follow asks for lifecycle events only when told to", async () => {
   const urls: string[] = [];
   const stub = async (input: RequestInfo | URL): Promise<Response> => {
     urls.push(input instanceof Request ? input.url : String(input));
-    const body = { items: [{ seq: urls.length, type: "TxConfirmed", txId: "00000000-0000-4000-8000-000000000001", chainId: 1, signer: signers[0], state: "CONFIRMED", newFork: false }], next: urls.length };
+    const body = { items: [{ seq: 7 + urls.length, type: "TxConfirmed", txId: "00000000-0000-4000-8000-000000000001", chainId: 1, signer: signers[0], state: "CONFIRMED", newFork: false }], next: 7 + urls.length };
     return new Response(JSON.stringify(body), { status: 200, headers: { "Content-Type": "application/json" } });
   };
   for (const events of [undefined, "lifecycle"] as const) {
@@ -188,7 +188,7 @@ test("follow asks for lifecycle events only when told to", async () => {
       got.push(it);
       if (got.length === 2) break;
     }
-    assert.deepEqual(got.map((it) => it.cursor), ["1", "2"]);
+    assert.deepEqual(got.map((it) => it.cursor), ["8", "9"]);
     for (const u of urls) {
       const q = new URL(u).searchParams;
       assert.equal(q.get("events"), events ?? null, u);
