@@ -148,9 +148,16 @@ export class TxfenceError extends Error {
 /** A call that got no whole answer (the connection failed or dropped). */
 export class TransportError extends Error {
   constructor(readonly cause: unknown) {
-    super(`txfence: transport: ${cause instanceof Error ? cause.message : String(cause)}`);
+    super(`txfence: transport: ${describeCause(cause)}`);
     this.name = "TransportError";
   }
+}
+
+// fetch says only "fetch failed"; why (a refused connection, a reset) is its cause's message.
+function describeCause(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  const cause = (err as { cause?: unknown }).cause;
+  return cause instanceof Error && cause.message !== err.message ? `${err.message} (${cause.message})` : err.message;
 }
 
 function isProblem(b: unknown): b is Partial<Problem> {

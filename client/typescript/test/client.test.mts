@@ -11,6 +11,7 @@
 //   TXFENCE_TO          the recipient of each transfer
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { createServer, type AddressInfo } from "node:net";
 
 import {
   CURSOR_LATEST,
@@ -252,9 +253,17 @@ test("answers that may not be retried are typed errors, each tried once", async 
 });
 
 test("a call nothing answers is a TransportError, retried up to maxAttempts", async () => {
-  // A port nothing listens on: the base URL's port 1 is reserved.
-  const c = new TxfenceClient({ baseUrl: "http://127.0.0.1:1", retry: { maxAttempts: 3, minBackoffMs: 1, maxBackoffMs: 2 } });
-  await assert.rejects(c.get("00000000-0000-4000-8000-000000000000"), (err: unknown) => err instanceof TransportError);
+  // A port nothing listens on any more.
+  const srv = createServer();
+  await new Promise<void>((resolve) => srv.listen(0, "127.0.0.1", resolve));
+  const { port } = srv.address() as AddressInfo;
+  await new Promise((resolve) => srv.close(resolve));
+  const c = new TxfenceClient({ baseUrl: `http://127.0.0.1:${port}`, retry: { maxAttempts: 3, minBackoffMs: 1, maxBackoffMs: 2 } });
+  await assert.rejects(c.get("00000000-0000-4000-8000-000000000000"), (err: unknown) => {
+    assert.ok(err instanceof TransportError);
+    assert.match(err.message, /ECONNREFUSED/);
+    return true;
+  });
   assert.deepEqual(c.stats(), { transport: 2 });
 });
 

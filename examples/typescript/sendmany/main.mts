@@ -12,7 +12,7 @@
 //   node .tools/tsclient/build/examples/typescript/sendmany/main.mjs --api URL [--key KEY] [-n N]
 import { parseArgs } from "node:util";
 
-import { CURSOR_LATEST, TxfenceClient, TxfenceError, type State } from "../../../client/typescript/src/index.mjs";
+import { CURSOR_LATEST, TransportError, TxfenceClient, TxfenceError, type State } from "../../../client/typescript/src/index.mjs";
 
 const deadAddress = "0x000000000000000000000000000000000000dEaD";
 
@@ -60,12 +60,26 @@ function config(): Config {
   };
 }
 
+/** err's message, with its cause's (fetch's "fetch failed" says why only there). */
+function describe(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  if (err instanceof TransportError) return err.message;
+  const cause = (err as { cause?: unknown }).cause;
+  return cause instanceof Error ? `${err.message}: ${cause.message}` : err.message;
+}
+
 /** The configured signers, from GET /v1/signers (which needs the reader role). */
 async function listSigners(c: TxfenceClient, chainId: number | undefined): Promise<string[]> {
   const out: string[] = [];
   let cursor: string | undefined;
   for (;;) {
-    const { data, error, response } = await c.api.GET("/v1/signers", { params: { query: { limit: 500, chainId, cursor } } });
+    let answer;
+    try {
+      answer = await c.api.GET("/v1/signers", { params: { query: { limit: 500, chainId, cursor } } });
+    } catch (err) {
+      throw new Error(`sendmany: list signers: ${describe(err)}`);
+    }
+    const { data, error, response } = answer;
     if (!data) {
       throw new Error(`sendmany: list signers: ${new TxfenceError(response.status, error).message} (pass --signers, or a key with the reader role)`);
     }
@@ -90,7 +104,7 @@ async function latest(c: TxfenceClient, signal: AbortSignal): Promise<string> {
       await new Promise((r) => setTimeout(r, (attempt + 1) * 200));
     }
   }
-  throw new Error(`sendmany: take the feed's cursor: ${last instanceof Error ? last.message : String(last)}`);
+  throw new Error(`sendmany: take the feed's cursor: ${describe(last)}`);
 }
 
 async function run(cfg: Config, signal: AbortSignal): Promise<void> {
@@ -182,10 +196,10 @@ async function run(cfg: Config, signal: AbortSignal): Promise<void> {
   }
   stop.abort();
   await creates;
-  if (createError !== undefined) throw new Error(`sendmany: ${createError instanceof Error ? createError.message : String(createError)}`);
+  if (createError !== undefined) throw new Error(`sendmany: ${describe(createError)}`);
   if (!done()) {
     const why = signal.aborted ? signal.reason : followError;
-    throw new Error(`sendmany: follow the feed: ${why instanceof Error ? why.message : String(why)}`);
+    throw new Error(`sendmany: follow the feed: ${describe(why)}`);
   }
   const { confirmed, failed } = counts();
   const retries = Object.values(c.stats()).reduce((a, b) => a + (b ?? 0), 0);
