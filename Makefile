@@ -178,13 +178,15 @@ ts-types: $(TSC)
 ## configured signers, followed on the feed until all are final, then one
 ## summary line (examples/README.md). URL is the API (default make dev's),
 ## KEY an API key (default $$TXFENCE_KEY; empty sends none, as development
-## mode allows); more flags with ARGS, e.g. ARGS="--signers 0x…,0x…".
+## mode allows), handed over in the environment so that neither make's echo
+## nor ps shows it; more flags with ARGS, e.g. ARGS="--signers 0x…,0x…".
 URL ?= http://127.0.0.1:8080/Api
 KEY ?= $(TXFENCE_KEY)
 N   ?= 1000
 example-ts: $(TSC)
 	node $(TSC) -p examples/typescript --outDir $(TSCLIENT_DIR)/build
-	node $(TSCLIENT_DIR)/build/examples/typescript/sendmany/main.mjs --api "$(URL)" --key "$(KEY)" -n "$(N)" $(ARGS)
+	@echo 'node $(TSCLIENT_DIR)/build/examples/typescript/sendmany/main.mjs --api "$(URL)" -n "$(N)" $(ARGS)'
+	@TXFENCE_KEY="$(KEY)" node $(TSCLIENT_DIR)/build/examples/typescript/sendmany/main.mjs --api "$(URL)" -n "$(N)" $(ARGS)
 
 vet:
 	$(GO) vet ./...
