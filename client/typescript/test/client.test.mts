@@ -20,6 +20,7 @@ import {
   TxfenceClient,
   TxfenceError,
   isFinal,
+  parseRetryAfter,
   type FeedItem,
   type RetryReason,
 } from "../src/index.mjs";
@@ -196,6 +197,45 @@ test("follow asks for lifecycle events only when told to", async () => {
     }
     assert.equal(new URL(urls[0]!).searchParams.get("after"), "7");
   }
+});
+
+test("follow over a sharded feed: each (shard, seq) once, cursors naming every shard, never back", async () => {
+  const ev = (shard: string, seq: number) => ({ seq, shard, type: "TxConfirmed", txId: `00000000-0000-4000-8000-00000000${shard === "a" ? "a" : "b"}${String(seq).padStart(3, "0")}`, chainId: 1, signer: signers[0], state: "CONFIRMED", newFork: false });
+  // What the stub answers, call by call: the first page (limit 1), a page
+  // that repeats b:6, a redelivery from behind, then nothing more.
+  const pages = [
+    { items: [ev("b", 6)], next: "a:3,b:6" },
+    { items: [ev("a", 4), ev("b", 6), ev("a", 5)], next: "a:5,b:6" },
+    { items: [ev("a", 4)], next: "a:4,b:6" },
+    { items: [ev("b", 7)], next: "a:5,b:7" },
+  ];
+  const asked: string[] = [];
+  const stub = async (input: RequestInfo | URL): Promise<Response> => {
+    const u = new URL(input instanceof Request ? input.url : String(input));
+    asked.push(u.searchParams.get("after") ?? "");
+    const page = pages[asked.length - 1] ?? { items: [], next: "a:5,b:7" };
+    return new Response(JSON.stringify(page), { status: 200, headers: { "Content-Type": "application/json" } });
+  };
+  const c = new TxfenceClient({ baseUrl: api, fetch: stub });
+  const got: string[] = [];
+  for await (const it of c.follow("a:3,b:5")) {
+    got.push(`${it.shard}:${it.seq} -> ${it.cursor}`);
+    if (got.length === 4) break;
+  }
+  assert.deepEqual(got, ["b:6 -> a:3,b:6", "a:4 -> a:4,b:6", "a:5 -> a:5,b:6", "b:7 -> a:5,b:7"]);
+  // After the redelivery the next poll asks from where it was, not from behind.
+  assert.deepEqual(asked, ["a:3,b:5", "a:3,b:6", "a:5,b:6", "a:5,b:6"]);
+});
+
+test("Retry-After in seconds or as a date", () => {
+  const now = Date.UTC(2026, 0, 1);
+  assert.equal(parseRetryAfter("3", now), 3000);
+  assert.equal(parseRetryAfter("", now), 0);
+  assert.equal(parseRetryAfter(null, now), 0);
+  assert.equal(parseRetryAfter("x", now), 0);
+  assert.equal(parseRetryAfter("-1", now), 0);
+  assert.equal(parseRetryAfter(new Date(now + 5000).toUTCString(), now), 5000);
+  assert.equal(parseRetryAfter(new Date(now - 3600_000).toUTCString(), now), 0);
 });
 
 test("answers that may not be retried are typed errors, each tried once", async () => {
