@@ -151,7 +151,7 @@ $(SOLCJS): $(SOLC_PKG)/package.json $(SOLC_PKG)/package-lock.json | node
 ## @types/node 18.19.130, all of which run on Debian bookworm's node 18),
 ## pinned with their dependencies by client/typescript/package-lock.json,
 ## with npm ci into .tools/tsclient (gitignored), apart from .tools/node and
-## .tools/solc so that their reinstalls leave it be. About 5s and 45 MB
+## .tools/solc so that their reinstalls leave it be. About 6s and 47 MB
 ## (37 packages) the first time. The client's tsconfig.json finds them
 ## there: nothing is installed in the Go tree.
 TSCLIENT_DIR := .tools/tsclient
