@@ -324,7 +324,12 @@ Send 1,000 over every signer with the Go client and follow the feed until
 all are final (it reads $TXFENCE_KEY; examples/README.md):
 
   go run ./examples/go/sendmany -api %s -n 1000
-`, b.APIURL, auth, body, auth, b.APIURL, auth, b.APIURL, b.APIURL)
+
+and the same with the TypeScript client (it reads $TXFENCE_KEY; make
+installs the pinned npm packages into .tools/tsclient first):
+
+  make example-ts URL=%s N=1000
+`, b.APIURL, auth, body, auth, b.APIURL, auth, b.APIURL, b.APIURL, b.APIURL)
 	if b.Simulated {
 		fmt.Fprintf(w, `
 Watch a reorg: hold the chain after the next block that mines a transaction

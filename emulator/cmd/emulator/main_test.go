@@ -101,6 +101,7 @@ func TestIssue46_Banner(t *testing.T) {
 			assert.Contains(t, cmds, "curl -s -X POST 'http://127.0.0.1:8099/reorg?depth=1'")
 			assert.Contains(t, out, "rate limited per server as deployed:\n200 calls/s, bursts of 400")
 			assert.Contains(t, out, "go run ./examples/go/sendmany -api http://127.0.0.1:8080/Api -n 1000\n", "how to run the Go example")
+			assert.Contains(t, out, "make example-ts URL=http://127.0.0.1:8080/Api N=1000\n", "how to run the TypeScript example")
 			if auth == "apikey" {
 				assert.NotContains(t, out, "DEVELOPMENT MODE")
 				assert.Contains(t, out, "AUTHENTICATION AS DEPLOYED (TXFENCE_AUTH=apikey): every call needs a bearer\ntoken.")
