@@ -118,3 +118,27 @@ func TestDocsNameRealTests(t *testing.T) {
 		}
 	}
 }
+
+// TestIssue49_ExamplesAgainstDevInCI: CI runs make examples after make
+// test, and make examples runs the Go example against the make dev stack
+// and checks that it says every transaction was confirmed. (The run itself
+// is make examples; this keeps it from quietly dropping out of CI.)
+func TestIssue49_ExamplesAgainstDevInCI(t *testing.T) {
+	root := filepath.Join("..", "..")
+	read := func(p string) string {
+		b, err := os.ReadFile(filepath.Join(root, p))
+		require.NoError(t, err)
+		return string(b)
+	}
+	ci := read(".ci/run")
+	assert.Regexp(t, `(?s)\nmake test\n.*\nmake examples\n`, ci, "CI runs make examples after make test")
+	mk := read("Makefile")
+	assert.Regexp(t, `(?m)^examples:[^\n]*\bbin-server\b[^\n]*\bbin-emulator\b[^\n]*\n\t[^\n]*examples/run-against-dev\.sh`, mk)
+	assert.Regexp(t, `(?m)^EXAMPLES\s*\?=[^\n]*\bexample-go\b`, mk, "make examples runs the Go example")
+	assert.Regexp(t, `(?m)^EXAMPLES\s*\?=[^\n]*\bexample-ts\b`, mk, "make examples runs the TypeScript example")
+	assert.Regexp(t, `(?m)^example-go:\n(\t[^\n]*\n)*\t[^\n]*\$\(GO\) run \./examples/go/sendmany\b`, mk)
+	run := read("examples/run-against-dev.sh")
+	assert.Contains(t, run, "./bin/emulator -server bin/server", "the stack make dev runs")
+	assert.Contains(t, run, `sent=$N confirmed=$N failed=0 stuck=0`, "the summary it checks")
+	assert.Regexp(t, `(?m)^trap stop_stack EXIT$`, run, "the stack is stopped however the run ends")
+}

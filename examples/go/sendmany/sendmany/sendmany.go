@@ -6,13 +6,10 @@ package sendmany
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/big"
-	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -132,7 +129,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	}
 	signers := cfg.Signers
 	if len(signers) == 0 {
-		if signers, err = listSigners(ctx, c, cfg.Key, cfg.ChainID); err != nil {
+		if signers, err = listSigners(ctx, c, cfg.ChainID); err != nil {
 			return err
 		}
 	}
@@ -291,58 +288,19 @@ func latest(ctx context.Context, c *client.Client) (client.Cursor, error) {
 	return "", fmt.Errorf("sendmany: take the feed's cursor: %w", err)
 }
 
-// listSigners reads the configured signers from GET /v1/signers. The
-// client has no call for the operator's signer list, so this is the one
-// request the example makes itself, with the client's base URL and HTTP
-// client and the same credential.
-func listSigners(ctx context.Context, c *client.Client, key string, chainID uint64) ([]string, error) {
-	var signers []string
-	cursor := ""
-	for {
-		q := url.Values{"limit": {"500"}}
-		if chainID != 0 {
-			q.Set("chainId", fmt.Sprint(chainID))
-		}
-		if cursor != "" {
-			q.Set("cursor", cursor)
-		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.BaseURL+"/v1/signers?"+q.Encode(), nil)
-		if err != nil {
-			return nil, fmt.Errorf("sendmany: list signers: %w", err)
-		}
-		req.Header.Set("Accept", "application/json")
-		if key != "" {
-			req.Header.Set("Authorization", "Bearer "+key)
-		}
-		resp, err := c.HTTP.Do(req)
-		if err != nil {
-			return nil, fmt.Errorf("sendmany: list signers: %w", err)
-		}
-		var page struct {
-			Items []struct {
-				Address    string `json:"address"`
-				Configured bool   `json:"configured"`
-			} `json:"items"`
-			NextCursor string `json:"nextCursor"`
-		}
-		err = json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(&page)
-		_ = resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return nil, fmt.Errorf("sendmany: list signers: %s (pass -signers, or a key with the reader role)", resp.Status)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("sendmany: list signers: decode: %w", err)
-		}
-		for _, s := range page.Items {
-			if s.Configured && !containsFold(signers, s.Address) {
-				signers = append(signers, s.Address)
-			}
-		}
-		if page.NextCursor == "" || len(page.Items) == 0 {
-			return signers, nil
-		}
-		cursor = page.NextCursor
+// listSigners reads the configured signers (GET /v1/signers, every page).
+func listSigners(ctx context.Context, c *client.Client, chainID uint64) ([]string, error) {
+	all, err := c.Signers(ctx, client.SignerOptions{ChainID: chainID, Limit: 500})
+	if err != nil {
+		return nil, fmt.Errorf("sendmany: %w (pass -signers, or a key with the reader role)", err)
 	}
+	var signers []string
+	for _, s := range all {
+		if s.Configured && !containsFold(signers, s.Address) {
+			signers = append(signers, s.Address)
+		}
+	}
+	return signers, nil
 }
 
 func containsFold(list []string, s string) bool {
