@@ -309,6 +309,7 @@ locals {
           TXFENCE_TOPIC_SUBMIT     = local.topics.submit
           TXFENCE_TOPIC_RECEIPT    = local.topics.receipt
           TXFENCE_TOPIC_COMPLETION = local.topics.completion
+          TXFENCE_TOPIC_LIFECYCLE  = tostring(var.completion_lifecycle_events)
           TXFENCE_SIGNERS          = f.signs ? local.signers_keys_env : local.signers_addresses_env
           TXFENCE_FINALITY_MODE    = var.finality_mode
           TXFENCE_CONFIRMATIONS    = tostring(var.confirmations)

@@ -2,8 +2,11 @@
 #
 #   txfence-submit      "chain + signer has ALLOCATED work"  -> Submit (push)
 #   txfence-receipt     "chain + signer has TRACKING work"   -> Receipt (push)
-#   txfence-completion  TxConfirmed / TxFailed / TxStuck / newFork outcomes,
-#                       ordering key = signer                -> your consumers
+#   txfence-completion  TxConfirmed / TxFailed / TxStuck / newFork outcomes
+#                       (and the lifecycle events with
+#                       completion_lifecycle_events), ordering key = signer,
+#                       validated against google_pubsub_schema.completion
+#                                                            -> your consumers
 #   txfence-deadletter  prompts that exhausted their deliveries -> operators
 #
 # Message ordering is a property of a subscription, not of a topic:
@@ -30,10 +33,40 @@
 # hence the /projects/P/topics/T suffix of the push endpoints (with
 # FUNCTION_TARGET set the function is served at every path).
 
+# The completion topic's message schema. Pub/Sub validates against Avro or
+# protocol buffer schemas only, so it carries schemas/completion_event.proto,
+# the proto3 twin of the JSON Schema consumers read
+# (schemas/completion-event.schema.json); a test keeps the two in step and
+# validates the messages a real run publishes against both. A change of the
+# file commits a new revision of the schema (at most 20: delete old ones when
+# the API says so). Apply it before deploying a server that publishes a new
+# field or event type: until then Pub/Sub refuses those messages and they
+# wait in the outbox.
+resource "google_pubsub_schema" "completion" {
+  name       = local.topics.completion
+  type       = "PROTOCOL_BUFFER"
+  definition = file("${path.module}/../schemas/completion_event.proto")
+
+  depends_on = [google_project_service.apis]
+}
+
 resource "google_pubsub_topic" "this" {
   for_each = local.topics
 
   name = each.value
+
+  # Only the completion topic has a schema: its messages are JSON
+  # (encoding JSON: the proto3 JSON mapping), and a message that does not
+  # match is refused at publish. No revision bounds: a message valid against
+  # any revision is accepted, so outbox rows written by the previous release
+  # still publish during a rollout.
+  dynamic "schema_settings" {
+    for_each = each.key == "completion" ? [google_pubsub_schema.completion.id] : []
+    content {
+      schema   = schema_settings.value
+      encoding = "JSON"
+    }
+  }
 
   # Undelivered prompts are kept for a day by the subscriptions; the topic
   # itself retains nothing.

@@ -27,11 +27,29 @@ func toolsReady(t *testing.T) {
 	}
 }
 
+// copySchemas copies the repository's schemas/ (the module reads the
+// completion topic's schema from ../schemas) into root/schemas, beside the
+// copy of the module at root/terraform.
+func copySchemas(t *testing.T, root string) {
+	t.Helper()
+	files, err := filepath.Glob("../schemas/*")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "schemas"), 0o755))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(root, "schemas", filepath.Base(f)), b, 0o644))
+	}
+}
+
 // copyModule copies the module's .tf files and the templates they render
-// into a fresh directory.
+// into a fresh directory (and schemas/ beside it).
 func copyModule(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
+	root := t.TempDir()
+	copySchemas(t, root)
+	dir := filepath.Join(root, "terraform")
 	files, err := filepath.Glob("*.tf")
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
@@ -358,10 +376,13 @@ func TestIssue13_CloudBuild(t *testing.T) {
 
 // copyTree copies what tf-validate.sh needs to validate and plan-test a copy
 // of the module: its .tf and template files, tests/ and environments/ (the
-// plan tests plan the environments too), not tools/ or .terraform.
+// plan tests plan the environments too), not tools/ or .terraform; and the
+// repository's schemas/ beside it.
 func copyTree(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
+	root := t.TempDir()
+	copySchemas(t, root)
+	dir := filepath.Join(root, "terraform")
 	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -421,7 +442,7 @@ func TestIssue45_PlanTestsPass(t *testing.T) {
 	out, err := validate(t, copyTree(t))
 	require.NoError(t, err, "the module and its plan tests pass:\n%s", out)
 	assert.Contains(t, out, "plan tests pass")
-	for _, file := range []string{"environments", "alerts", "iam", "sharding", "bootstrap"} {
+	for _, file := range []string{"environments", "alerts", "iam", "sharding", "bootstrap", "schema"} {
 		assert.Contains(t, out, "tests/"+file+".tftest.hcl")
 	}
 }
@@ -549,6 +570,36 @@ func TestIssue45_CIScopeFails(t *testing.T) {
 	edit(t, dir, "iam.tf", `toset(["roles/cloudbuild.builds.viewer", "roles/logging.logWriter"])`,
 		`toset(["roles/cloudbuild.builds.viewer", "roles/logging.logWriter", "roles/run.developer"])`)
 	requireTfValidateFails(t, dir, "ci_identity_is_scoped", "no run.developer on the project")
+}
+
+// TestIssue49_CompletionSchemaFails: a completion topic that does not
+// validate its messages against the schema (no schema_settings, or the
+// binary encoding the functions do not publish) fails the plan tests.
+func TestIssue49_CompletionSchemaFails(t *testing.T) {
+	t.Parallel()
+	toolsReady(t)
+	for _, c := range []struct{ name, old, new string }{
+		{"no schema", `for_each = each.key == "completion" ? [google_pubsub_schema.completion.id] : []`, `for_each = []`},
+		{"binary encoding", `encoding = "JSON"`, `encoding = "BINARY"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			dir := copyTree(t)
+			edit(t, dir, "pubsub.tf", c.old, c.new)
+			requireTfValidateFails(t, dir, "completion_topic_has_the_schema", "The completion topic validates against google_pubsub_schema.completion with JSON encoding")
+		})
+	}
+}
+
+// TestIssue49_LifecycleEnvFails: functions that do not get
+// TXFENCE_TOPIC_LIFECYCLE from completion_lifecycle_events fail the plan
+// tests.
+func TestIssue49_LifecycleEnvFails(t *testing.T) {
+	t.Parallel()
+	toolsReady(t)
+	dir := copyTree(t)
+	edit(t, dir, "main.tf", "          TXFENCE_TOPIC_LIFECYCLE  = tostring(var.completion_lifecycle_events)\n", "")
+	requireTfValidateFails(t, dir, "lifecycle_events_off_by_default", "Every function gets TXFENCE_TOPIC_LIFECYCLE=false by default")
 }
 
 // TestIssue45_CloudBuildDeploys: cloudbuild.yaml deploys one build at a

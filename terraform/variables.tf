@@ -165,6 +165,22 @@ variable "log_level" {
   }
 }
 
+variable "completion_lifecycle_events" {
+  description = <<-EOT
+    TXFENCE_TOPIC_LIFECYCLE for every function: true publishes the lifecycle
+    events (TxAccepted, TxBroadcast, TxReplaced, TxMined, TxReorged, ...) on
+    the completion topic besides the outcomes, each with the attribute
+    lifecycle = "true", so that a subscription opts in or out with a filter
+    (attributes.lifecycle = "true" / NOT attributes:lifecycle). false (the
+    default): the topic carries the outcomes only, as before. The feed
+    (GET /v1/completions?events=lifecycle) lists them either way. Every
+    message, either way, is validated by Pub/Sub against the topic's schema
+    (schemas/completion_event.proto).
+  EOT
+  type        = bool
+  default     = false
+}
+
 variable "extra_env" {
   description = "Extra environment for every function and the migrate job (e.g. TXFENCE_LEASE_DURATION). Overrides what this module sets; use with care. Never a secret: those live in Secret Manager (secrets.tf)."
   type        = map(string)

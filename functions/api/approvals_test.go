@@ -17,6 +17,7 @@ import (
 
 	"github.com/txfence/txfence/functions/internal/stacktest"
 	"github.com/txfence/txfence/shared/evm/evmtest"
+	"github.com/txfence/txfence/shared/testsupport/eventschema"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -299,6 +300,8 @@ func TestIssue47_ApprovalRejectExpire(t *testing.T) {
 		var body map[string]any
 		require.NoError(t, json.Unmarshal(m.Data, &body))
 		by[body["txId"].(string)] = append(by[body["txId"].(string)], body)
+		// A TxFailed without a nonce or a hash is what the topic's schemas describe.
+		assert.NoError(t, eventschema.Validate(m.Data), "%s", m.Data)
 	}
 	for id, sub := range map[string]string{rejected: txm.SubStateRejected, expired: txm.SubStateApprovalExpired} {
 		require.Len(t, by[id], 1, "one completion-topic message for %s", sub)
