@@ -66,7 +66,7 @@ func TestIssue12_MergedFeed(t *testing.T) {
 
 	start, err := m.ParseCursor("")
 	require.NoError(t, err)
-	items, next, down, err := m.Page(ctx, who, pol, start, 4, 0)
+	items, next, down, err := m.Page(ctx, who, pol, start, 4, 0, false)
 	require.NoError(t, err)
 	assert.Empty(t, down)
 	var got []string
@@ -78,31 +78,31 @@ func TestIssue12_MergedFeed(t *testing.T) {
 
 	again, err := m.ParseCursor(m.FormatCursor(next))
 	require.NoError(t, err)
-	items, next, _, err = m.Page(ctx, who, pol, again, 4, 0)
+	items, next, _, err = m.Page(ctx, who, pol, again, 4, 0, false)
 	require.NoError(t, err)
 	require.Len(t, items, 2, "the rest, nothing twice")
 	assert.Equal(t, "a:3,b:10", m.FormatCursor(next))
 
 	began := time.Now()
-	items, next, down, err = m.Page(ctx, who, pol, FeedCursor{"a": 3, "b": 7}, 10, 10*time.Second)
+	items, next, down, err = m.Page(ctx, who, pol, FeedCursor{"a": 3, "b": 7}, 10, 10*time.Second, false)
 	require.NoError(t, err)
 	assert.Empty(t, down, "a wait cut short is no failure")
 	require.Len(t, items, 2, "b's items end a's wait")
 	assert.Less(t, time.Since(began), 5*time.Second)
 	assert.Equal(t, "a:3,b:10", m.FormatCursor(next))
-	items, next, _, err = m.Page(ctx, who, pol, FeedCursor{"a": 3, "b": 10}, 10, 50*time.Millisecond)
+	items, next, _, err = m.Page(ctx, who, pol, FeedCursor{"a": 3, "b": 10}, 10, 50*time.Millisecond, false)
 	require.NoError(t, err)
 	assert.Empty(t, items, "nothing new: the wait runs out")
 	assert.Equal(t, "a:3,b:10", m.FormatCursor(next))
 
 	b.err = txm.ErrUnavailable
-	items, next, down, err = m.Page(ctx, who, pol, FeedCursor{"b": 7}, 10, 0)
+	items, next, down, err = m.Page(ctx, who, pol, FeedCursor{"b": 7}, 10, 0, false)
 	require.NoError(t, err, "the shards that answer are served")
 	assert.Equal(t, []string{"b"}, down)
 	assert.Len(t, items, 3)
 	assert.Equal(t, "a:3,b:7", m.FormatCursor(next), "the down shard's place is kept")
 	a.err = txm.ErrUnavailable
-	_, _, _, err = m.Page(ctx, who, pol, FeedCursor{}, 10, 0)
+	_, _, _, err = m.Page(ctx, who, pol, FeedCursor{}, 10, 0, false)
 	require.ErrorIs(t, err, txm.ErrUnavailable, "no shard answered")
 
 	for _, bad := range []string{"a:1,c:2", "a:1,a:2", "a:-1", "a", "a:x", "12,a:1", ":3", "-1", "latest"} {

@@ -1,0 +1,53 @@
+-- Lifecycle events: besides its outcomes, the feed records every step of a
+-- transaction (accepted, pending approval, broadcast, replaced, mined,
+-- reorged) as an event, written through the outcomes' own pipeline
+-- (completion_pending, numbered into tx_completion and the completion
+-- topic's outbox), so that each gets the feed's seq.
+--
+-- managed_tx.version counts a transaction's events: each step that writes
+-- one increments it in the statement that moves the transaction, and the
+-- event carries the new value. An event row has its type, that version,
+-- whether it is a lifecycle event (false for the outcomes TxConfirmed,
+-- TxFailed and TxStuck) and its own fields (detail: hashes, fees, block,
+-- endpoint, revert reason). Rows written before have no type, version or
+-- detail: they are outcomes, typed by their state.
+--
+-- The default feed reads outcomes only; tx_completion_outcomes keeps that
+-- read off the lifecycle rows.
+
+-- +goose Up
+ALTER TABLE managed_tx ADD COLUMN version bigint NOT NULL DEFAULT 0;
+
+ALTER TABLE completion_pending
+    ADD COLUMN type text,
+    ADD COLUMN version bigint,
+    ADD COLUMN lifecycle boolean NOT NULL DEFAULT false,
+    ADD COLUMN detail jsonb,
+    DROP CONSTRAINT completion_pending_state_check,
+    ADD CONSTRAINT completion_pending_state_check CHECK (state IN ('PENDING_APPROVAL', 'ALLOCATED', 'TRACKING', 'STUCK',
+        'MINED', 'CONFIRMED', 'FAILED_FINAL'));
+
+ALTER TABLE tx_completion
+    ADD COLUMN type text,
+    ADD COLUMN version bigint,
+    ADD COLUMN lifecycle boolean NOT NULL DEFAULT false,
+    ADD COLUMN detail jsonb,
+    DROP CONSTRAINT tx_completion_state_check,
+    ADD CONSTRAINT tx_completion_state_check CHECK (state IN ('PENDING_APPROVAL', 'ALLOCATED', 'TRACKING', 'STUCK',
+        'MINED', 'CONFIRMED', 'FAILED_FINAL'));
+
+CREATE INDEX tx_completion_outcomes ON tx_completion (seq) WHERE NOT lifecycle;
+
+-- +goose Down
+DROP INDEX tx_completion_outcomes;
+DELETE FROM completion_pending WHERE lifecycle;
+DELETE FROM tx_completion WHERE lifecycle;
+ALTER TABLE tx_completion
+    DROP CONSTRAINT tx_completion_state_check,
+    ADD CONSTRAINT tx_completion_state_check CHECK (state IN ('CONFIRMED', 'FAILED_FINAL', 'STUCK')),
+    DROP COLUMN type, DROP COLUMN version, DROP COLUMN lifecycle, DROP COLUMN detail;
+ALTER TABLE completion_pending
+    DROP CONSTRAINT completion_pending_state_check,
+    ADD CONSTRAINT completion_pending_state_check CHECK (state IN ('CONFIRMED', 'FAILED_FINAL', 'STUCK')),
+    DROP COLUMN type, DROP COLUMN version, DROP COLUMN lifecycle, DROP COLUMN detail;
+ALTER TABLE managed_tx DROP COLUMN version;
