@@ -480,7 +480,7 @@ BEGIN
         WHERE req.o = 'created' AND r_pending[req.i] AND t.id = req.id AND t.state = 'PENDING_APPROVAL'
         RETURNING t.id, t.fencing_token, t.chain_id, t.signer, t.state, t.nonce, t.version),
     -- Each new or approved row's TxAccepted event, pending: the drain that
-    -- sends it numbers it (txfence_event.sql builds the message).
+    -- sends it numbers it (txfence_event_payload.sql builds the message).
     accepted AS (
         INSERT INTO completion_pending (tx_id, chain_id, signer, state, new_fork, type, version, lifecycle, payload, attributes)
         SELECT a.id, a.chain_id, a.signer, a.state, false, 'TxAccepted', a.version, true,

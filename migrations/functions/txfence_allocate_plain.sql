@@ -177,7 +177,7 @@ BEGIN
         ORDER BY u.g);
 
     -- Each row with its TxAccepted event (version 1), pending: the drain
-    -- that sends it numbers it (txfence_event.sql builds the message).
+    -- that sends it numbers it (txfence_event_payload.sql builds the message).
     WITH ins AS (
         INSERT INTO managed_tx (id, chain_id, signer, nonce, request_id, payload_fingerprint, to_address, value,
             data, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, gas_price, metadata, state, principal,

@@ -66,7 +66,7 @@ WITH u AS (
 // this database's shard ("" with one database). The message is
 // txm.CompletionMessage as JSON (its seq and newFork are set when it is
 // numbered) and the attributes are the completion topic's; both are built
-// here, in SQL (migrations/functions/txfence_event.sql), so that a
+// here, in SQL (migrations/functions/txfence_event_payload.sql), so that a
 // statement that moves transactions can record their events without a
 // round trip back to the process (see FinalizeBlocks).
 func pendingInsert(src, order, shard string) string {
