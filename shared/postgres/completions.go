@@ -231,7 +231,7 @@ func (s *Store) CompletionsAfter(ctx context.Context, after int64, limit int, f 
 			return nil, fmt.Errorf("completions: %w", translate(err))
 		}
 		c.ChainID, c.Signer, c.State, c.Type = uint64(chainID), common.HexToAddress(signer), txm.State(state), txm.EventType(typ)
-		if nonce != nil {
+		if nonce != nil && c.Type != txm.EventPendingApproval { // it had none then
 			n := uint64(*nonce)
 			c.Nonce = &n
 		}
