@@ -204,10 +204,7 @@ SELECT (SELECT count(*) FROM moved), (SELECT id FROM receipt), (SELECT id FROM s
 			outbox = append(outbox, *id)
 		}
 	}
-	// The drain numbers the events pending after its write: these
-	// broadcasts, and the TxAccepted events of the allocations it sent,
-	// which the create path leaves pending so that creating stays cheap.
-	return append(outbox, s.numberAfter(ctx, "mark_tracking")...), nil
+	return outbox, nil
 }
 
 // attemptDetail is the JSON object of an attempt's fields in an event
