@@ -40,7 +40,7 @@ func (s *Store) writeCompletions(ctx context.Context, tx pgx.Tx, done []finalize
 	tag, err := tx.Exec(ctx, `
 WITH u AS (
     SELECT u.*, NULL::text AS type, false AS lifecycle,
-        jsonb_build_object('hash', u.hash, 'block', u.block, 'blockHash', u.block_hash) AS detail
+        `+outcomeDetail("u.hash", "u.block", "u.block_hash")+` AS detail
     FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[], $8::bool[],
         $10::bigint[], $11::bigint[], $12::text[])
         WITH ORDINALITY AS u(id, chain_id, signer, state, sub_state, nonce, hash, fork, version, block, block_hash, ord)
@@ -53,6 +53,14 @@ WITH u AS (
 		return fmt.Errorf("write completions: %d rows for %d outcomes", tag.RowsAffected(), n)
 	}
 	return nil
+}
+
+// outcomeDetail is the detail of an outcome (its row's state is column
+// state) with receipt attempt hash, block and blockHash: a TxFailed event
+// names its block by number only (schemas/completion-event.schema.json).
+func outcomeDetail(hash, block, blockHash string) string {
+	return `jsonb_build_object('hash', ` + hash + `, 'block', ` + block + `, 'blockHash', CASE WHEN state = '` +
+		string(txm.StateConfirmed) + `' THEN ` + blockHash + ` END)`
 }
 
 // pendingInsert is the statement (or data-modifying CTE) that records, as

@@ -314,7 +314,7 @@ WITH moved AS (`+finalSet+`
       AND `+moveFinal.guard()+` AND `+fenceHeld+finalReturning+`
 ), `+finalHist+`, pending AS (
 `+pendingInsert(`(SELECT id, chain_id, signer, state, sub_state, nonce, fork, NULL::text AS type, version, false AS lifecycle,
-        jsonb_build_object('hash', tx_hash, 'block', receipt_block_number, 'blockHash', receipt_block_hash) AS detail FROM moved)`,
+        `+outcomeDetail("tx_hash", "receipt_block_number", "receipt_block_hash")+` AS detail FROM moved)`,
 		"nonce", "$8::text")+`
 )
 SELECT m.id::text, m.state, m.created_at FROM moved m ORDER BY m.nonce`, append(fenceArgs(l), numbers, hashes, s.shard)...)
