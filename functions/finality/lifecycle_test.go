@@ -19,6 +19,7 @@ import (
 	"github.com/txfence/txfence/shared/config"
 	"github.com/txfence/txfence/shared/evm/evmtest"
 	"github.com/txfence/txfence/shared/testsupport"
+	"github.com/txfence/txfence/shared/testsupport/eventschema"
 	"github.com/txfence/txfence/shared/txm"
 )
 
@@ -76,8 +77,8 @@ func events(t *testing.T, n *stacktest.Node, key string) []eventItem {
 // growing versions and seqs; the replacements name the attempts they
 // replace, and the confirmation the hash mined. With
 // TXFENCE_TOPIC_LIFECYCLE the completion topic carries the same events,
-// the lifecycle ones with the attribute lifecycle=true; without it, only
-// the outcome.
+// the lifecycle ones with the attribute lifecycle=true, each valid under
+// both schemas of schemas/; without it, only the outcome.
 func TestIssue49_Lifecycle(t *testing.T) {
 	t.Parallel()
 	want := []txm.EventType{txm.EventAccepted, txm.EventBroadcast, txm.EventReplaced, txm.EventReplaced, txm.EventMined,
@@ -181,6 +182,8 @@ func TestIssue49_Lifecycle(t *testing.T) {
 			for _, m := range msgs {
 				var b txm.CompletionMessage
 				require.NoError(t, json.Unmarshal(m.Data, &b))
+				assert.NoError(t, eventschema.ValidateJSON(m.Data), "the JSON Schema accepts %s", m.Data)
+				assert.NoError(t, eventschema.ValidateProto(m.Data), "the proto accepts %s (Pub/Sub would publish it)", m.Data)
 				assert.Equal(t, txm.CanonicalAddress(signer), m.OrderingKey)
 				bodies = append(bodies, got{b, m.Attributes})
 			}
