@@ -480,12 +480,12 @@ BEGIN
         WHERE req.o = 'created' AND r_pending[req.i] AND t.id = req.id AND t.state = 'PENDING_APPROVAL'
         RETURNING t.id, t.fencing_token, t.chain_id, t.signer, t.state, t.nonce, t.version),
     -- Each new or approved row's TxAccepted event, pending: the drain that
-    -- sends it numbers it (txfence_event_payload.sql builds the message).
+    -- sends it numbers it and builds its message then
+    -- (txfence_event_payload.sql), since building JSON here cost creates a
+    -- fifth of their throughput.
     accepted AS (
-        INSERT INTO completion_pending (tx_id, chain_id, signer, state, new_fork, type, version, lifecycle, payload, attributes)
-        SELECT a.id, a.chain_id, a.signer, a.state, false, 'TxAccepted', a.version, true,
-            txfence_event_payload('TxAccepted', a.id, a.chain_id, a.signer::text, a.state, NULL, a.nonce, a.version, NULL, NULL),
-            txfence_event_attributes('TxAccepted', a.chain_id, a.signer::text, a.state, NULL, a.version, true, NULL)
+        INSERT INTO completion_pending (tx_id, chain_id, signer, state, new_fork, type, version, lifecycle, nonce)
+        SELECT a.id, a.chain_id, a.signer, a.state, false, 'TxAccepted', a.version, true, a.nonce
         FROM (SELECT id, chain_id, signer, state, nonce, version FROM ins UNION ALL SELECT id, chain_id, signer, state, nonce, version FROM upd) a
         ORDER BY a.chain_id, a.signer, a.nonce),
     approved AS (

@@ -177,7 +177,9 @@ BEGIN
         ORDER BY u.g);
 
     -- Each row with its TxAccepted event (version 1), pending: the drain
-    -- that sends it numbers it (txfence_event_payload.sql builds the message).
+    -- that sends it numbers it and builds its message then
+    -- (txfence_event_payload.sql), since building JSON here cost creates a
+    -- fifth of their throughput.
     WITH ins AS (
         INSERT INTO managed_tx (id, chain_id, signer, nonce, request_id, payload_fingerprint, to_address, value,
             data, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, gas_price, metadata, state, principal,
@@ -191,10 +193,8 @@ BEGIN
                 r_meta, r_principal, r_fee_ceiling, r_execution_fee, r_data_fee, r_send_via)
             WITH ORDINALITY AS r(g, id, rid, fp, to_address, v, data, gas, max_fee, max_prio, gas_price, meta, p, fc, xf, df, sv, k)
         RETURNING id, chain_id, signer, state, nonce, version)
-    INSERT INTO completion_pending (tx_id, chain_id, signer, state, new_fork, type, version, lifecycle, payload, attributes)
-        SELECT a.id, a.chain_id, a.signer, a.state, false, 'TxAccepted', a.version, true,
-            txfence_event_payload('TxAccepted', a.id, a.chain_id, a.signer::text, a.state, NULL, a.nonce, a.version, NULL, NULL),
-            txfence_event_attributes('TxAccepted', a.chain_id, a.signer::text, a.state, NULL, a.version, true, NULL)
+    INSERT INTO completion_pending (tx_id, chain_id, signer, state, new_fork, type, version, lifecycle, nonce)
+        SELECT a.id, a.chain_id, a.signer, a.state, false, 'TxAccepted', a.version, true, a.nonce
         FROM ins a
         ORDER BY a.chain_id, a.signer, a.nonce;
     GET DIAGNOSTICS v_inserted = ROW_COUNT;

@@ -98,7 +98,8 @@ func eventTypeSQL(state string) string {
 }
 
 // numberCompletionsSQL numbers every pending event, in the order they
-// were recorded: each becomes a tx_completion row and, unless it is a
+// were recorded (an event recorded without its message, as the allocation
+// functions record TxAccepted, gets it built here): each becomes a tx_completion row and, unless it is a
 // lifecycle event and $2 (TXFENCE_TOPIC_LIFECYCLE) is off, a
 // completion-topic outbox row, carrying its seq and newFork. An outcome's
 // newFork is set when the transaction was reorged since its last report,
@@ -126,8 +127,11 @@ WITH p AS (
     FROM n ORDER BY n.seq
 ), o AS (
     INSERT INTO outbox (topic, ordering_key, payload, attributes)
-    SELECT $1, n.signer, n.payload || jsonb_build_object('seq', n.seq, 'newFork', n.fork),
-        n.attributes || jsonb_build_object('seq', n.seq::text, 'newFork', n.fork::text)
+    SELECT $1, n.signer,
+        coalesce(n.payload, txfence_event_payload(n.type, n.tx_id, n.chain_id, n.signer::text, n.state, n.sub_state, n.nonce,
+            n.version, n.detail, $3::text)) || jsonb_build_object('seq', n.seq, 'newFork', n.fork),
+        coalesce(n.attributes, txfence_event_attributes(n.type, n.chain_id, n.signer::text, n.state, n.sub_state, n.version,
+            n.lifecycle, $3::text)) || jsonb_build_object('seq', n.seq::text, 'newFork', n.fork::text)
             || CASE WHEN $3::text <> '' THEN jsonb_build_object('shard', $3::text) ELSE '{}' END
     FROM n WHERE NOT n.lifecycle OR $2::bool ORDER BY n.seq
     RETURNING id
