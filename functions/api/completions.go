@@ -10,10 +10,11 @@ import (
 	"github.com/txfence/txfence/shared/txm"
 )
 
-// completionView is one reported outcome on the wire.
+// completionView is one event of the feed on the wire.
 type completionView struct {
 	Seq      int64     `json:"seq"`
 	Type     string    `json:"type"`
+	Version  int64     `json:"version"`
 	TxID     string    `json:"txId"`
 	ChainID  uint64    `json:"chainId"`
 	Signer   string    `json:"signer"`
@@ -28,6 +29,9 @@ type completionView struct {
 	// Shard is the database the outcome was written in, when signers are
 	// sharded: seq counts per shard. The one database is unnamed.
 	Shard string `json:"shard,omitempty"`
+	// The event's own fields (fees, block, previousHash, ...), in the
+	// events=lifecycle feed only: the outcomes feed keeps its fields.
+	*txm.EventDetail
 }
 
 type completionPage struct {
@@ -70,7 +74,8 @@ func (c *feedCursor) UnmarshalJSON(b []byte) error {
 // maxWait bounds a long poll.
 const maxWait = 30 * time.Second
 
-// completions serves the ordered feed of outcomes of the caller's signers:
+// completions serves the ordered feed of outcomes of the caller's signers
+// (with events=lifecycle, every event of their transactions' lifecycles):
 // items after the cursor after, oldest first (after=latest: from every
 // shard's newest seq on, so that only what happens from now is answered).
 // With wait, an empty answer is held back until an item arrives or wait
@@ -110,8 +115,16 @@ func (h *Handler) completions(w http.ResponseWriter, r *http.Request) {
 		}
 		wait = d
 	}
+	lifecycle := false
+	switch q.Get("events") {
+	case "", "outcomes":
+	case "lifecycle":
+		lifecycle = true
+	default:
+		errs = append(errs, fieldError{Field: "events", Message: "must be outcomes or lifecycle"})
+	}
 	for k := range q {
-		if k != "after" && k != "limit" && k != "wait" {
+		if k != "after" && k != "limit" && k != "wait" && k != "events" {
 			errs = append(errs, fieldError{Field: k, Message: "unknown query parameter"})
 		}
 	}
@@ -128,7 +141,7 @@ func (h *Handler) completions(w http.ResponseWriter, r *http.Request) {
 		after = c
 	}
 	c := callerOf(r)
-	items, next, unavailable, err := feed.Page(r.Context(), c.who, c.pol, after, limit, wait)
+	items, next, unavailable, err := feed.Page(r.Context(), c.who, c.pol, after, limit, wait, lifecycle)
 	if err != nil {
 		writeProblem(w, problemFor(err))
 		return
@@ -137,15 +150,22 @@ func (h *Handler) completions(w http.ResponseWriter, r *http.Request) {
 	for i, it := range items {
 		page.Items[i] = viewOf(it.Completion)
 		page.Items[i].Shard = it.Shard
+		if lifecycle {
+			d := it.Detail
+			page.Items[i].EventDetail = &d
+		}
 	}
 	writeJSON(w, http.StatusOK, page)
 }
 
 // viewOf is a completion's wire form.
 func viewOf(c txm.Completion) completionView {
-	v := completionView{Seq: c.Seq, Type: string(txm.EventFor(c.State)), TxID: c.TxID, ChainID: c.ChainID,
+	v := completionView{Seq: c.Seq, Type: string(c.Type), Version: c.Version, TxID: c.TxID, ChainID: c.ChainID,
 		Signer: txm.CanonicalAddress(c.Signer), State: c.State, NewFork: c.NewFork, SubState: c.SubState, Nonce: c.Nonce,
 		CreatedAt: c.CreatedAt.UTC()}
+	if v.Type == "" { // a feed that does not type its outcomes
+		v.Type = string(txm.EventFor(c.State))
+	}
 	if c.Hash != nil {
 		s := c.Hash.Hex()
 		v.Hash = &s

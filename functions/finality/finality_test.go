@@ -392,7 +392,7 @@ func TestIssue5_LostLease(t *testing.T) {
 	assert.Positive(t, a.Metrics.Count("lease_fenced_total", "op", "finalize"))
 	assert.Equal(t, map[string]int{"CONFIRMED": total}, w.States(t))
 	var completions, stale int
-	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM tx_completion`).Scan(&completions))
+	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM tx_completion WHERE NOT lifecycle`).Scan(&completions))
 	assert.Equal(t, total, completions, "each outcome reported once")
 	require.NoError(t, w.DB.Pool.QueryRow(ctx, `
 SELECT (SELECT count(*) FROM managed_tx WHERE fencing_token = $1 AND state = 'CONFIRMED')
@@ -457,7 +457,7 @@ func TestIssue5_RPCFaults(t *testing.T) {
 	assert.Equal(t, total, st.Confirmed, "progress resumes once the node heals")
 	assert.Zero(t, st.Reorged, "an unreachable node is never mistaken for a reorg")
 	var completions int
-	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM tx_completion`).Scan(&completions))
+	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM tx_completion WHERE NOT lifecycle`).Scan(&completions))
 	assert.Equal(t, total, completions)
 }
 
@@ -711,7 +711,7 @@ func TestFinality_OutcomesNumberedAfterAFault(t *testing.T) {
 	require.Equal(t, map[string]int{"CONFIRMED": total}, w.States(t))
 	assert.Empty(t, feed(t, n, 0, 100), "not numbered: not in the feed yet")
 	var pending int
-	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM completion_pending`).Scan(&pending))
+	require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM completion_pending WHERE NOT lifecycle`).Scan(&pending))
 	assert.Equal(t, total, pending)
 
 	unlock()
@@ -909,7 +909,7 @@ WHERE scope = 'chain' AND owner LIKE '%/finality/%' AND expires_at = '-infinity'
 	}
 	pending := func() int {
 		var c int
-		require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM completion_pending`).Scan(&c))
+		require.NoError(t, w.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM completion_pending WHERE NOT lifecycle`).Scan(&c))
 		return c
 	}
 	n.Allocate(t, signer, 2)

@@ -31,7 +31,7 @@ import (
 	"github.com/txfence/txfence/shared/webhook"
 )
 
-// reported is one tx_completion row.
+// reported is one outcome's tx_completion row.
 type reported struct {
 	State    string
 	NewFork  bool
@@ -40,7 +40,7 @@ type reported struct {
 
 func reports(t testing.TB, w *stacktest.World, id string) []reported {
 	t.Helper()
-	rows, err := w.DB.Pool.Query(ctx, `SELECT state, new_fork, coalesce(sub_state, '') FROM tx_completion WHERE tx_id = $1 ORDER BY seq`, id)
+	rows, err := w.DB.Pool.Query(ctx, `SELECT state, new_fork, coalesce(sub_state, '') FROM tx_completion WHERE tx_id = $1 AND NOT lifecycle ORDER BY seq`, id)
 	require.NoError(t, err)
 	var out []reported
 	for rows.Next() {

@@ -156,6 +156,17 @@ func (c *CheckReceipts) check(ctx context.Context, chainID uint64, signer common
 			return 0, err
 		}
 		if written {
+			// The TxMined events are numbered now, not at the next finality
+			// pass, and with the lease let go: numbering waits for the
+			// feed's lock behind every other writer.
+			numbered, nerr := c.store.NumberCompletions(ctx)
+			if nerr != nil {
+				c.log.WarnContext(ctx, "mined events recorded but not numbered yet; the next finality pass numbers them",
+					slog.Any("error", nerr))
+			}
+			c.relay.Publish(ctx, numbered)
+		}
+		if written {
 			for range found {
 				c.metrics.ReceiptCheck(ctx, "mined")
 			}

@@ -164,6 +164,7 @@ func (d *DrainSigner) drain(ctx context.Context, chainID uint64, signer common.A
 	start := time.Now()
 	relay := &behind{relay: d.relay, ctx: ctx}
 	defer relay.wait()
+	defer d.numberEvents(ctx, &res)
 	for {
 		var handed *txm.Lease
 		err := withChainLease(ctx, d.leases, key, owner, awaitIt, d.cfg.RenewEvery, d.log, func(lease txm.Lease, keeper *leaseKeeper) error {
@@ -184,6 +185,23 @@ func (d *DrainSigner) drain(ctx context.Context, chainID uint64, signer common.A
 		res.HandedOver++
 		awaitTaken(ctx, d.leases, *handed)
 	}
+}
+
+// numberEvents numbers, once the drain let its lease go, the events
+// pending after its broadcasts: theirs, and the TxAccepted events of what
+// it sent, which the create path leaves pending so that creating stays
+// cheap. Numbering waits for the feed's lock behind every other writer;
+// under the signer's lease that wait held up its confirmations. A failure
+// is logged: the finality pass numbers what is left.
+func (d *DrainSigner) numberEvents(ctx context.Context, res *DrainResult) {
+	if res.Broadcast == 0 {
+		return
+	}
+	ids, err := d.store.NumberCompletions(ctx)
+	if err != nil {
+		d.log.WarnContext(ctx, "events recorded but not numbered yet; the next finality pass numbers them", slog.Any("error", err))
+	}
+	d.relay.Publish(ctx, ids)
 }
 
 // handOverWait bounds how long a drain that let its lease go waits for the

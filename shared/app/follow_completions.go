@@ -58,11 +58,13 @@ func NewFollowCompletions(feed txm.CompletionFeed, listener txm.CompletionListen
 }
 
 // Page returns up to limit completions after the seq after that who may
-// read (FeedFilter), waiting up to wait for the first one. A principal over
-// its cap of concurrent waits gets a *txm.RateLimitError.
+// read (FeedFilter), the outcomes only or with lifecycle every event,
+// waiting up to wait for the first one. A principal over its cap of
+// concurrent waits gets a *txm.RateLimitError.
 func (f *FollowCompletions) Page(ctx context.Context, who txm.Principal, pol txm.Policy, after int64, limit int,
-	wait time.Duration) ([]txm.Completion, error) {
+	wait time.Duration, lifecycle bool) ([]txm.Completion, error) {
 	only := FeedFilter(who, pol)
+	only.Lifecycle = lifecycle
 	if wait <= 0 {
 		return f.feed.CompletionsAfter(ctx, after, limit, only)
 	}
@@ -224,7 +226,7 @@ func (f *FollowCompletions) refresh(ctx context.Context, gen int) error {
 	}
 	var fresh []txm.Completion
 	for {
-		items, err := f.feed.CompletionsAfter(ctx, head, 1000, txm.CompletionFilter{})
+		items, err := f.feed.CompletionsAfter(ctx, head, 1000, txm.CompletionFilter{Lifecycle: true})
 		if err != nil {
 			return err
 		}

@@ -60,7 +60,7 @@ func TestFollowCompletions_CompletionBeforeTheListenerStarts(t *testing.T) {
 	f, err := NewFollowCompletions(feed, feed, 5, logging.Discard())
 	require.NoError(t, err)
 	start := time.Now()
-	items, err := f.Page(context.Background(), txm.Principal{ID: "p"}, txm.Policy{AllSigners: true}, 0, 10, 3*time.Second)
+	items, err := f.Page(context.Background(), txm.Principal{ID: "p"}, txm.Policy{AllSigners: true}, 0, 10, 3*time.Second, false)
 	require.NoError(t, err)
 	require.Len(t, items, 1, "answered after %s", time.Since(start))
 	require.Equal(t, "t1", items[0].TxID)

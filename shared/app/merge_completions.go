@@ -66,13 +66,13 @@ func (m *MergedCompletions) Latest(ctx context.Context) (FeedCursor, error) {
 }
 
 // Page returns up to limit completions after the cursor, of the policy's
-// signers, waiting up to wait for the first one from any shard; next is
+// signers (the outcomes only, or with lifecycle every event), waiting up to wait for the first one from any shard; next is
 // the cursor of the following page and unavailable the shards that could
 // not be read (their part of the cursor did not move). Only when no shard
 // could be read is it an error. Each shard counts the caller's waits
 // against its cap, as with one database.
 func (m *MergedCompletions) Page(ctx context.Context, who txm.Principal, pol txm.Policy, after FeedCursor, limit int,
-	wait time.Duration) (items []ShardCompletion, next FeedCursor, unavailable []string, err error) {
+	wait time.Duration, lifecycle bool) (items []ShardCompletion, next FeedCursor, unavailable []string, err error) {
 	type result struct {
 		items []txm.Completion
 		err   error
@@ -87,7 +87,7 @@ func (m *MergedCompletions) Page(ctx context.Context, who txm.Principal, pol txm
 		err := m.r.Ready(wctx, name)
 		var got []txm.Completion
 		if err == nil {
-			got, err = m.by[name].Page(wctx, who, pol, after[name], limit, wait)
+			got, err = m.by[name].Page(wctx, who, pol, after[name], limit, wait, lifecycle)
 		}
 		if errors.Is(err, context.Canceled) && wctx.Err() != nil && ctx.Err() == nil {
 			err = nil // its wait was cut short because another shard answered

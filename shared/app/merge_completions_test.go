@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -19,13 +20,13 @@ type listFeed struct {
 	err   error
 }
 
-func (f *listFeed) CompletionsAfter(_ context.Context, after int64, limit int, _ txm.CompletionFilter) ([]txm.Completion, error) {
+func (f *listFeed) CompletionsAfter(_ context.Context, after int64, limit int, only txm.CompletionFilter) ([]txm.Completion, error) {
 	if f.err != nil {
 		return nil, f.err
 	}
 	var out []txm.Completion
 	for _, c := range f.items {
-		if c.Seq > after && len(out) < limit {
+		if c.Seq > after && len(out) < limit && (only.Lifecycle || !c.Lifecycle) {
 			out = append(out, c)
 		}
 	}
@@ -66,7 +67,7 @@ func TestIssue12_MergedFeed(t *testing.T) {
 
 	start, err := m.ParseCursor("")
 	require.NoError(t, err)
-	items, next, down, err := m.Page(ctx, who, pol, start, 4, 0)
+	items, next, down, err := m.Page(ctx, who, pol, start, 4, 0, false)
 	require.NoError(t, err)
 	assert.Empty(t, down)
 	var got []string
@@ -78,31 +79,31 @@ func TestIssue12_MergedFeed(t *testing.T) {
 
 	again, err := m.ParseCursor(m.FormatCursor(next))
 	require.NoError(t, err)
-	items, next, _, err = m.Page(ctx, who, pol, again, 4, 0)
+	items, next, _, err = m.Page(ctx, who, pol, again, 4, 0, false)
 	require.NoError(t, err)
 	require.Len(t, items, 2, "the rest, nothing twice")
 	assert.Equal(t, "a:3,b:10", m.FormatCursor(next))
 
 	began := time.Now()
-	items, next, down, err = m.Page(ctx, who, pol, FeedCursor{"a": 3, "b": 7}, 10, 10*time.Second)
+	items, next, down, err = m.Page(ctx, who, pol, FeedCursor{"a": 3, "b": 7}, 10, 10*time.Second, false)
 	require.NoError(t, err)
 	assert.Empty(t, down, "a wait cut short is no failure")
 	require.Len(t, items, 2, "b's items end a's wait")
 	assert.Less(t, time.Since(began), 5*time.Second)
 	assert.Equal(t, "a:3,b:10", m.FormatCursor(next))
-	items, next, _, err = m.Page(ctx, who, pol, FeedCursor{"a": 3, "b": 10}, 10, 50*time.Millisecond)
+	items, next, _, err = m.Page(ctx, who, pol, FeedCursor{"a": 3, "b": 10}, 10, 50*time.Millisecond, false)
 	require.NoError(t, err)
 	assert.Empty(t, items, "nothing new: the wait runs out")
 	assert.Equal(t, "a:3,b:10", m.FormatCursor(next))
 
 	b.err = txm.ErrUnavailable
-	items, next, down, err = m.Page(ctx, who, pol, FeedCursor{"b": 7}, 10, 0)
+	items, next, down, err = m.Page(ctx, who, pol, FeedCursor{"b": 7}, 10, 0, false)
 	require.NoError(t, err, "the shards that answer are served")
 	assert.Equal(t, []string{"b"}, down)
 	assert.Len(t, items, 3)
 	assert.Equal(t, "a:3,b:7", m.FormatCursor(next), "the down shard's place is kept")
 	a.err = txm.ErrUnavailable
-	_, _, _, err = m.Page(ctx, who, pol, FeedCursor{}, 10, 0)
+	_, _, _, err = m.Page(ctx, who, pol, FeedCursor{}, 10, 0, false)
 	require.ErrorIs(t, err, txm.ErrUnavailable, "no shard answered")
 
 	for _, bad := range []string{"a:1,c:2", "a:1,a:2", "a:-1", "a", "a:x", "12,a:1", ":3", "-1", "latest"} {
@@ -115,4 +116,43 @@ func TestIssue12_MergedFeed(t *testing.T) {
 	c, err = m.ParseCursor("12")
 	require.NoError(t, err)
 	assert.Equal(t, "a:12,b:0", m.FormatCursor(c), "a bare number is the home shard's seq")
+}
+
+// TestIssue49_MergedFeedEvents: the sharded feed passes the events choice
+// to every shard, from the database and from a long poll's memory alike:
+// the outcomes only by default, every event with lifecycle.
+func TestIssue49_MergedFeedEvents(t *testing.T) {
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	ev := func(seq int64, typ txm.EventType) txm.Completion {
+		return txm.Completion{Seq: seq, Type: typ, Lifecycle: !typ.IsOutcome(), TxID: fmt.Sprint("tx", seq), Principal: "p",
+			CreatedAt: t0.Add(time.Duration(seq) * time.Second)}
+	}
+	a := &listFeed{items: []txm.Completion{ev(1, txm.EventAccepted), ev(2, txm.EventBroadcast), ev(3, txm.EventConfirmed)}}
+	b := &listFeed{items: []txm.Completion{ev(4, txm.EventAccepted), ev(5, txm.EventStuck)}}
+	r, err := NewShardRouter([]string{"a", "b"}, func(common.Address) (string, bool) { return "a", true }, nil)
+	require.NoError(t, err)
+	by := map[string]*FollowCompletions{}
+	for name, f := range map[string]*listFeed{"a": a, "b": b} {
+		by[name], err = NewFollowCompletions(f, f, 5, logging.Discard())
+		require.NoError(t, err)
+	}
+	m, err := NewMergedCompletions(r, by)
+	require.NoError(t, err)
+	ctx := context.Background()
+	who, pol := txm.Principal{ID: "p"}, txm.Policy{AllSigners: true}
+	seqs := func(items []ShardCompletion) []int64 {
+		var out []int64
+		for _, it := range items {
+			out = append(out, it.Seq)
+		}
+		return out
+	}
+	for _, wait := range []time.Duration{0, 50 * time.Millisecond} {
+		items, _, _, err := m.Page(ctx, who, pol, FeedCursor{}, 10, wait, false)
+		require.NoError(t, err)
+		assert.Equal(t, []int64{3, 5}, seqs(items), "outcomes only (wait %v)", wait)
+		items, _, _, err = m.Page(ctx, who, pol, FeedCursor{}, 10, wait, true)
+		require.NoError(t, err)
+		assert.Equal(t, []int64{1, 2, 3, 4, 5}, seqs(items), "every event (wait %v)", wait)
+	}
 }

@@ -151,6 +151,9 @@ type Config struct {
 	TopicSubmit     string
 	TopicReceipt    string
 	TopicCompletion string
+	// TopicLifecycle publishes every lifecycle event on the completion
+	// topic, not only the outcomes.
+	TopicLifecycle bool
 }
 
 // Defaults returns the configuration used when no variable is set: every
@@ -237,6 +240,7 @@ const (
 	EnvTopicSubmit         = "TXFENCE_TOPIC_SUBMIT"
 	EnvTopicReceipt        = "TXFENCE_TOPIC_RECEIPT"
 	EnvTopicCompletion     = "TXFENCE_TOPIC_COMPLETION"
+	EnvTopicLifecycle      = "TXFENCE_TOPIC_LIFECYCLE"
 
 	EnvDelegatedMaxInFlight = "TXFENCE_DELEGATED_MAX_IN_FLIGHT"
 )

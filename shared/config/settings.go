@@ -244,6 +244,8 @@ var settingGroups = []settingGroup{
 				load: func(p *parser, c *Config) { p.str(EnvTopicReceipt, &c.TopicReceipt) }},
 			{env: EnvTopicCompletion, def: "txfence-completion", doc: "the outcomes' topic",
 				load: func(p *parser, c *Config) { p.str(EnvTopicCompletion, &c.TopicCompletion) }},
+			{env: EnvTopicLifecycle, def: "false", doc: "publish every lifecycle event (accepted, broadcast, replaced, mined, reorged, ...) on the outcomes' topic too, each with the attribute lifecycle=true; off, the topic carries the outcomes only (the feed has them either way, with events=lifecycle)",
+				load: func(p *parser, c *Config) { p.boolean(EnvTopicLifecycle, &c.TopicLifecycle) }},
 		},
 	},
 }

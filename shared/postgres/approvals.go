@@ -77,11 +77,15 @@ func (s *Store) Hold(ctx context.Context, h txm.Hold) (*txm.Tx, bool, error) {
 WITH held AS (
     INSERT INTO managed_tx (id, chain_id, signer, nonce, request_id, payload_fingerprint, to_address, value, data, gas_limit,
         max_fee_per_gas, max_priority_fee_per_gas, gas_price, metadata, state, principal, fee_ceiling, execution_fee, data_fee,
-        send_via, created_at, updated_at)
+        send_via, created_at, updated_at, version)
     VALUES ($1::uuid, $2, $3, NULL, $4, $5, $6, $7::numeric, coalesce($8, '\x'::bytea), $9, $10::numeric, $11::numeric, $12::numeric, $13::jsonb,
-        $14, $15, $16::numeric, $29::numeric, $30::numeric, $31, now(), now())
+        $14, $15, $16::numeric, $29::numeric, $30::numeric, $31, now(), now(), 1)
     ON CONFLICT (chain_id, signer, request_id) WHERE request_id IS NOT NULL DO NOTHING
-    RETURNING id
+    RETURNING id, chain_id, signer, state, nonce, version
+), event AS (
+`+pendingInsert(`(SELECT id, chain_id, signer, state, NULL::text AS sub_state, nonce, false AS fork,
+        '`+string(txm.EventPendingApproval)+`' AS type, version, true AS lifecycle, NULL::jsonb AS detail FROM held)`,
+			"id", "$32::text")+`
 ), approval AS (
     INSERT INTO tx_approval (tx_id, asset, above, required, approvers, approver_role, expires_at, gas_estimated, error_abi)
     SELECT id, $17, $18::numeric, $19, $20::text[], nullif($21, ''), clock_timestamp() + $22::interval, $23, nullif($24, '')
@@ -99,7 +103,7 @@ SELECT 1 FROM held`,
 			string(txm.StatePendingApproval), optional(r.Principal), bigText(r.FeeCeiling),
 			a.Asset, bigText(a.Above), a.Required, approvers, string(a.ApproverRole), h.ExpiresIn,
 			a.GasEstimated, a.ErrorABI, simMethod, simEffects, simRevert, h.Owner, bigText(r.ExecutionFee), bigText(r.DataFee),
-			optional(r.SendVia))
+			optional(r.SendVia), s.shard)
 		if err != nil {
 			return fmt.Errorf("hold %s: %w", h.ID, translate(err))
 		}
@@ -205,23 +209,25 @@ func (s *Store) whyUndecided(ctx context.Context, txID, principal string) error 
 }
 
 // endApprovalSQL ends the rows of the relation `ending` (id, sub_state,
-// last_error, actor, action) FAILED_FINAL without a nonce, with their
+// last_error, actor, action, revert: the revert reason when known)
+// FAILED_FINAL without a nonce, with their
 // history and their pending outcomes ($1 is the shard's name); the
 // statement that ends with it answers from moved.
 var endApprovalSQL = `
 moved AS (
     UPDATE managed_tx t SET state = ` + moveEndApproval.state(txm.StateFailedFinal) + `, sub_state = e.sub_state,
-        last_error = e.last_error, finalized_at = clock_timestamp(), updated_at = clock_timestamp()
+        last_error = e.last_error, finalized_at = clock_timestamp(), updated_at = clock_timestamp(), version = t.version + 1
     FROM ending e
     WHERE t.id = e.id AND ` + moveEndApproval.guard() + `
     RETURNING t.id, t.chain_id, t.signer::text AS signer, t.state, t.sub_state, t.nonce, t.last_error, e.actor, e.action,
-        t.created_at
+        t.created_at, t.version, e.revert
 ), hist AS (
     INSERT INTO tx_history (tx_id, from_state, to_state, sub_state, reason, owner, fencing_token, action, actor)
     SELECT id, ` + moveEndApproval.source() + `, state, sub_state, last_error, '` + approvalOwner + `', 0, action, actor
     FROM moved
 ), pending AS (
-` + pendingInsert("(SELECT id, chain_id, signer, state, sub_state, nonce, NULL::text AS hash, false AS fork, created_at FROM moved)",
+` + pendingInsert(`(SELECT id, chain_id, signer, state, sub_state, nonce, false AS fork, NULL::text AS type, version,
+        false AS lifecycle, jsonb_build_object('revertReason', nullif(revert, '')) AS detail, created_at FROM moved)`,
 	"created_at", "$1::text") + `
 )`
 
@@ -238,7 +244,7 @@ WITH waiting AS (`+waitingSQL("$2")+`
     RETURNING tx_id
 ), ending AS (
     SELECT tx_id AS id, '`+txm.SubStateRejected+`'::text AS sub_state, 'rejected by ' || $3 || ': ' || $4 AS last_error,
-        $3::text AS actor, 'reject'::text AS action
+        $3::text AS actor, 'reject'::text AS action, NULL::text AS revert
     FROM decided
 ), `+endApprovalSQL+`
 SELECT count(*) FROM moved`, s.shard, txID, principal, reason).Scan(&moved)
@@ -261,7 +267,8 @@ func (s *Store) EndApproval(ctx context.Context, txID, subState, lastError strin
 	var moved int64
 	err = s.pool.QueryRow(ctx, `
 WITH ending AS (
-    SELECT $2::uuid AS id, $3::text AS sub_state, $4::text AS last_error, 'txfence'::text AS actor, 'approve'::text AS action
+    SELECT $2::uuid AS id, $3::text AS sub_state, $4::text AS last_error, 'txfence'::text AS actor, 'approve'::text AS action,
+        $7::text AS revert
 ), `+endApprovalSQL+`, sim AS (
     INSERT INTO tx_simulation (tx_id, method, effects, revert)
     SELECT id, $5, $6::jsonb, $7 FROM moved WHERE $5 <> ''
@@ -312,7 +319,7 @@ WITH due AS (
 ), ending AS (
     SELECT id, '`+txm.SubStateApprovalExpired+`'::text AS sub_state,
         format('the approval expired with %s of %s approvals', approvals, required) AS last_error,
-        'txfence'::text AS actor, 'expire'::text AS action
+        'txfence'::text AS actor, 'expire'::text AS action, NULL::text AS revert
     FROM due
 ), `+endApprovalSQL+`
 SELECT count(*) FROM moved`, s.shard, limit).Scan(&moved)

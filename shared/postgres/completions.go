@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -29,17 +30,22 @@ func (s *Store) writeCompletions(ctx context.Context, tx pgx.Tx, done []finalize
 	}
 	n := len(done)
 	ids, chains, signers, states, forks := make([]string, n), make([]int64, n), make([]string, n), make([]string, n), make([]bool, n)
-	subs, nonces, hashes := make([]string, n), make([]int64, n), make([]*string, n)
+	subs, nonces, hashes, versions := make([]string, n), make([]int64, n), make([]*string, n), make([]int64, n)
+	blocks, bhashes := make([]*int64, n), make([]*string, n)
 	for i, f := range done {
 		ids[i], chains[i], signers[i], states[i], forks[i] = f.id, f.chainID, f.signer, f.state, f.fork
-		subs[i], nonces[i], hashes[i] = f.subState, f.nonce, f.hash
+		subs[i], nonces[i], hashes[i], versions[i] = f.subState, f.nonce, f.hash, f.version
+		blocks[i], bhashes[i] = f.block, f.blockHash
 	}
 	tag, err := tx.Exec(ctx, `
 WITH u AS (
-    SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[], $8::bool[])
-        WITH ORDINALITY AS u(id, chain_id, signer, state, sub_state, nonce, hash, fork, ord)
+    SELECT u.*, NULL::text AS type, false AS lifecycle,
+        `+outcomeDetail("u.hash", "u.block", "u.block_hash")+` AS detail
+    FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[], $8::bool[],
+        $10::bigint[], $11::bigint[], $12::text[])
+        WITH ORDINALITY AS u(id, chain_id, signer, state, sub_state, nonce, hash, fork, version, block, block_hash, ord)
 )
-`+pendingInsert("u", "ord", "$9::text"), ids, chains, signers, states, subs, nonces, hashes, forks, s.shard)
+`+pendingInsert("u", "ord", "$9::text"), ids, chains, signers, states, subs, nonces, hashes, forks, s.shard, versions, blocks, bhashes)
 	if err != nil {
 		return fmt.Errorf("write completions: %w", translate(err))
 	}
@@ -49,27 +55,39 @@ WITH u AS (
 	return nil
 }
 
+// outcomeDetail is the detail of an outcome (its row's state is column
+// state) with receipt attempt hash, block and blockHash: a TxFailed event
+// names its block by number only (schemas/completion-event.schema.json).
+func outcomeDetail(hash, block, blockHash string) string {
+	return `jsonb_build_object('hash', ` + hash + `, 'block', ` + block + `, 'blockHash', CASE WHEN state = '` +
+		string(txm.StateConfirmed) + `' THEN ` + blockHash + ` END)`
+}
+
 // pendingInsert is the statement (or data-modifying CTE) that records, as
-// pending, one reported outcome for each row of src, a relation with
-// columns id, chain_id, signer, state, sub_state ("" or NULL for none),
-// nonce (NULL for a transaction that never got one: the message has
-// none), hash (NULL for none) and fork, in the order of order; shard is
-// the text expression naming this database's shard ("" with one
-// database). The message is txm.CompletionMessage as JSON (its seq and
-// newFork are set when it is numbered) and the attributes are the
-// completion topic's; both are built here, in SQL, so that a statement
-// that moves transactions can record their outcomes without a round trip
-// back to the process (see FinalizeBlocksLeased).
+// pending, one event for each row of src, a relation with columns id,
+// chain_id, signer, state (after the event), sub_state ("" or NULL for
+// none), nonce (NULL for a transaction that never got one: the message has
+// none), fork, type (the event type; NULL for an outcome, typed by its
+// state), version (the transaction's, after the event), lifecycle (false
+// for an outcome) and detail (the event's own fields, as JSON; nulls are
+// dropped), in the order of order; shard is the text expression naming
+// this database's shard ("" with one database). The message is
+// txm.CompletionMessage as JSON (its seq and newFork are set when it is
+// numbered) and the attributes are the completion topic's; both are built
+// here, in SQL (migrations/functions/txfence_event_payload.sql), so that a
+// statement that moves transactions can record their events without a
+// round trip back to the process (see FinalizeBlocks).
 func pendingInsert(src, order, shard string) string {
-	return `INSERT INTO completion_pending (tx_id, chain_id, signer, state, new_fork, sub_state, payload, attributes)
-SELECT p.id, p.chain_id, p.signer, p.state, p.fork, nullif(p.sub_state, ''),
-    jsonb_strip_nulls(jsonb_build_object('type', p.type, 'seq', 0, 'txId', p.id::text, 'chainId', p.chain_id,
-        'signer', p.signer, 'state', p.state, 'newFork', false, 'subState', nullif(p.sub_state, ''),
-        'nonce', p.nonce, 'hash', nullif(p.hash, ''), 'shard', nullif(` + shard + `, ''))),
-    jsonb_strip_nulls(jsonb_build_object('chain', p.chain_id::text, 'signer', p.signer, 'state', p.state,
-        'type', p.type, 'subState', coalesce(p.sub_state, ''), 'shard', nullif(` + shard + `, '')))
-FROM (SELECT src.*, ` + eventTypeSQL("src.state") + ` AS type FROM ` + src + ` src) p
-ORDER BY p.` + order
+	return `INSERT INTO completion_pending (tx_id, chain_id, signer, state, new_fork, sub_state, type, version, lifecycle, detail,
+    payload, attributes)
+SELECT p.id, p.chain_id, p.signer, p.state, p.fork, nullif(p.sub_state, ''), p.type, p.version, p.lifecycle,
+    jsonb_strip_nulls(p.detail),
+    txfence_event_payload(p.type, p.id, p.chain_id, p.signer::text, p.state, p.sub_state, p.nonce, p.version, p.detail, ` + shard + `),
+    txfence_event_attributes(p.type, p.chain_id, p.signer::text, p.state, p.sub_state, p.version, p.lifecycle, ` + shard + `)
+FROM (SELECT src.id, src.chain_id, src.signer, src.state, src.sub_state, src.nonce, src.fork, src.version, src.lifecycle,
+        src.detail, coalesce(src.type, ` + eventTypeSQL("src.state") + `) AS type, src.` + order + ` AS ord
+    FROM ` + src + ` src) p
+ORDER BY p.ord`
 }
 
 // eventTypeSQL is txm.EventFor of the state expression state, in SQL.
@@ -79,11 +97,14 @@ func eventTypeSQL(state string) string {
 		txm.EventFor(txm.StateStuck))
 }
 
-// numberCompletionsSQL numbers every pending outcome, in the order they
-// were recorded: each becomes a tx_completion row and a completion-topic
-// outbox row carrying its seq and newFork (set when the transaction was
-// reorged since its last report, or was reported before, here or earlier
-// in the same numbering). It runs under completionLock, so seqs become
+// numberCompletionsSQL numbers every pending event, in the order they
+// were recorded (an event recorded without its message, as the allocation
+// functions record TxAccepted, gets it built here): each becomes a tx_completion row and, unless it is a
+// lifecycle event and $2 (TXFENCE_TOPIC_LIFECYCLE) is off, a
+// completion-topic outbox row, carrying its seq and newFork. An outcome's
+// newFork is set when the transaction was reorged since its last report,
+// or was reported before, here or earlier in the same numbering; a
+// lifecycle event's is false. It runs under completionLock, so seqs become
 // visible in order. Whether a transaction was reported before is one
 // index probe per outcome, a subquery the planner cannot turn into a hash
 // of the whole feed: as an EXISTS it does, since the queue's estimate is
@@ -93,21 +114,26 @@ const numberCompletionsSQL = `
 WITH p AS (
     DELETE FROM completion_pending RETURNING *
 ), q AS (
-    SELECT p.*, row_number() OVER (PARTITION BY p.tx_id ORDER BY p.id) AS k FROM p ORDER BY p.id
+    SELECT p.*, row_number() OVER (PARTITION BY p.tx_id, p.lifecycle ORDER BY p.id) AS k FROM p ORDER BY p.id
 ), n AS (
     SELECT q.*, nextval(pg_get_serial_sequence('tx_completion', 'seq')) AS seq,
-        q.new_fork OR q.k > 1
-            OR (SELECT true FROM tx_completion c WHERE c.tx_id = q.tx_id LIMIT 1) IS NOT NULL AS fork
+        NOT q.lifecycle AND (q.new_fork OR q.k > 1
+            OR (SELECT true FROM tx_completion c WHERE c.tx_id = q.tx_id AND NOT c.lifecycle LIMIT 1) IS NOT NULL) AS fork
     FROM q
 ), c AS (
-    INSERT INTO tx_completion (seq, tx_id, chain_id, signer, state, new_fork, sub_state, created_at)
+    INSERT INTO tx_completion (seq, tx_id, chain_id, signer, state, new_fork, sub_state, created_at, type, version, lifecycle, detail)
     OVERRIDING SYSTEM VALUE
-    SELECT n.seq, n.tx_id, n.chain_id, n.signer, n.state, n.fork, n.sub_state, n.created_at FROM n ORDER BY n.seq
+    SELECT n.seq, n.tx_id, n.chain_id, n.signer, n.state, n.fork, n.sub_state, n.created_at, n.type, n.version, n.lifecycle, n.detail
+    FROM n ORDER BY n.seq
 ), o AS (
     INSERT INTO outbox (topic, ordering_key, payload, attributes)
-    SELECT $1, n.signer, n.payload || jsonb_build_object('seq', n.seq, 'newFork', n.fork),
-        n.attributes || jsonb_build_object('seq', n.seq::text, 'newFork', n.fork::text)
-    FROM n ORDER BY n.seq
+    SELECT $1, n.signer,
+        coalesce(n.payload, txfence_event_payload(n.type, n.tx_id, n.chain_id, n.signer::text, n.state, n.sub_state, n.nonce,
+            n.version, n.detail, $3::text)) || jsonb_build_object('seq', n.seq, 'newFork', n.fork),
+        coalesce(n.attributes, txfence_event_attributes(n.type, n.chain_id, n.signer::text, n.state, n.sub_state, n.version,
+            n.lifecycle, $3::text)) || jsonb_build_object('seq', n.seq::text, 'newFork', n.fork::text)
+            || CASE WHEN $3::text <> '' THEN jsonb_build_object('shard', $3::text) ELSE '{}' END
+    FROM n WHERE NOT n.lifecycle OR $2::bool ORDER BY n.seq
     RETURNING id
 ), wake AS (
     SELECT pg_notify('` + completionChannel + `', '') FROM (SELECT 1 FROM n LIMIT 1) x
@@ -126,7 +152,7 @@ func (s *Store) numberCompletions(ctx context.Context) ([]int64, error) {
 	var woke int64
 	b := &pgx.Batch{}
 	b.Queue(completionLock)
-	b.Queue(numberCompletionsSQL, s.topics.Completion).QueryRow(func(row pgx.Row) error { return row.Scan(&outbox, &woke) })
+	b.Queue(numberCompletionsSQL, s.topics.Completion, s.topics.Lifecycle, s.shard).QueryRow(func(row pgx.Row) error { return row.Scan(&outbox, &woke) })
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("number completions: %w", translate(err))
 	}
@@ -160,6 +186,32 @@ func (s *Store) numberAfter(ctx context.Context, op string) []int64 {
 	return outbox
 }
 
+// completionsAfterSQL reads the feed after a seq ($1), at most $2 rows,
+// of the signers $3 (NULL: all) and the principal $4 ("": any); which
+// selects the events: the outcomes only (over tx_completion_outcomes) or
+// every one. An outcome whose event has no hash of its own (one written
+// before events had details, a TxStuck) reads its transaction's receipt
+// (else latest) attempt's hash, as the feed always did.
+func completionsAfterSQL(which string) string {
+	return `
+SELECT c.seq, c.tx_id::text, c.chain_id, c.signer::text, c.state, c.new_fork, coalesce(c.sub_state, ''), t.nonce,
+    coalesce(c.detail->>'hash', a.tx_hash), c.created_at, coalesce(t.principal, ''),
+    coalesce(c.type, ` + eventTypeSQL("c.state") + `), coalesce(c.version, 0), c.lifecycle, coalesce(c.detail, '{}')
+FROM tx_completion c
+JOIN managed_tx t ON t.id = c.tx_id
+LEFT JOIN LATERAL (
+    SELECT tx_hash FROM tx_attempt WHERE tx_id = c.tx_id AND NOT c.lifecycle AND c.detail->>'hash' IS NULL
+    ORDER BY (attempt_no = t.receipt_attempt_no) DESC, attempt_no DESC LIMIT 1
+) a ON true
+WHERE c.seq > $1 AND ` + which + ` AND ($3::text[] IS NULL OR c.signer = ANY($3::text[])) AND ($4 = '' OR t.principal = $4)
+ORDER BY c.seq LIMIT $2`
+}
+
+var (
+	outcomesAfterSQL = completionsAfterSQL("NOT c.lifecycle")
+	eventsAfterSQL   = completionsAfterSQL("true")
+)
+
 // CompletionsAfter implements txm.CompletionFeed.
 func (s *Store) CompletionsAfter(ctx context.Context, after int64, limit int, f txm.CompletionFilter) ([]txm.Completion, error) {
 	var only []string
@@ -169,17 +221,11 @@ func (s *Store) CompletionsAfter(ctx context.Context, after int64, limit int, f 
 			only[i] = txm.CanonicalAddress(a)
 		}
 	}
-	rows, err := s.pool.Query(ctx, `
-SELECT c.seq, c.tx_id::text, c.chain_id, c.signer::text, c.state, c.new_fork, coalesce(c.sub_state, ''), t.nonce, a.tx_hash, c.created_at,
-    coalesce(t.principal, '')
-FROM tx_completion c
-JOIN managed_tx t ON t.id = c.tx_id
-LEFT JOIN LATERAL (
-    SELECT tx_hash FROM tx_attempt WHERE tx_id = c.tx_id
-    ORDER BY (attempt_no = t.receipt_attempt_no) DESC, attempt_no DESC LIMIT 1
-) a ON true
-WHERE c.seq > $1 AND ($3::text[] IS NULL OR c.signer = ANY($3::text[])) AND ($4 = '' OR t.principal = $4)
-ORDER BY c.seq LIMIT $2`, after, limit, only, f.Principal)
+	q := outcomesAfterSQL
+	if f.Lifecycle {
+		q = eventsAfterSQL
+	}
+	rows, err := s.pool.Query(ctx, q, after, limit, only, f.Principal)
 	if err != nil {
 		return nil, fmt.Errorf("completions after %d: %w", after, translate(err))
 	}
@@ -189,19 +235,24 @@ ORDER BY c.seq LIMIT $2`, after, limit, only, f.Principal)
 		var c txm.Completion
 		var chainID int64
 		var nonce *int64 // NULL: it ended before it got one
-		var signer, state string
+		var signer, state, typ string
 		var hash *string
-		if err := rows.Scan(&c.Seq, &c.TxID, &chainID, &signer, &state, &c.NewFork, &c.SubState, &nonce, &hash, &c.CreatedAt, &c.Principal); err != nil {
+		var detail []byte
+		if err := rows.Scan(&c.Seq, &c.TxID, &chainID, &signer, &state, &c.NewFork, &c.SubState, &nonce, &hash, &c.CreatedAt,
+			&c.Principal, &typ, &c.Version, &c.Lifecycle, &detail); err != nil {
 			return nil, fmt.Errorf("completions: %w", translate(err))
 		}
-		c.ChainID, c.Signer, c.State = uint64(chainID), common.HexToAddress(signer), txm.State(state)
-		if nonce != nil {
+		c.ChainID, c.Signer, c.State, c.Type = uint64(chainID), common.HexToAddress(signer), txm.State(state), txm.EventType(typ)
+		if nonce != nil && c.Type != txm.EventPendingApproval { // it had none then
 			n := uint64(*nonce)
 			c.Nonce = &n
 		}
 		if hash != nil {
 			h := common.HexToHash(*hash)
 			c.Hash = &h
+		}
+		if err := json.Unmarshal(detail, &c.Detail); err != nil {
+			return nil, fmt.Errorf("completions: detail of %d: %w", c.Seq, err)
 		}
 		out = append(out, c)
 	}

@@ -320,7 +320,7 @@ func TestWriteCompletions_MessagesAreTheFeedsOwn(t *testing.T) {
 				want.Hash = *f.hash
 			}
 			wantAttrs := map[string]string{"chain": "1", "signer": f.signer, "state": f.state, "type": string(want.Type),
-				"subState": f.subState}
+				"subState": f.subState, "version": fmt.Sprint(f.version)}
 			if shard != "" {
 				wantAttrs["shard"] = shard
 			}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -184,9 +185,15 @@ WITH u AS (
         receipt_block_number = u.bnum, receipt_block_hash = u.bhash, receipt_status = u.status,
         receipt_gas_used = u.used, receipt_effective_gas_price = u.price::numeric,
         failures = 0, failing_since = NULL, next_attempt_at = NULL, stuck_since = NULL,
-        mined_at = clock_timestamp(), fencing_token = $5::bigint, updated_at = clock_timestamp()
+        mined_at = clock_timestamp(), version = t.version + 1, fencing_token = $5::bigint, updated_at = clock_timestamp()
     FROM u WHERE t.id = u.id AND `+moveMined.guard()+` AND `+fenceHeld+`
-    RETURNING t.id, u.no, u.bnum, (SELECT o.state FROM managed_tx o WHERE o.id = t.id) AS from_state
+    RETURNING t.id, u.no, u.bnum, (SELECT o.state FROM managed_tx o WHERE o.id = t.id) AS from_state,
+        t.chain_id, t.signer, t.state, t.nonce, t.version, u.bhash,
+        (SELECT x.tx_hash FROM tx_attempt x WHERE x.tx_id = t.id AND x.attempt_no = u.no) AS hash
+), event AS (
+`+pendingInsert(`(SELECT id, chain_id, signer, state, NULL::text AS sub_state, nonce, false AS fork, '`+string(txm.EventMined)+`' AS type,
+        version, true AS lifecycle, jsonb_build_object('hash', hash, 'block', bnum, 'blockHash', bhash) AS detail FROM moved)`,
+		"nonce", "$15::text")+`
 ), outcomes AS (
     -- whichever attempt was mined wins; the others at its nonce were replaced
     UPDATE tx_attempt a SET outcome = CASE WHEN a.attempt_no = moved.no THEN 'mined' ELSE 'replaced' END
@@ -202,7 +209,7 @@ WITH u AS (
     RETURNING id
 )
 SELECT (SELECT count(*) FROM moved), (SELECT id FROM prompt)`,
-		append(fenceArgs(l), ids, nos, bnums, bhashes, statuses, used, prices, s.topics.Submit, promptPayload(l.Key))...).Scan(&moved, &prompt)
+		append(fenceArgs(l), ids, nos, bnums, bhashes, statuses, used, prices, s.topics.Submit, promptPayload(l.Key), s.shard)...).Scan(&moved, &prompt)
 	if err != nil {
 		return nil, fmt.Errorf("mark_mined: %w", translate(err))
 	}
@@ -235,6 +242,9 @@ type finalized struct {
 	fork      bool
 	hash      *string
 	createdAt time.Time
+	version   int64   // the transaction's, after the move
+	block     *int64  // its receipt block, when it has one
+	blockHash *string //
 }
 
 // Finalize implements txm.ReceiptStore.
@@ -251,12 +261,14 @@ WITH moved AS (`+finalSet+`
 // history, and are returned as report reads them.
 var finalizeMoved = finalReturning + `
 ), ` + finalHist + `
-SELECT m.id::text, m.chain_id, m.signer, m.state, coalesce(m.sub_state, ''), m.nonce, m.fork, m.tx_hash, m.created_at
+SELECT m.id::text, m.chain_id, m.signer, m.state, coalesce(m.sub_state, ''), m.nonce, m.fork, m.tx_hash, m.created_at,
+    m.version, m.receipt_block_number, m.receipt_block_hash::text
 FROM moved m ORDER BY m.nonce`
 
 // finalReturning is what a finalizing move (moved) returns.
 const finalReturning = `
     RETURNING t.id, t.chain_id, t.signer::text, t.state, t.sub_state, t.nonce, a.tx_hash, t.created_at,
+        t.version, t.receipt_block_number, t.receipt_block_hash,
         (SELECT o.fork_pending FROM managed_tx o WHERE o.id = t.id) AS fork`
 
 // finalHist writes the history of a finalizing move (moved), by the lease
@@ -276,7 +288,7 @@ var finalSet = `
             ELSE ` + moveFinal.state(txm.StateFailedFinal) + ` END,
         sub_state = CASE a.kind WHEN 'cancel' THEN 'cancelled' WHEN 'placeholder' THEN coalesce(t.refusal, 'placeholder')
             ELSE CASE WHEN t.receipt_status = 1 THEN NULL ELSE 'reverted' END END,
-        finalized_at = clock_timestamp(), fork_pending = false,
+        finalized_at = clock_timestamp(), fork_pending = false, version = t.version + 1,
         fencing_token = $5::bigint, updated_at = clock_timestamp()`
 
 // FinalizeBlocks implements txm.ReceiptStore. It is one statement, so no
@@ -301,7 +313,9 @@ WITH moved AS (`+finalSet+`
       AND a.tx_id = t.id AND a.attempt_no = t.receipt_attempt_no
       AND `+moveFinal.guard()+` AND `+fenceHeld+finalReturning+`
 ), `+finalHist+`, pending AS (
-`+pendingInsert("(SELECT id, chain_id, signer, state, sub_state, nonce, tx_hash AS hash, fork FROM moved)", "nonce", "$8::text")+`
+`+pendingInsert(`(SELECT id, chain_id, signer, state, sub_state, nonce, fork, NULL::text AS type, version, false AS lifecycle,
+        `+outcomeDetail("tx_hash", "receipt_block_number", "receipt_block_hash")+` AS detail FROM moved)`,
+		"nonce", "$8::text")+`
 )
 SELECT m.id::text, m.state, m.created_at FROM moved m ORDER BY m.nonce`, append(fenceArgs(l), numbers, hashes, s.shard)...)
 	if err != nil {
@@ -359,7 +373,8 @@ func (s *Store) reportMoved(ctx context.Context, l txm.Lease, op, from string, w
 		}
 		for rows.Next() {
 			var f finalized
-			if err := rows.Scan(&f.id, &f.chainID, &f.signer, &f.state, &f.subState, &f.nonce, &f.fork, &f.hash, &f.createdAt); err != nil {
+			if err := rows.Scan(&f.id, &f.chainID, &f.signer, &f.state, &f.subState, &f.nonce, &f.fork, &f.hash, &f.createdAt,
+				&f.version, &f.block, &f.blockHash); err != nil {
 				rows.Close()
 				return fmt.Errorf("%s: %w", op, translate(err))
 			}
@@ -386,6 +401,22 @@ func (s *Store) reportMoved(ctx context.Context, l txm.Lease, op, from string, w
 	return done, nil
 }
 
+// reorgReturning is what a move back to TRACKING (Reorged, ReopenBlock)
+// returns for its TxReorged event: the receipt it leaves is read from the
+// row as it was before the move.
+const reorgReturning = `t.chain_id, t.signer, t.state, t.nonce, t.version,
+        (SELECT o.receipt_block_number FROM managed_tx o WHERE o.id = t.id) AS left_block,
+        (SELECT o.receipt_block_hash FROM managed_tx o WHERE o.id = t.id) AS left_block_hash,
+        (SELECT x.tx_hash FROM managed_tx o JOIN tx_attempt x ON x.tx_id = o.id AND x.attempt_no = o.receipt_attempt_no
+         WHERE o.id = t.id) AS left_hash`
+
+// reorgEvent records the TxReorged event of each row of moved
+// (reorgReturning); $8 is the shard.
+var reorgEvent = pendingInsert(`(SELECT id, chain_id, signer, state, NULL::text AS sub_state, nonce, false AS fork,
+        '`+string(txm.EventReorged)+`' AS type, version, true AS lifecycle,
+        jsonb_build_object('hash', left_hash, 'block', left_block, 'blockHash', left_block_hash) AS detail FROM moved)`,
+	"nonce", "$8::text")
+
 // Reorged implements txm.ReceiptStore.
 func (s *Store) Reorged(ctx context.Context, l txm.Lease, txID string, detail string) error {
 	return WithTx(ctx, s.pool, func(tx pgx.Tx) error {
@@ -394,14 +425,17 @@ WITH moved AS (
     UPDATE managed_tx t SET state = `+moveReorg.state(txm.StateTracking)+`, sub_state = 'reorged', reorg_count = t.reorg_count + 1,
         fork_pending = true, receipt_attempt_no = NULL, receipt_block_number = NULL, receipt_block_hash = NULL,
         receipt_status = NULL, receipt_gas_used = NULL, receipt_effective_gas_price = NULL, mined_at = NULL,
-        fencing_token = $5::bigint, updated_at = clock_timestamp()
+        version = t.version + 1, fencing_token = $5::bigint, updated_at = clock_timestamp()
     WHERE t.id = $6::uuid AND `+moveReorg.guard()+` AND `+fenceHeld+`
-    RETURNING t.id
+    RETURNING t.id, `+reorgReturning+`
+), event AS (
+`+reorgEvent+`
 ), outcomes AS (
     UPDATE tx_attempt a SET outcome = NULL FROM moved WHERE a.tx_id = moved.id
 )
 INSERT INTO tx_history (tx_id, from_state, to_state, sub_state, reason, owner, fencing_token)
-SELECT id, `+moveReorg.source()+`, `+moveReorg.state(txm.StateTracking)+`, 'reorged', $7, $4::text, $5::bigint FROM moved`, txID, detail)
+SELECT id, `+moveReorg.source()+`, `+moveReorg.state(txm.StateTracking)+`, 'reorged', $7, $4::text, $5::bigint FROM moved`,
+			txID, detail, s.shard)
 		if err != nil {
 			return err
 		}
@@ -553,17 +587,19 @@ WITH moved AS (
     UPDATE managed_tx t SET state = `+moveReopen.state(txm.StateTracking)+`, sub_state = 'reorged', reorg_count = t.reorg_count + 1,
         fork_pending = true, receipt_attempt_no = NULL, receipt_block_number = NULL, receipt_block_hash = NULL,
         receipt_status = NULL, receipt_gas_used = NULL, receipt_effective_gas_price = NULL, mined_at = NULL,
-        finalized_at = NULL, fencing_token = $5::bigint, updated_at = clock_timestamp()
+        finalized_at = NULL, version = t.version + 1, fencing_token = $5::bigint, updated_at = clock_timestamp()
     WHERE t.chain_id = $1::bigint AND t.signer = $2::text AND `+moveReopen.guard()+`
       AND t.receipt_block_number = $6 AND t.receipt_block_hash = $7 AND `+fenceHeld+`
-    RETURNING t.id, (SELECT o.state FROM managed_tx o WHERE o.id = t.id) AS from_state
+    RETURNING t.id, (SELECT o.state FROM managed_tx o WHERE o.id = t.id) AS from_state, `+reorgReturning+`
+), event AS (
+`+strings.Replace(reorgEvent, "$8::text", "$9::text", 1)+`
 ), outcomes AS (
     UPDATE tx_attempt a SET outcome = NULL FROM moved WHERE a.tx_id = moved.id
 ), hist AS (
     INSERT INTO tx_history (tx_id, from_state, to_state, sub_state, reason, owner, fencing_token)
     SELECT id, from_state, `+moveReopen.state(txm.StateTracking)+`, 'reorged', $8, $4::text, $5::bigint FROM moved
 )
-SELECT id::text FROM moved`, append(fenceArgs(l), int64(block.Number), block.Hash.Hex(), detail)...)
+SELECT id::text FROM moved`, append(fenceArgs(l), int64(block.Number), block.Hash.Hex(), detail, s.shard)...)
 		if err != nil {
 			return fmt.Errorf("reopen block %d: %w", block.Number, translate(err))
 		}
@@ -595,9 +631,9 @@ func (s *Store) ConsumedExternally(ctx context.Context, l txm.Lease, txIDs []str
 WITH moved AS (
     UPDATE managed_tx t SET state = `+moveConsumed.state(txm.StateFailedFinal)+`, sub_state = 'nonce_consumed_externally', last_error = $7,
         finalized_at = clock_timestamp(), fork_pending = false, next_attempt_at = NULL, stuck_since = NULL,
-        fencing_token = $5::bigint, updated_at = clock_timestamp()
+        version = t.version + 1, fencing_token = $5::bigint, updated_at = clock_timestamp()
     WHERE t.id = ANY($6::uuid[]) AND `+moveConsumed.guard()+` AND `+fenceHeld+`
-    RETURNING t.id, t.chain_id, t.signer::text, t.nonce, t.created_at,
+    RETURNING t.id, t.chain_id, t.signer::text, t.nonce, t.created_at, t.version,
         (SELECT o.state FROM managed_tx o WHERE o.id = t.id) AS from_state,
         (SELECT o.fork_pending FROM managed_tx o WHERE o.id = t.id) AS fork
 ), outcomes AS (
@@ -607,5 +643,5 @@ WITH moved AS (
     SELECT id, from_state, `+moveConsumed.state(txm.StateFailedFinal)+`, 'nonce_consumed_externally', $7, $4::text, $5::bigint FROM moved
 )
 SELECT id::text, chain_id, signer, `+moveConsumed.state(txm.StateFailedFinal)+`, 'nonce_consumed_externally', nonce, fork, NULL::text,
-    created_at FROM moved ORDER BY nonce`, detail)
+    created_at, version, NULL::bigint, NULL::text FROM moved ORDER BY nonce`, detail)
 }

@@ -16,6 +16,10 @@ type Topics struct {
 	Submit     string
 	Receipt    string
 	Completion string
+	// Lifecycle publishes lifecycle events (not only outcomes) on the
+	// completion topic, each with the attribute lifecycle=true
+	// (TXFENCE_TOPIC_LIFECYCLE). The feed has them either way.
+	Lifecycle bool
 }
 
 // Store implements the txm store ports over one pool.
@@ -47,7 +51,8 @@ func NewStoreFromConfig(pool *pgxpool.Pool, cfg config.Config, m *metrics.Metric
 	if err != nil {
 		return nil, err
 	}
-	return NewStore(pool, leases, Topics{Submit: cfg.TopicSubmit, Receipt: cfg.TopicReceipt, Completion: cfg.TopicCompletion}, m, log)
+	return NewStore(pool, leases, Topics{Submit: cfg.TopicSubmit, Receipt: cfg.TopicReceipt, Completion: cfg.TopicCompletion,
+		Lifecycle: cfg.TopicLifecycle}, m, log)
 }
 
 // Leases returns the lease store the Store fences with.

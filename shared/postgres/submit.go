@@ -154,9 +154,17 @@ WITH u AS (
     UPDATE managed_tx t SET state = `+moveBroadcast.state(txm.StateTracking)+`, sub_state = coalesce(t.refusal, u.outcome), last_error = NULL,
         broadcast_count = t.broadcast_count + 1, last_broadcast_at = clock_timestamp(),
         failures = 0, failing_since = NULL, next_attempt_at = NULL, stuck_since = NULL,
+        version = t.version + (t.state <> `+moveBroadcast.state(txm.StateTracking)+`)::int,
         fencing_token = $5::bigint, updated_at = clock_timestamp()
     FROM u WHERE t.id = u.id AND `+moveBroadcast.guard()+` AND `+fenceHeld+`
-    RETURNING t.id, u.no, u.outcome, t.sub_state, (SELECT o.state FROM managed_tx o WHERE o.id = t.id) AS from_state
+    RETURNING t.id, u.no, u.outcome, t.sub_state, (SELECT o.state FROM managed_tx o WHERE o.id = t.id) AS from_state,
+        t.chain_id, t.signer, t.state, t.nonce, t.version, t.send_via
+), event AS (
+`+pendingInsert(`(SELECT m.id, m.chain_id, m.signer, m.state, NULL::text AS sub_state, m.nonce, false AS fork,
+        '`+string(txm.EventBroadcast)+`' AS type, m.version, true AS lifecycle,
+        `+attemptDetail("x", "'endpoint', m.send_via")+` AS detail
+    FROM moved m LEFT JOIN tx_attempt x ON x.tx_id = m.id AND x.attempt_no = m.no
+    WHERE m.from_state <> `+moveBroadcast.state(txm.StateTracking)+`)`, "nonce", "$12::text")+`
 ), stamped AS (
     UPDATE tx_attempt at SET broadcast_at = coalesce(at.broadcast_at, clock_timestamp()),
         broadcast_count = at.broadcast_count + 1
@@ -177,7 +185,7 @@ WITH u AS (
     RETURNING id
 )
 SELECT (SELECT count(*) FROM moved), (SELECT id FROM receipt), (SELECT id FROM submit)`,
-		append(fenceArgs(l), ids, nos, outcomes, s.topics.Receipt, s.topics.Submit, payload)...).Scan(&moved, &receipt, &submit)
+		append(fenceArgs(l), ids, nos, outcomes, s.topics.Receipt, s.topics.Submit, payload, s.shard)...).Scan(&moved, &receipt, &submit)
 	if err != nil {
 		return nil, fmt.Errorf("mark tracking: %w", translate(err))
 	}
@@ -197,6 +205,20 @@ SELECT (SELECT count(*) FROM moved), (SELECT id FROM receipt), (SELECT id FROM s
 		}
 	}
 	return outbox, nil
+}
+
+// attemptDetail is the JSON object of an attempt's fields in an event
+// (tx_attempt alias x): its hash, number and fees, and the further
+// key/value pairs of more.
+func attemptDetail(x, more string) string {
+	return `jsonb_build_object('hash', ` + x + `.tx_hash, 'attempt', ` + x + `.attempt_no, 'fees', ` + feesJSON(x) + `, ` + more + `)`
+}
+
+// feesJSON is the fees object of an event: EIP-1559's two caps, or a
+// legacy transaction's gas price, as decimal strings (tx_attempt alias x).
+func feesJSON(x string) string {
+	return `jsonb_build_object('maxFeePerGas', ` + x + `.max_fee_per_gas::text, 'maxPriorityFeePerGas', ` +
+		x + `.max_priority_fee_per_gas::text, 'gasPrice', ` + x + `.gas_price::text)`
 }
 
 // promptSubmitIfWaiting writes a `submit` prompt for the signer of key when
@@ -252,17 +274,18 @@ func (s *Store) MarkStuck(ctx context.Context, l txm.Lease, txID string, subStat
 WITH moved AS (
     UPDATE managed_tx t SET state = `+moveStuck.state(txm.StateStuck)+`, sub_state = $7, last_error = $8,
         stuck_since = coalesce(t.stuck_since, clock_timestamp()),
+        version = t.version + (t.state <> `+moveStuck.state(txm.StateStuck)+`)::int,
         fencing_token = $5::bigint, updated_at = clock_timestamp()
     WHERE t.id = $6::uuid AND `+moveStuck.guard()+` AND `+fenceHeld+`
-    RETURNING t.id, t.chain_id, t.signer::text, t.nonce,
+    RETURNING t.id, t.chain_id, t.signer::text, t.nonce, t.version,
         (SELECT o.state FROM managed_tx o WHERE o.id = t.id) AS from_state,
         (SELECT o.fork_pending FROM managed_tx o WHERE o.id = t.id) AS fork
 ), hist AS (
     INSERT INTO tx_history (tx_id, from_state, to_state, sub_state, reason, owner, fencing_token)
     SELECT id, from_state, `+moveStuck.state(txm.StateStuck)+`, $7, $8, $4::text, $5::bigint FROM moved
 )
-SELECT id::text, chain_id, signer, nonce, from_state, fork FROM moved`,
-			append(fenceArgs(l), txID, subState, detail)...).Scan(&f.id, &f.chainID, &f.signer, &f.nonce, &from, &f.fork)
+SELECT id::text, chain_id, signer, nonce, from_state, fork, version FROM moved`,
+			append(fenceArgs(l), txID, subState, detail)...).Scan(&f.id, &f.chainID, &f.signer, &f.nonce, &from, &f.fork, &f.version)
 		if err == pgx.ErrNoRows {
 			if err := s.leases.check(ctx, tx, l, "mark_stuck", txID); err != nil {
 				return err
@@ -330,15 +353,26 @@ WITH ins AS (
     RETURNING tx_id
 ), touched AS (
     UPDATE managed_tx t SET fencing_token = $5::bigint, updated_at = clock_timestamp(),
-        refusal = coalesce($19, t.refusal), sub_state = coalesce($19, t.sub_state)
-    FROM ins WHERE t.id = ins.tx_id
-    RETURNING t.id, t.state, t.sub_state
+        refusal = coalesce($19, t.refusal), sub_state = coalesce($19, t.sub_state),
+        version = t.version + (p.attempt_no IS NOT NULL)::int
+    FROM ins LEFT JOIN LATERAL (
+        SELECT x.attempt_no FROM tx_attempt x WHERE x.tx_id = ins.tx_id AND x.attempt_no < $7 ORDER BY x.attempt_no DESC LIMIT 1
+    ) p ON true
+    WHERE t.id = ins.tx_id
+    RETURNING t.id, t.state, t.sub_state, t.chain_id, t.signer, t.nonce, t.version, p.attempt_no AS previous
+), event AS (
+`+pendingInsert(`(SELECT m.id, m.chain_id, m.signer, m.state, NULL::text AS sub_state, m.nonce, false AS fork,
+        '`+string(txm.EventReplaced)+`' AS type, m.version, true AS lifecycle,
+        jsonb_build_object('hash', $9::text, 'attempt', $7::int, 'fees', jsonb_build_object('maxFeePerGas', $13::text,
+            'maxPriorityFeePerGas', $14::text, 'gasPrice', $15::text), 'previousHash', x.tx_hash, 'previousFees', `+feesJSON("x")+`,
+            'reason', $20::text) AS detail
+    FROM touched m JOIN tx_attempt x ON x.tx_id = m.id AND x.attempt_no = m.previous)`, "nonce", "$21::text")+`
 )
 INSERT INTO tx_history (tx_id, from_state, to_state, sub_state, reason, owner, fencing_token, action, actor)
 SELECT id, state, state, sub_state, $16, $4::text, $5::bigint, $17, $18 FROM touched`,
 			a.TxID, int32(a.No), string(a.Kind), a.Hash.Hex(), a.Raw, int64(a.Nonce), int64(a.GasLimit),
 			bigText(a.MaxFeePerGas), bigText(a.MaxPriorityFeePerGas), bigText(a.GasPrice),
-			audit.Reason, audit.Action, audit.Actor, optional(string(audit.Refused)))
+			audit.Reason, audit.Action, audit.Actor, optional(string(audit.Refused)), replacedReason(a, audit), s.shard)
 		if err != nil {
 			return err
 		}
@@ -351,6 +385,20 @@ SELECT id, state, state, sub_state, $16, $4::text, $5::bigint, $17, $18 FROM tou
 		return s.finishAction(ctx, tx, l, a.TxID, audit.ActionID, txm.ActionDone,
 			fmt.Sprintf("signed attempt %d (%s)", a.No, a.Kind), false)
 	})
+}
+
+// replacedReason is why a replacement attempt replaced the one before, as
+// its TxReplaced event says: an admin's action, a cancel (a placeholder
+// that fills a refused payload's nonce cancels it too), or a fee bump.
+func replacedReason(a txm.Attempt, audit txm.Audit) string {
+	switch {
+	case audit.ActionID != "":
+		return "admin"
+	case a.Kind == txm.AttemptCancel || a.Kind == txm.AttemptPlaceholder:
+		return "cancel"
+	default:
+		return "bump"
+	}
 }
 
 // NoteRebroadcast implements txm.AttemptStore.

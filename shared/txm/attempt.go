@@ -157,6 +157,10 @@ type SubmitStore interface {
 	// PromptSubmit writes a submit prompt for the signer to the outbox when
 	// it has ALLOCATED transactions, and returns the rows to relay.
 	PromptSubmit(ctx context.Context, key LeaseKey) ([]int64, error)
+	// NumberCompletions numbers the events recorded pending (the drain's
+	// broadcasts, and the TxAccepted events the create path leaves to it)
+	// and returns the completion outbox rows it wrote.
+	NumberCompletions(ctx context.Context) ([]int64, error)
 }
 
 // Audit says who or what acted on a transaction, for tx_history.

@@ -22,14 +22,81 @@ type Mined struct {
 	Receipt   Receipt
 }
 
-// EventType names a completion event on the topic and in the feed.
+// EventType names a completion event on the topic and in the feed. The
+// outcomes (TxConfirmed, TxFailed, TxStuck) are in the default feed and on
+// the topic; the lifecycle events are read with events=lifecycle and
+// published when TXFENCE_TOPIC_LIFECYCLE is on.
 type EventType string
 
 const (
+	// EventConfirmed: the transaction's receipt block is final and it
+	// succeeded (hash, block, blockHash).
 	EventConfirmed EventType = "TxConfirmed"
-	EventFailed    EventType = "TxFailed"
-	EventStuck     EventType = "TxStuck"
+	// EventFailed: it ended without success (subState; hash and block when
+	// mined; revertReason when known).
+	EventFailed EventType = "TxFailed"
+	// EventStuck: progress stopped (subState says why).
+	EventStuck EventType = "TxStuck"
+
+	// EventAccepted: allocated, with its nonce.
+	EventAccepted EventType = "TxAccepted"
+	// EventPendingApproval: held for approval, with no nonce yet.
+	EventPendingApproval EventType = "TxPendingApproval"
+	// EventBroadcast: a node accepted an attempt and the transaction is
+	// TRACKING (hash, attempt, fees, endpoint when known).
+	EventBroadcast EventType = "TxBroadcast"
+	// EventReplaced: a new attempt replaces the one before at its nonce
+	// (hash, fees, previousHash, previousFees, attempt, reason).
+	EventReplaced EventType = "TxReplaced"
+	// EventMined: an attempt has a receipt (hash, block, blockHash).
+	EventMined EventType = "TxMined"
+	// EventReorged: the block that held its receipt left the chain; it is
+	// TRACKING again (hash, block, blockHash of the block it left).
+	EventReorged EventType = "TxReorged"
 )
+
+// EventTypes lists every event type, the lifecycle steps in the order a
+// transaction usually meets them, then the outcomes.
+func EventTypes() []EventType {
+	return []EventType{EventAccepted, EventPendingApproval, EventBroadcast, EventReplaced, EventMined, EventReorged,
+		EventStuck, EventConfirmed, EventFailed}
+}
+
+// IsOutcome reports whether e is an outcome (TxConfirmed, TxFailed,
+// TxStuck), the events the default feed and topic carry.
+func (e EventType) IsOutcome() bool {
+	return e == EventConfirmed || e == EventFailed || e == EventStuck
+}
+
+// Replacement reasons of a TxReplaced event.
+const (
+	ReplacedBump   = "bump"   // a fee bump
+	ReplacedCancel = "cancel" // a cancel, or a placeholder that fills a refused payload's nonce
+	ReplacedAdmin  = "admin"  // an admin's action
+)
+
+// EventFees are an attempt's fees in an event, in wei as decimal strings:
+// EIP-1559's two caps, or a legacy transaction's gas price.
+type EventFees struct {
+	MaxFeePerGas         string `json:"maxFeePerGas,omitempty"`
+	MaxPriorityFeePerGas string `json:"maxPriorityFeePerGas,omitempty"`
+	GasPrice             string `json:"gasPrice,omitempty"`
+}
+
+// EventDetail is an event's own fields (which ones depends on its type;
+// the others are zero).
+type EventDetail struct {
+	Hash         string     `json:"hash,omitempty"`
+	Attempt      int        `json:"attempt,omitempty"`
+	Fees         *EventFees `json:"fees,omitempty"`
+	Endpoint     string     `json:"endpoint,omitempty"`
+	PreviousHash string     `json:"previousHash,omitempty"`
+	PreviousFees *EventFees `json:"previousFees,omitempty"`
+	Reason       string     `json:"reason,omitempty"`
+	Block        *uint64    `json:"block,omitempty"`
+	BlockHash    string     `json:"blockHash,omitempty"`
+	RevertReason string     `json:"revertReason,omitempty"`
+}
 
 // EventFor maps a reported state to its event type.
 func EventFor(s State) EventType {
@@ -43,9 +110,13 @@ func EventFor(s State) EventType {
 	}
 }
 
-// Completion is one reported outcome, in the order of Seq.
+// Completion is one event of the feed (an outcome, or with
+// CompletionFilter.Lifecycle a lifecycle step), in the order of Seq.
 type Completion struct {
 	Seq       int64
+	Type      EventType
+	Version   int64 // the transaction's, after the event (0: written before versions were)
+	Lifecycle bool  // a lifecycle event, not an outcome
 	TxID      string
 	ChainID   uint64
 	Signer    common.Address
@@ -58,9 +129,11 @@ type Completion struct {
 	// Principal created the transaction ("" when unknown); it selects a
 	// sender's own outcomes and is not published.
 	Principal string
+	// Detail is the event's own fields.
+	Detail EventDetail
 }
 
-// CompletionMessage is the body of a completion topic message.
+// CompletionMessage is the body of a completion topic message: one event.
 type CompletionMessage struct {
 	Type     EventType `json:"type"`
 	Seq      int64     `json:"seq"`
@@ -74,7 +147,10 @@ type CompletionMessage struct {
 	// it waited for approval (rejected, approval_expired,
 	// reverted_at_approval, refused_at_approval).
 	Nonce *uint64 `json:"nonce,omitempty"`
-	Hash  string  `json:"hash,omitempty"`
+	// Version is the transaction's after the event: it only grows.
+	Version int64 `json:"version"`
+	// EventDetail is the event's own fields (hash, fees, block, ...).
+	EventDetail
 	// Shard names the database the outcome was written in when signers are
 	// sharded (TXFENCE_DATABASES): Seq counts per shard, so consumers
 	// deduplicate by (shard, seq). Absent with one database.
@@ -189,11 +265,13 @@ type ReceiptStore interface {
 type CompletionFilter struct {
 	Signers   []common.Address // not nil: only these signers (none when empty)
 	Principal string           // not "": only the transactions it created
+	Lifecycle bool             // the lifecycle events too, not only the outcomes
 }
 
 // Selects reports whether c passes the filter.
 func (f CompletionFilter) Selects(c Completion) bool {
-	return (f.Signers == nil || slices.Contains(f.Signers, c.Signer)) && (f.Principal == "" || f.Principal == c.Principal)
+	return (f.Lifecycle || !c.Lifecycle) && (f.Signers == nil || slices.Contains(f.Signers, c.Signer)) &&
+		(f.Principal == "" || f.Principal == c.Principal)
 }
 
 // CompletionFeed reads reported outcomes in seq order.

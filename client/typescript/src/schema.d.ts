@@ -150,8 +150,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Ordered feed of reported outcomes (TxConfirmed, TxFailed, TxStuck) with bounded long-polling. Deduplicate by seq, or by (shard, seq) when signers are sharded.
-         * @description A reader (or admin) follows every outcome of its signers; a sender without reader only those of the transactions it created. Pass the previous page's next as after. Each database numbers its outcomes itself, and the cursor names each one's last delivered seq: with one database it is that seq, a number; when signers are sharded over several databases (TXFENCE_DATABASES) it is SHARD:SEQ pairs (e.g. a:12,b:40; omitted or 0 is the start), a bare number being the home shard's seq, so that a numeric cursor kept from before sharding keeps its place. With shards, items carry their shard and a page holds each shard's items in seq order, shards merged by the time the outcome was written (ties: configuration order). A shard that cannot be read is listed in unavailableShards and its part of the cursor does not move, so every outcome is still delivered exactly once. after=latest starts at every database's newest seq (503 when one cannot say it).
+         * Ordered feed of reported outcomes (TxConfirmed, TxFailed, TxStuck), or with events=lifecycle of every step of each transaction, with bounded long-polling. Deduplicate by seq, or by (shard, seq) when signers are sharded.
+         * @description A reader (or admin) follows every outcome of its signers; a sender without reader only those of the transactions it created. Pass the previous page's next as after. Each database numbers its outcomes itself, and the cursor names each one's last delivered seq: with one database it is that seq, a number; when signers are sharded over several databases (TXFENCE_DATABASES) it is SHARD:SEQ pairs (e.g. a:12,b:40; omitted or 0 is the start), a bare number being the home shard's seq, so that a numeric cursor kept from before sharding keeps its place. With shards, items carry their shard and a page holds each shard's items in seq order, shards merged by the time the outcome was written (ties: configuration order). A shard that cannot be read is listed in unavailableShards and its part of the cursor does not move, so every outcome is still delivered exactly once. after=latest starts at every database's newest seq (503 when one cannot say it). With events=lifecycle the feed has every event of the transactions' lifecycles (accepted, pending approval, broadcast, replaced, mined, reorged, and the outcomes), each with its transaction's version, which only grows; the default feed's seqs may then have gaps (the lifecycle events take seqs), and only ever grow.
          */
         get: operations["listCompletions"];
         put?: never;
@@ -536,26 +536,7 @@ export interface components {
             };
         };
         CompletionPage: {
-            items: {
-                seq: number;
-                /** @enum {string} */
-                type: "TxConfirmed" | "TxFailed" | "TxStuck";
-                /** Format: uuid */
-                txId: string;
-                chainId: number;
-                signer: string;
-                state: components["schemas"]["State"];
-                newFork: boolean;
-                /** @description Why: cancelled, placeholder, nonce_consumed_externally or reverted for TxFailed, or, for a transaction that ended while it waited for approval, rejected, approval_expired, reverted_at_approval or refused_at_approval; the STUCK reason (fee_cap_reached, insufficient_funds, signing_failed, ...) for TxStuck */
-                subState?: string;
-                /** @description Absent for a transaction that never got a nonce: it ended while it waited for approval (rejected, approval_expired, reverted_at_approval, refused_at_approval). The completion topic's message has the same fields */
-                nonce?: number;
-                hash?: string | null;
-                /** Format: date-time */
-                createdAt?: string;
-                /** @description The database (shard) the outcome was written in, when signers are sharded; seq counts per shard. Absent with one database. */
-                shard?: string;
-            }[];
+            items: components["schemas"]["CompletionEvent"][];
             /** @description Pass as after for the following page: each database's last delivered seq (or the request's). With one database, the seq, a number; when sharded, a string naming each shard (a:12,b:40) */
             next: number | string;
             /** @description Shards that could not be read for this page (sharded deployments only); their items come on a later page */
@@ -829,6 +810,59 @@ export interface components {
             /** @description Blocks from the receipt's to the head, inclusive (when the chain answers) */
             confirmations?: number;
             confirmationsRequired?: number;
+        };
+        /** @description One event. The default feed (events=outcomes) has the outcomes with the fields it always had and version; events=lifecycle adds every lifecycle event and each event's own fields (attempt, fees, endpoint, previousHash, previousFees, reason, block, blockHash, revertReason). The completion topic's message has the same fields (no createdAt). */
+        CompletionEvent: {
+            seq: number;
+            /**
+             * @description The event. The outcomes TxConfirmed, TxFailed and TxStuck are in every feed; the lifecycle events only with events=lifecycle: TxAccepted (allocated, with its nonce), TxPendingApproval (held for approval, no nonce yet), TxBroadcast (a node accepted an attempt: hash, attempt, fees, endpoint when known), TxReplaced (a new attempt replaces the one before: hash, fees, previousHash, previousFees, attempt, reason), TxMined (hash, block, blockHash), TxReorged (its block left the chain, TRACKING again: hash, block, blockHash of the block it left). TxStuck has subState; TxConfirmed hash, block, blockHash; TxFailed subState, hash and block when mined, revertReason when known
+             * @enum {string}
+             */
+            type: "TxAccepted" | "TxPendingApproval" | "TxBroadcast" | "TxReplaced" | "TxMined" | "TxReorged" | "TxStuck" | "TxConfirmed" | "TxFailed";
+            /** @description The transaction's version after the event: it grows with each of its events, so a consumer keeps the highest it has seen and ignores older ones. 0 for an outcome written before events had versions */
+            version: number;
+            /** Format: uuid */
+            txId: string;
+            chainId: number;
+            signer: string;
+            /** @description The transaction's state after the event */
+            state: components["schemas"]["State"];
+            newFork: boolean;
+            /** @description Why: cancelled, placeholder, nonce_consumed_externally or reverted for TxFailed, or, for a transaction that ended while it waited for approval, rejected, approval_expired, reverted_at_approval or refused_at_approval; the STUCK reason (fee_cap_reached, insufficient_funds, signing_failed, ...) for TxStuck */
+            subState?: string;
+            /** @description Absent for a transaction that never got a nonce: it ended while it waited for approval (rejected, approval_expired, reverted_at_approval, refused_at_approval). The completion topic's message has the same fields */
+            nonce?: number;
+            /** @description The attempt the event is about (the broadcast or new attempt, the one mined or that left the chain); for an outcome, its receipt's attempt (else its latest) */
+            hash?: string | null;
+            /** Format: date-time */
+            createdAt?: string;
+            /** @description The database (shard) the outcome was written in, when signers are sharded; seq counts per shard. Absent with one database. */
+            shard?: string;
+            /** @description events=lifecycle only. TxBroadcast, TxReplaced: the attempt's number */
+            attempt?: number;
+            fees?: components["schemas"]["EventFees"];
+            /** @description events=lifecycle only. TxBroadcast: the route the transaction is sent on (sendVia), when it names one */
+            endpoint?: string;
+            /** @description events=lifecycle only. TxReplaced: the attempt it replaces */
+            previousHash?: string;
+            previousFees?: components["schemas"]["EventFees"];
+            /**
+             * @description events=lifecycle only. TxReplaced: a fee bump, a cancel (or a placeholder filling a refused payload's nonce), or an admin's action
+             * @enum {string}
+             */
+            reason?: "bump" | "cancel" | "admin";
+            /** @description events=lifecycle only. TxMined, TxConfirmed, TxFailed (when mined): the receipt's block; TxReorged: the block it left */
+            block?: number;
+            /** @description events=lifecycle only. The hash of block */
+            blockHash?: string;
+            /** @description events=lifecycle only. TxFailed: the revert reason, when known */
+            revertReason?: string;
+        };
+        /** @description An attempt's fees in wei, as decimal strings: EIP-1559's two caps, or a legacy transaction's gas price */
+        EventFees: {
+            maxFeePerGas?: string;
+            maxPriorityFeePerGas?: string;
+            gasPrice?: string;
         };
     };
     responses: {
@@ -1396,6 +1430,8 @@ export interface operations {
                 limit?: number;
                 /** @description Hold an empty answer up to this long (e.g. 10s; at most 30s) */
                 wait?: string;
+                /** @description outcomes (the default): TxConfirmed, TxFailed and TxStuck only; lifecycle: every event of each transaction's lifecycle too. Any other value is refused (400) */
+                events?: "outcomes" | "lifecycle";
             };
             header?: never;
             path?: never;

@@ -235,7 +235,7 @@ func setUp(ctx context.Context, n, naiveN int, rate float64, rateFor time.Durati
 
 // clean empties the tables a scenario writes.
 func (b *bench) clean(ctx context.Context) error {
-	_, err := b.pool.Exec(ctx, `TRUNCATE managed_tx, tx_attempt, tx_history, outbox, tx_completion, signer_nonce_cursor, signer_lease CASCADE`)
+	_, err := b.pool.Exec(ctx, `TRUNCATE managed_tx, tx_attempt, tx_history, outbox, tx_completion, completion_pending, signer_nonce_cursor, signer_lease CASCADE`)
 	return err
 }
 

@@ -69,7 +69,7 @@ func (w *World) WaitState(t testing.TB, id string, want txm.State, within time.D
 	testsupport.EventuallyEvery(t, within, 20*time.Millisecond, fmt.Sprintf("tx %s to be %s", id, want), func() bool {
 		s, _ := w.TxState(t, id)
 		var pending bool
-		require.NoError(t, w.DB.Pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM completion_pending WHERE tx_id = $1)`, id).Scan(&pending))
+		require.NoError(t, w.DB.Pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM completion_pending WHERE tx_id = $1 AND NOT lifecycle)`, id).Scan(&pending))
 		return s == string(want) && !pending
 	})
 }

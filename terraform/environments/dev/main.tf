@@ -44,6 +44,8 @@ module "txfence" {
   confirmations = var.confirmations
   log_level     = "debug"
 
+  completion_lifecycle_events = var.completion_lifecycle_events
+
   # Smallest Cloud SQL: shared core, 0.6 GB, one zone, daily backups only.
   db_instance_name          = var.db_instance_name
   shards                    = var.shards

@@ -45,6 +45,8 @@ module "txfence" {
   confirmations = var.confirmations
   max_in_flight = var.max_in_flight
 
+  completion_lifecycle_events = var.completion_lifecycle_events
+
   stuck_policy         = var.stuck_policy
   stuck_webhook_url    = var.stuck_webhook_url
   stuck_webhook_secret = var.stuck_webhook_secret

@@ -45,6 +45,12 @@ variable "finality_mode" {
   default     = "confirmations"
 }
 
+variable "completion_lifecycle_events" {
+  description = "Publish every lifecycle event on the completion topic (lifecycle=\"true\"), not only the outcomes."
+  type        = bool
+  default     = false
+}
+
 variable "confirmations" {
   description = "Blocks required in confirmations mode."
   type        = number
