@@ -18,10 +18,13 @@ import (
 // on.
 const CursorLatest = "latest"
 
-// Completion is one reported outcome on the feed.
+// Completion is one event on the feed: an outcome (TxConfirmed, TxFailed,
+// TxStuck), or with Events set to EventsLifecycle any step of a
+// transaction's life. The fields after Shard are set by the events that
+// carry them.
 type Completion struct {
 	Seq int64 `json:"seq"`
-	// Type is TxConfirmed, TxFailed or TxStuck.
+	// Type is one of the Event constants.
 	Type     string `json:"type"`
 	TxID     string `json:"txId"`
 	ChainID  uint64 `json:"chainId"`
@@ -33,10 +36,65 @@ type Completion struct {
 	Nonce     *uint64   `json:"nonce,omitempty"`
 	Hash      *string   `json:"hash"`
 	CreatedAt time.Time `json:"createdAt"`
-	// Shard is the database the outcome was written in, empty with one:
-	// (Shard, Seq) names an outcome once.
+	// Shard is the database the event was written in, empty with one:
+	// (Shard, Seq) names an event once.
 	Shard string `json:"shard,omitempty"`
+
+	// Version counts the transaction's events: each one's is higher than
+	// the one before it.
+	Version int64 `json:"version,omitempty"`
+	// Attempt is the broadcast's attempt number (TxBroadcast, TxReplaced).
+	Attempt int `json:"attempt,omitempty"`
+	// Fees are the attempt's (TxBroadcast, TxReplaced).
+	Fees *Fees `json:"fees,omitempty"`
+	// PreviousHash and PreviousFees are the replaced attempt's (TxReplaced).
+	PreviousHash string `json:"previousHash,omitempty"`
+	PreviousFees *Fees  `json:"previousFees,omitempty"`
+	// Reason says why an attempt was replaced: bump, cancel or admin.
+	Reason string `json:"reason,omitempty"`
+	// Endpoint is the endpoint or route that took a broadcast, when known.
+	Endpoint string `json:"endpoint,omitempty"`
+	// Block and BlockHash are the block it was mined in (TxMined,
+	// TxConfirmed, TxFailed when mined) or left (TxReorged).
+	Block     *uint64 `json:"block,omitempty"`
+	BlockHash string  `json:"blockHash,omitempty"`
+	// RevertReason is a reverted transaction's reason, when known.
+	RevertReason string `json:"revertReason,omitempty"`
 }
+
+// Fees are an attempt's fees in wei, as decimal strings: the EIP-1559
+// pair, or GasPrice for a legacy transaction.
+type Fees struct {
+	MaxFeePerGas         string `json:"maxFeePerGas,omitempty"`
+	MaxPriorityFeePerGas string `json:"maxPriorityFeePerGas,omitempty"`
+	GasPrice             string `json:"gasPrice,omitempty"`
+}
+
+// The feed's event types. The outcomes are on every feed; the others only
+// when asked for with EventsLifecycle.
+const (
+	EventAccepted        = "TxAccepted"        // allocated a nonce
+	EventPendingApproval = "TxPendingApproval" // waits for an approver
+	EventBroadcast       = "TxBroadcast"       // an attempt was sent
+	EventReplaced        = "TxReplaced"        // an attempt replaced another
+	EventMined           = "TxMined"           // in a block
+	EventReorged         = "TxReorged"         // its block left the chain
+	EventStuck           = "TxStuck"           // outcome: needs a hand
+	EventConfirmed       = "TxConfirmed"       // outcome: final, succeeded
+	EventFailed          = "TxFailed"          // outcome: final, failed
+)
+
+// Outcome says whether c is an outcome (on the default feed) rather than
+// a lifecycle step.
+func (c Completion) Outcome() bool {
+	return c.Type == EventConfirmed || c.Type == EventFailed || c.Type == EventStuck
+}
+
+// Which events a feed read returns.
+const (
+	EventsOutcomes  = "outcomes"  // the default: TxConfirmed, TxFailed, TxStuck
+	EventsLifecycle = "lifecycle" // every step of every transaction
+)
 
 // Cursor is a feed cursor as the API gives it: a seq with one database,
 // "shard:seq,..." with several. The zero Cursor is the feed's start.
@@ -71,19 +129,37 @@ type FeedPage struct {
 // server's 100), holding an empty answer back up to wait (at most 30s).
 // It is tried once: Follow and Wait retry it.
 func (c *Client) Completions(ctx context.Context, after Cursor, limit int, wait time.Duration) (FeedPage, error) {
-	q := url.Values{}
-	if after != "" {
-		q.Set("after", string(after))
+	return c.Feed(ctx, FeedQuery{After: after, Limit: limit, Wait: wait})
+}
+
+// FeedQuery is one read of the feed.
+type FeedQuery struct {
+	After Cursor        // empty: the start; CursorLatest: now
+	Limit int           // zero: the server's 100
+	Wait  time.Duration // how long an empty answer is held back, at most 30s
+	// Events is EventsOutcomes (empty: the default) or EventsLifecycle.
+	Events string
+}
+
+// Feed reads one page of the feed as q says. It is tried once: Follow and
+// Wait retry it.
+func (c *Client) Feed(ctx context.Context, q FeedQuery) (FeedPage, error) {
+	v := url.Values{}
+	if q.After != "" {
+		v.Set("after", string(q.After))
 	}
-	if limit > 0 {
-		q.Set("limit", strconv.Itoa(limit))
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
 	}
-	if wait > 0 {
-		q.Set("wait", wait.String())
+	if q.Wait > 0 {
+		v.Set("wait", q.Wait.String())
+	}
+	if q.Events != "" {
+		v.Set("events", q.Events)
 	}
 	path := "/v1/completions"
-	if len(q) > 0 {
-		path += "?" + q.Encode()
+	if len(v) > 0 {
+		path += "?" + v.Encode()
 	}
 	var p FeedPage
 	if _, err := c.do(ctx, call{method: http.MethodGet, path: path, once: true}, &p); err != nil {
@@ -98,6 +174,8 @@ type FollowOptions struct {
 	Wait time.Duration
 	// Limit is each page's size (default the server's 100).
 	Limit int
+	// Events is EventsOutcomes (empty: the default) or EventsLifecycle.
+	Events string
 }
 
 // FeedItem is one outcome Follow yields, with the cursor to store once it
@@ -107,7 +185,8 @@ type FeedItem struct {
 	Cursor Cursor
 }
 
-// Follow yields the feed's outcomes after cursor, for as long as ctx lasts,
+// Follow yields the feed's events after cursor (outcomes, or every step
+// with o.Events = EventsLifecycle), for as long as ctx lasts,
 // each (shard, seq) once: a page that repeats what was yielded (a
 // redelivery) is skipped. A failed poll that may be retried (no answer,
 // 429, 5xx) is retried after a backoff, counted in Stats as any retry;
@@ -130,7 +209,7 @@ func (c *Client) Follow(ctx context.Context, cursor Cursor, o FollowOptions) ite
 				yield(FeedItem{}, err)
 				return
 			}
-			page, err := c.Completions(ctx, cursor, limit, o.Wait)
+			page, err := c.Feed(ctx, FeedQuery{After: cursor, Limit: limit, Wait: o.Wait, Events: o.Events})
 			if err != nil {
 				if ctx.Err() != nil {
 					yield(FeedItem{}, ctx.Err())
@@ -247,8 +326,8 @@ func (p *position) format(from Cursor) Cursor {
 	return Cursor(strings.Join(parts, ","))
 }
 
-// ErrNotOnFeed is a Wait for a state the feed does not report.
-var ErrNotOnFeed = errors.New("txfence: the feed reports only CONFIRMED, FAILED_FINAL and STUCK")
+// ErrNotOnFeed is a Wait for a state that is not a transaction's.
+var ErrNotOnFeed = errors.New("txfence: not a state the feed reports")
 
 // ErrEnded is a Wait whose transaction ended in a state other than those
 // waited for.
@@ -256,24 +335,31 @@ var ErrEnded = errors.New("txfence: the transaction ended in another state")
 
 // Wait waits until transaction id is in one of states (default: a final
 // state, CONFIRMED or FAILED_FINAL) through the feed's long poll, and
-// returns it as Get reads it then. The feed reports CONFIRMED,
-// FAILED_FINAL and STUCK; other states are ErrNotOnFeed. A transaction
-// that ends in a final state not waited for is returned with ErrEnded.
+// returns it as Get reads it then. CONFIRMED, FAILED_FINAL and STUCK are
+// waited for on the outcomes feed; any other state (MINED, say) on the
+// lifecycle feed, where an event that puts it in the state ends the wait
+// even when it has moved on by the time it is read. A transaction that
+// ends in a final state not waited for is returned with ErrEnded.
 func (c *Client) Wait(ctx context.Context, id string, states ...State) (Transaction, error) {
 	if len(states) == 0 {
 		states = []State{StateConfirmed, StateFailedFinal}
 	}
+	events := ""
 	for _, s := range states {
-		if s != StateConfirmed && s != StateFailedFinal && s != StateStuck {
+		switch s {
+		case StateConfirmed, StateFailedFinal, StateStuck:
+		case StatePendingApproval, StateAllocated, StateTracking, StateMined:
+			events = EventsLifecycle
+		default:
 			return Transaction{}, fmt.Errorf("wait for %s: %w", s, ErrNotOnFeed)
 		}
 	}
-	// The cursor is taken before the transaction is read: an outcome is
-	// numbered only after the write that ends the transaction commits,
-	// so one the read does not show comes after the cursor.
+	// The cursor is taken before the transaction is read: an event is
+	// numbered only after the write that makes it commits, so one the
+	// read does not show comes after the cursor.
 	var start Cursor
 	for attempt := 1; ; attempt++ {
-		p, err := c.Completions(ctx, CursorLatest, 1, 0)
+		p, err := c.Feed(ctx, FeedQuery{After: CursorLatest, Limit: 1, Events: events})
 		if err == nil {
 			start = p.Next
 			break
@@ -297,7 +383,7 @@ func (c *Client) Wait(ctx context.Context, id string, states ...State) (Transact
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	for it, err := range c.Follow(ctx, start, FollowOptions{}) {
+	for it, err := range c.Follow(ctx, start, FollowOptions{Events: events}) {
 		if err != nil {
 			return Transaction{}, fmt.Errorf("wait %s: %w", id, err)
 		}
@@ -310,6 +396,11 @@ func (c *Client) Wait(ctx context.Context, id string, states ...State) (Transact
 		t, err := c.Get(ctx, id)
 		if err != nil {
 			return Transaction{}, fmt.Errorf("wait: %w", err)
+		}
+		if events == EventsLifecycle && slices.Contains(states, it.State) {
+			// It was in the state waited for (it may have moved on
+			// since: a MINED one confirmed).
+			return t, nil
 		}
 		if done, err := reached(t, states); done {
 			return t, err

@@ -10,8 +10,9 @@ import (
 
 // DecodeCompletion reads a message of the completion topic (its data and
 // attributes, as any Pub/Sub library hands them over) into the Completion
-// the feed gives for the same outcome. The shard and seq come from the
-// body, else from the attributes; a message without a seq or a transaction
+// the feed gives for the same event (an outcome, or a lifecycle step when
+// the deployment publishes them). The shard, seq, type and version come
+// from the body, else from the attributes; a message without a seq or a transaction
 // id is not a completion and is refused.
 func DecodeCompletion(data []byte, attributes map[string]string) (Completion, error) {
 	var c Completion
@@ -28,6 +29,18 @@ func DecodeCompletion(data []byte, attributes map[string]string) (Completion, er
 				return Completion{}, fmt.Errorf("txfence: completion message: seq attribute %q is not a number", s)
 			}
 			c.Seq = n
+		}
+	}
+	if c.Type == "" {
+		c.Type = attributes["type"]
+	}
+	if c.Version == 0 {
+		if s, ok := attributes["version"]; ok {
+			n, err := strconv.ParseInt(s, 10, 64)
+			if err != nil {
+				return Completion{}, fmt.Errorf("txfence: completion message: version attribute %q is not a number", s)
+			}
+			c.Version = n
 		}
 	}
 	if c.Seq <= 0 || c.TxID == "" {
