@@ -45,7 +45,7 @@ func (rr *roundRobin) RoundTrip(req *http.Request) (*http.Response, error) {
 type faultWindow struct {
 	name                         string
 	returnedAt, inFlight, endsAt int64
-	took                         time.Duration
+	from, to                     time.Time
 }
 
 // issue49Retry is the client's retry policy in TestIssue49_ExactlyOnceUnderFaults:
@@ -104,9 +104,10 @@ func TestIssue49_ExactlyOnceUnderFaults(t *testing.T) {
 		pace = 10 * time.Millisecond
 	)
 	type result struct {
-		calls int // how many times this Create returned
-		got   client.Created
-		err   error
+		calls      int // how many times this Create returned
+		got        client.Created
+		err        error
+		began, end time.Time
 	}
 	var (
 		mu       sync.Mutex
@@ -127,12 +128,11 @@ func TestIssue49_ExactlyOnceUnderFaults(t *testing.T) {
 				case <-ctx.Done():
 					return fmt.Errorf("%s: %d creates never returned: %w", name, at, ctx.Err())
 				}
-				w := faultWindow{name: name, returnedAt: returned.Load(), inFlight: started.Load() - returned.Load()}
-				start := time.Now()
+				w := faultWindow{name: name, returnedAt: returned.Load(), inFlight: started.Load() - returned.Load(), from: time.Now()}
 				if err := f(); err != nil {
 					return fmt.Errorf("%s: %w", name, err)
 				}
-				w.took, w.endsAt = time.Since(start), returned.Load()
+				w.to, w.endsAt = time.Now(), returned.Load()
 				windows = append(windows, w)
 				return nil
 			}
@@ -156,12 +156,14 @@ func TestIssue49_ExactlyOnceUnderFaults(t *testing.T) {
 		wg.Go(func() {
 			for i := range jobs {
 				started.Add(1)
+				began := time.Now()
 				signer := txm.CanonicalAddress(s.Signers[i%len(s.Signers)])
 				got, err := c.Create(ctx, client.CreateRequest{From: signer, To: "0x000000000000000000000000000000000000dEaD",
 					Value: big.NewInt(int64(i + 1)), GasLimit: 21000})
 				mu.Lock()
 				results[i].calls++
 				results[i].got, results[i].err = got, err
+				results[i].began, results[i].end = began, time.Now()
 				mu.Unlock()
 				if ch, ok := reached[returned.Add(1)]; ok {
 					close(ch)
@@ -181,9 +183,17 @@ func TestIssue49_ExactlyOnceUnderFaults(t *testing.T) {
 	took := time.Since(begin)
 	require.NoError(t, <-faultsDone)
 	for _, w := range windows {
-		t.Logf("fault %q: at %d creates returned with %d in flight, took %s, %d returned by its end",
-			w.name, w.returnedAt, w.inFlight, w.took.Round(time.Millisecond), w.endsAt)
-		assert.Positive(t, w.inFlight, "%s: creates in flight when it began", w.name)
+		// A create overlaps the fault when it was made before the fault
+		// ended and returned after it began.
+		overlapped := 0
+		for _, r := range results {
+			if r.began.Before(w.to) && r.end.After(w.from) {
+				overlapped++
+			}
+		}
+		t.Logf("fault %q: at %d creates returned with %d in flight, took %s, %d creates overlapped it, %d returned by its end",
+			w.name, w.returnedAt, w.inFlight, w.to.Sub(w.from).Round(time.Millisecond), overlapped, w.endsAt)
+		assert.Positive(t, overlapped, "%s: creates made while it lasted", w.name)
 		assert.Less(t, w.endsAt, int64(total), "%s: creates still to make when it ended", w.name)
 	}
 
