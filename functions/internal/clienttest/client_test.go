@@ -123,23 +123,15 @@ func problem(w http.ResponseWriter, status int, kind, requestID string) {
 		"requestId": requestID})
 }
 
-// fastRetries keeps a test's own backoffs short; Retry-After is honoured
-// as the server sends it.
-var fastRetries = client.RetryPolicy{MaxAttempts: 20, MinBackoff: 10 * time.Millisecond, MaxBackoff: 200 * time.Millisecond}
-
-// TestClient_CreateRetriesSameID creates transactions over two signers
-// through an edge that drops answers after the server handled the create,
-// answers outcome-unknown after it handled it, 429 with Retry-After, 502
-// and a dropped connection before it: each create is made exactly once (one row per create,
-// nonces contiguous per signer, each answer names its own transaction),
-// every dropped or unknown answer is followed by a replay, and the client
-// counts each retry with its reason.
-func TestClient_CreateRetriesSameID(t *testing.T) {
-	w := stacktest.NewWorld(t, 2, stacktest.Lively)
-	nd := w.Node(t, "a")
+// createFaults is an edge plan that, of every nine creates (POSTs), drops
+// one's answer after the server handled it, answers one outcome-unknown
+// after it handled it, one 502 and drops one before the server; the
+// first limitedUntil POSTs also see one 429 with Retry-After in nine
+// (each costs a second). Other calls pass.
+func createFaults(limitedUntil int) func(r *http.Request, _ []byte) fault {
 	var mu sync.Mutex
 	n := 0
-	e := newEdge(t, nd.APIURL, func(r *http.Request, _ []byte) fault {
+	return func(r *http.Request, _ []byte) fault {
 		if r.Method != http.MethodPost {
 			return pass
 		}
@@ -154,14 +146,31 @@ func TestClient_CreateRetriesSameID(t *testing.T) {
 		case 5:
 			return badGateway
 		case 7:
-			if n < 60 { // each costs a second
+			if n < limitedUntil {
 				return limited
 			}
 		case 8:
 			return dropBefore
 		}
 		return pass
-	})
+	}
+}
+
+// fastRetries keeps a test's own backoffs short; Retry-After is honoured
+// as the server sends it.
+var fastRetries = client.RetryPolicy{MaxAttempts: 20, MinBackoff: 10 * time.Millisecond, MaxBackoff: 200 * time.Millisecond}
+
+// TestClient_CreateRetriesSameID creates transactions over two signers
+// through an edge that drops answers after the server handled the create,
+// answers outcome-unknown after it handled it, 429 with Retry-After, 502
+// and a dropped connection before it: each create is made exactly once (one row per create,
+// nonces contiguous per signer, each answer names its own transaction),
+// every dropped or unknown answer is followed by a replay, and the client
+// counts each retry with its reason.
+func TestClient_CreateRetriesSameID(t *testing.T) {
+	w := stacktest.NewWorld(t, 2, stacktest.Lively)
+	nd := w.Node(t, "a")
+	e := newEdge(t, nd.APIURL, createFaults(60))
 	var hookMu sync.Mutex
 	hooked := map[string]int{}
 	c, err := client.New(e.URL, client.WithRetryPolicy(fastRetries), client.WithRetryHook(func(ev client.RetryEvent) {

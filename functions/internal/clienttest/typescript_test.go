@@ -20,23 +20,9 @@ import (
 
 	"github.com/txfence/txfence/functions/internal/stacktest"
 	"github.com/txfence/txfence/shared/config"
+	"github.com/txfence/txfence/shared/testsupport"
 	"github.com/txfence/txfence/shared/txm"
 )
-
-// repoRoot is the directory of go.mod above the package.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	require.NoError(t, err)
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		require.NotEqual(t, dir, parent, "no go.mod above the package")
-		dir = parent
-	}
-}
 
 // tsTools are node and the npm packages make tsclient installs into
 // .tools/tsclient (openapi-typescript, openapi-fetch, typescript).
@@ -48,7 +34,7 @@ type tsTools struct {
 // except under CI (make test installs them).
 func needTSTools(t *testing.T) tsTools {
 	t.Helper()
-	root := repoRoot(t)
+	root := testsupport.ModuleRoot(t)
 	modules := filepath.Join(root, ".tools", "tsclient", "node_modules")
 	node, nodeErr := exec.LookPath("node")
 	_, tscErr := os.Stat(filepath.Join(modules, "typescript", "package.json"))
@@ -154,31 +140,7 @@ func TestIssue49_TypeScriptClient(t *testing.T) {
 	stop := w.Run(t, []*stacktest.Node{nd}, stacktest.RunOptions{})
 	defer stop()
 
-	var createMu sync.Mutex
-	posts := 0
-	createEdge := newEdge(t, nd.APIURL, func(r *http.Request, _ []byte) fault {
-		if r.Method != http.MethodPost {
-			return pass
-		}
-		createMu.Lock()
-		defer createMu.Unlock()
-		posts++
-		switch posts % 9 {
-		case 1:
-			return dropAfter
-		case 3:
-			return unknownAfter
-		case 5:
-			return badGateway
-		case 7:
-			if posts < 40 { // each costs a second
-				return limited
-			}
-		case 8:
-			return dropBefore
-		}
-		return pass
-	})
+	createEdge := newEdge(t, nd.APIURL, createFaults(40))
 	var feedMu sync.Mutex
 	polls, rewound := 0, 0
 	feedEdge := newEdge(t, nd.APIURL, func(r *http.Request, _ []byte) fault {

@@ -17,22 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/txfence/txfence/shared/evm/evmtest"
+	"github.com/txfence/txfence/shared/testsupport"
 )
-
-// repoRoot is the directory of go.mod above the package.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	require.NoError(t, err)
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		require.NotEqual(t, dir, parent, "no go.mod above the package")
-		dir = parent
-	}
-}
 
 // TestIssue47_ContractsCurrent: the committed artefacts are what the pinned
 // solc-js makes of the Solidity sources, byte for byte, with none missing
@@ -40,7 +26,7 @@ func repoRoot(t *testing.T) string {
 // installs (make test does); without them it skips, except under CI.
 func TestIssue47_ContractsCurrent(t *testing.T) {
 	t.Parallel()
-	root := repoRoot(t)
+	root := testsupport.ModuleRoot(t)
 	solc := filepath.Join(root, ".tools", "solc", "node_modules", "solc")
 	node, nodeErr := exec.LookPath("node")
 	_, solcErr := os.Stat(filepath.Join(solc, "package.json"))
