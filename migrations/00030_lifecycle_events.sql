@@ -23,6 +23,13 @@
 --
 -- The default feed reads outcomes only; tx_completion_outcomes keeps that
 -- read off the lifecycle rows.
+--
+-- tx_completion_typed makes every row numbered from now on name its type
+-- (rows written before keep none: NOT VALID checks new rows only). A
+-- revision from before events, still running while a deploy rolls out,
+-- numbers without a type: its numbering then fails whole, deleting
+-- nothing, and the new revisions number what it left, so that it never
+-- numbers a lifecycle event as an outcome.
 
 -- +goose Up
 ALTER TABLE managed_tx ADD COLUMN version bigint NOT NULL DEFAULT 0;
@@ -49,10 +56,13 @@ ALTER TABLE tx_completion
     ADD CONSTRAINT tx_completion_state_check CHECK (state IN ('PENDING_APPROVAL', 'ALLOCATED', 'TRACKING', 'STUCK',
         'MINED', 'CONFIRMED', 'FAILED_FINAL'));
 
+ALTER TABLE tx_completion ADD CONSTRAINT tx_completion_typed CHECK (type IS NOT NULL) NOT VALID;
+
 CREATE INDEX tx_completion_outcomes ON tx_completion (seq) WHERE NOT lifecycle;
 
 -- +goose Down
 DROP INDEX tx_completion_outcomes;
+ALTER TABLE tx_completion DROP CONSTRAINT tx_completion_typed;
 DELETE FROM completion_pending WHERE lifecycle;
 DELETE FROM tx_completion WHERE lifecycle;
 ALTER TABLE tx_completion

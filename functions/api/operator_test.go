@@ -194,7 +194,7 @@ func TestCompletionsLatest(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, r.status, "%s", r.raw)
 	_, err := b.db.Pool.Exec(context.Background(), `UPDATE managed_tx SET state = 'CONFIRMED' WHERE id = $1`, r.tx.ID)
 	require.NoError(t, err)
-	_, err = b.db.Pool.Exec(context.Background(), `INSERT INTO tx_completion (tx_id, chain_id, signer, state) SELECT id, chain_id, signer, state FROM managed_tx`)
+	_, err = b.db.Pool.Exec(context.Background(), `INSERT INTO tx_completion (tx_id, chain_id, signer, state, type) SELECT id, chain_id, signer, state, 'TxConfirmed' FROM managed_tx`)
 	require.NoError(t, err)
 
 	all := b.do(t, inst, http.MethodGet, "/v1/completions?after=0", nil)

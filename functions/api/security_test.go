@@ -359,8 +359,8 @@ func writeCompletion(t testing.TB, b *bundle, txID string) int64 {
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(ctx) }()
 	var seq int64
-	require.NoError(t, tx.QueryRow(ctx, `INSERT INTO tx_completion (tx_id, chain_id, signer, state)
-SELECT id, chain_id, signer, 'CONFIRMED' FROM managed_tx WHERE id = $1 RETURNING seq`, txID).Scan(&seq))
+	require.NoError(t, tx.QueryRow(ctx, `INSERT INTO tx_completion (tx_id, chain_id, signer, state, type)
+SELECT id, chain_id, signer, 'CONFIRMED', 'TxConfirmed' FROM managed_tx WHERE id = $1 RETURNING seq`, txID).Scan(&seq))
 	_, err = tx.Exec(ctx, `SELECT pg_notify('txfence_completions', '')`)
 	require.NoError(t, err)
 	require.NoError(t, tx.Commit(ctx))

@@ -110,7 +110,7 @@ func eventTypeSQL(state string) string {
 // of the whole feed: as an EXISTS it does, since the queue's estimate is
 // its emptied pages' (thousands of rows for a few dozen), and then reads
 // every tx_completion row on every numbering.
-const numberCompletionsSQL = `
+var numberCompletionsSQL = `
 WITH p AS (
     DELETE FROM completion_pending RETURNING *
 ), q AS (
@@ -123,7 +123,8 @@ WITH p AS (
 ), c AS (
     INSERT INTO tx_completion (seq, tx_id, chain_id, signer, state, new_fork, sub_state, created_at, type, version, lifecycle, detail)
     OVERRIDING SYSTEM VALUE
-    SELECT n.seq, n.tx_id, n.chain_id, n.signer, n.state, n.fork, n.sub_state, n.created_at, n.type, n.version, n.lifecycle, n.detail
+    SELECT n.seq, n.tx_id, n.chain_id, n.signer, n.state, n.fork, n.sub_state, n.created_at,
+        coalesce(n.type, ` + eventTypeSQL("n.state") + `), n.version, n.lifecycle, n.detail
     FROM n ORDER BY n.seq
 ), o AS (
     INSERT INTO outbox (topic, ordering_key, payload, attributes)

@@ -351,8 +351,8 @@ func TestNumberCompletions_ProbesEarlierReports(t *testing.T) {
 INSERT INTO managed_tx (id, chain_id, signer, nonce, payload_fingerprint, state, fencing_token)
 SELECT gen_random_uuid(), 1, '0x' || lpad('a1', 40, '0'), i, sha256(i::text::bytea), 'CONFIRMED', 1
 FROM generate_series(0, %[1]d) i;
-INSERT INTO tx_completion (tx_id, chain_id, signer, state)
-SELECT id, 1, signer, 'CONFIRMED' FROM managed_tx WHERE nonce < %[1]d;
+INSERT INTO tx_completion (tx_id, chain_id, signer, state, type)
+SELECT id, 1, signer, 'CONFIRMED', 'TxConfirmed' FROM managed_tx WHERE nonce < %[1]d;
 INSERT INTO completion_pending (tx_id, chain_id, signer, state, new_fork, payload, attributes)
 SELECT id, 1, signer, 'CONFIRMED', false, '{}', '{}' FROM managed_tx;
 DELETE FROM completion_pending;
@@ -392,4 +392,77 @@ SELECT array_agg(c.new_fork ORDER BY t.nonce, c.seq) FROM tx_completion c JOIN m
 WHERE t.nonce >= $1 - 2`, reported).Scan(&forks))
 	assert.Equal(t, []bool{false, true, false, true, false}, forks,
 		"reported before (two rows each, the second a new fork) or not")
+}
+
+// preEventsNumbering is how a revision from before lifecycle events
+// numbered pending outcomes: it knows no type, version or lifecycle.
+const preEventsNumbering = `
+WITH p AS (
+    DELETE FROM completion_pending RETURNING *
+), n AS (
+    SELECT p.*, nextval(pg_get_serial_sequence('tx_completion', 'seq')) AS seq FROM p
+), c AS (
+    INSERT INTO tx_completion (seq, tx_id, chain_id, signer, state, new_fork, sub_state, created_at)
+    OVERRIDING SYSTEM VALUE
+    SELECT n.seq, n.tx_id, n.chain_id, n.signer, n.state, n.new_fork, n.sub_state, n.created_at FROM n ORDER BY n.seq
+), o AS (
+    INSERT INTO outbox (topic, ordering_key, payload, attributes)
+    SELECT 'c', n.signer, n.payload || jsonb_build_object('seq', n.seq), n.attributes FROM n ORDER BY n.seq
+    RETURNING id
+)
+SELECT count(*) FROM o`
+
+// TestIssue49_PreEventsRevisionCannotNumber: while a deploy rolls out, a
+// revision from before lifecycle events may still number. It would take a
+// lifecycle event for an outcome (on the default feed and topic); instead
+// its numbering fails whole, deleting nothing, and the new revision
+// numbers the event as a lifecycle event, and an outcome the old revision
+// recorded (with no type) as the outcome its state says.
+func TestIssue49_PreEventsRevisionCannotNumber(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.New(t)
+	_, err := db.Pool.Exec(ctx, `
+INSERT INTO managed_tx (id, chain_id, signer, nonce, payload_fingerprint, state, fencing_token)
+VALUES (gen_random_uuid(), 1, '0x' || lpad('a1', 40, '0'), 0, sha256('a'::bytea), 'TRACKING', 1),
+       (gen_random_uuid(), 1, '0x' || lpad('a1', 40, '0'), 1, sha256('b'::bytea), 'CONFIRMED', 1)`)
+	require.NoError(t, err)
+	var broadcast, confirmed string
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT (SELECT id::text FROM managed_tx WHERE nonce = 0), (SELECT id::text FROM managed_tx WHERE nonce = 1)`).
+		Scan(&broadcast, &confirmed))
+	_, err = db.Pool.Exec(ctx, `
+INSERT INTO completion_pending (tx_id, chain_id, signer, state, new_fork, type, version, lifecycle, payload, attributes)
+SELECT id, 1, signer, 'TRACKING', false, 'TxBroadcast', 2, true, '{"type":"TxBroadcast"}', '{"lifecycle":"true"}'
+FROM managed_tx WHERE nonce = 0`)
+	require.NoError(t, err)
+
+	_, err = db.Pool.Exec(ctx, preEventsNumbering)
+	require.Error(t, err, "the old numbering is refused")
+	var pending, numbered int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM completion_pending), (SELECT count(*) FROM tx_completion)`).Scan(&pending, &numbered))
+	assert.Equal(t, 1, pending, "nothing deleted")
+	assert.Zero(t, numbered, "nothing numbered")
+
+	// An outcome the old revision recorded: no type, no version.
+	_, err = db.Pool.Exec(ctx, `
+INSERT INTO completion_pending (tx_id, chain_id, signer, state, new_fork, payload, attributes)
+SELECT id, 1, signer, 'CONFIRMED', false, '{"type":"TxConfirmed"}', '{"type":"TxConfirmed"}' FROM managed_tx WHERE nonce = 1`)
+	require.NoError(t, err)
+	ids, err := testStore(t, db.Pool).NumberCompletions(ctx)
+	require.NoError(t, err)
+	assert.Len(t, ids, 1, "the topic takes the outcome only (lifecycle events are not published here)")
+	rows, err := db.Pool.Query(ctx, `SELECT tx_id::text, type, lifecycle FROM tx_completion ORDER BY seq`)
+	require.NoError(t, err)
+	type row struct {
+		id, typ   string
+		lifecycle bool
+	}
+	var got []row
+	for rows.Next() {
+		var r row
+		require.NoError(t, rows.Scan(&r.id, &r.typ, &r.lifecycle))
+		got = append(got, r)
+	}
+	require.NoError(t, rows.Err())
+	assert.Equal(t, []row{{broadcast, "TxBroadcast", true}, {confirmed, "TxConfirmed", false}}, got)
 }

@@ -79,8 +79,8 @@ func TestIssue44_ShardedScope(t *testing.T) {
 		return v
 	}
 	tx1, tx2 := mk("one", "r-1"), mk("two", "r-2")
-	_, err = w.pools["b"].Exec(ctx, `INSERT INTO tx_completion (tx_id, chain_id, signer, state)
-SELECT id, chain_id, signer, 'CONFIRMED' FROM managed_tx ORDER BY nonce`)
+	_, err = w.pools["b"].Exec(ctx, `INSERT INTO tx_completion (tx_id, chain_id, signer, state, type)
+SELECT id, chain_id, signer, 'CONFIRMED', 'TxConfirmed' FROM managed_tx ORDER BY nonce`)
 	require.NoError(t, err)
 
 	ids := func(who, path string, feed bool) []string {
