@@ -338,7 +338,8 @@ var ErrEnded = errors.New("txfence: the transaction ended in another state")
 // returns it as Get reads it then. CONFIRMED, FAILED_FINAL and STUCK are
 // waited for on the outcomes feed; any other state (MINED, say) on the
 // lifecycle feed, where an event that puts it in the state ends the wait
-// even when it has moved on by the time it is read. A transaction that
+// even when it has moved on by the time it is read (a wait for MINED is
+// also over once it is CONFIRMED). A transaction that
 // ends in a final state not waited for is returned with ErrEnded.
 func (c *Client) Wait(ctx context.Context, id string, states ...State) (Transaction, error) {
 	if len(states) == 0 {
@@ -415,6 +416,9 @@ func (c *Client) Wait(ctx context.Context, id string, states ...State) (Transact
 func reached(t Transaction, states []State) (bool, error) {
 	if slices.Contains(states, t.State) {
 		return true, nil
+	}
+	if t.State == StateConfirmed && slices.Contains(states, StateMined) {
+		return true, nil // it was mined on the way
 	}
 	if t.State.Final() {
 		return true, fmt.Errorf("wait %s: %s: %w", t.ID, t.State, ErrEnded)

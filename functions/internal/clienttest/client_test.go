@@ -425,8 +425,8 @@ func TestClient_Wait(t *testing.T) {
 	created, err := c.Create(ctx, client.CreateRequest{From: w.Keys[0].Address.Hex(), To: stacktest.Dead.Hex(), Value: big.NewInt(1), GasLimit: 21000})
 	require.NoError(t, err)
 
-	_, err = c.Wait(ctx, created.ID, client.StateMined)
-	require.ErrorIs(t, err, client.ErrNotOnFeed)
+	_, err = c.Wait(ctx, created.ID, client.State("SIGNED"))
+	require.ErrorIs(t, err, client.ErrNotOnFeed, "not a state")
 
 	done := make(chan struct{})
 	var got client.Transaction
@@ -450,6 +450,15 @@ func TestClient_Wait(t *testing.T) {
 	_, err = c.Wait(ctx, created.ID, client.StateFailedFinal)
 	require.ErrorIs(t, err, client.ErrEnded)
 	require.True(t, errors.Is(err, client.ErrEnded))
+
+	// A state before the outcomes, through the lifecycle feed: a wait for
+	// MINED ends with the TxMined event (or at once, once mined).
+	second, err := c.Create(ctx, client.CreateRequest{From: w.Keys[0].Address.Hex(), To: stacktest.Dead.Hex(), Value: big.NewInt(2), GasLimit: 21000})
+	require.NoError(t, err)
+	mined, err := c.Wait(ctx, second.ID, client.StateMined)
+	require.NoError(t, err)
+	require.Contains(t, []client.State{client.StateMined, client.StateConfirmed}, mined.State)
+	require.NotNil(t, mined.Hash, "mined: it has its hash")
 }
 
 // TestClient_Credentials calls a deployment that takes API keys: with the
