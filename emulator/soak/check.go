@@ -68,6 +68,7 @@ type feedEntry struct {
 	TxID    string `json:"txId"`
 	State   string `json:"state"`
 	NewFork bool   `json:"newFork"`
+	Version int64  `json:"version"`
 }
 
 // openRow is a transaction left open, with what the soak knows of it.
@@ -135,7 +136,12 @@ func (r *run) check(ctx context.Context) Result {
 	}
 
 	r.checkNonces(rows)
-	r.checkFeed(ctx, rows, byID)
+	if outcomes, err := r.feed(ctx, "outcomes"); err != nil {
+		r.violation("feed: cannot read the completions feed: %v", err)
+	} else {
+		r.checkFeed(rows, byID, outcomes)
+		r.checkLifecycle(ctx, rows, byID, outcomes)
+	}
 	r.checkOnChain(ctx, rows)
 	r.checkFailedNotMined(ctx)
 	r.reportAttempts(ctx)
@@ -200,12 +206,7 @@ func (r *run) checkNonces(rows []row) {
 // reorged before it was first reported (a reorg sets newFork on the
 // next event); its last entry's state is the row's state;
 // entries in seq order, for known transactions.
-func (r *run) checkFeed(ctx context.Context, rows []row, byID map[string]*row) {
-	feed, err := r.feed(ctx)
-	if err != nil {
-		r.violation("feed: cannot read the completions feed: %v", err)
-		return
-	}
+func (r *run) checkFeed(rows []row, byID map[string]*row, feed []feedEntry) {
 	byTx := map[string][]feedEntry{}
 	for i, e := range feed {
 		if i > 0 && e.Seq <= feed[i-1].Seq {
@@ -246,6 +247,71 @@ func (r *run) checkFeed(ctx context.Context, rows []row, byID map[string]*row) {
 	}
 }
 
+// checkLifecycle checks the lifecycle feed (events=lifecycle): every
+// event of a known transaction, in seq order; each transaction's versions
+// grow and start with its acceptance; it has a TxReorged event for each
+// reorg its row counts; its last event's state is the row's once it is
+// settled or STUCK; and the outcomes among the events are the outcomes
+// feed's, seq for seq.
+func (r *run) checkLifecycle(ctx context.Context, rows []row, byID map[string]*row, outcomes []feedEntry) {
+	events, err := r.feed(ctx, "lifecycle")
+	if err != nil {
+		r.violation("lifecycle feed: cannot read it: %v", err)
+		return
+	}
+	var seen []int64
+	byTx := map[string][]feedEntry{}
+	for i, e := range events {
+		if i > 0 && e.Seq <= events[i-1].Seq {
+			r.violation("lifecycle feed in seq order: seq %d follows %d", e.Seq, events[i-1].Seq)
+		}
+		if byID[e.TxID] == nil {
+			r.violation("lifecycle feed of known transactions: seq %d names tx %s, which has no row", e.Seq, e.TxID)
+			continue
+		}
+		if eventType(e.State) == e.Type {
+			seen = append(seen, e.Seq)
+		}
+		byTx[e.TxID] = append(byTx[e.TxID], e)
+	}
+	want := make([]int64, len(outcomes))
+	for i, e := range outcomes {
+		want[i] = e.Seq
+	}
+	if !slices.Equal(seen, want) {
+		r.violation("lifecycle feed's outcomes: %d outcomes among its events, the outcomes feed has %d", len(seen), len(want))
+	}
+	for _, rw := range rows {
+		entries := byTx[rw.ID]
+		if len(entries) == 0 {
+			r.violation("lifecycle of every transaction: tx %s (%s) has no event", rw.ID, rw.State)
+			continue
+		}
+		if first := entries[0].Type; first != "TxAccepted" && first != "TxPendingApproval" {
+			r.violation("lifecycle starts with acceptance: tx %s starts with %s (%s)", rw.ID, first, describe(entries))
+		}
+		reorged := 0
+		for i, e := range entries {
+			if i > 0 && e.Version <= entries[i-1].Version {
+				r.violation("lifecycle versions grow: tx %s: seq %d has version %d after %d (%s)",
+					rw.ID, e.Seq, e.Version, entries[i-1].Version, describe(entries))
+			}
+			if e.Type == "TxReorged" {
+				reorged++
+			}
+		}
+		if reorged != rw.Reorgs {
+			r.violation("lifecycle shows each reorg: tx %s was reorged %d times, %d TxReorged events (%s)",
+				rw.ID, rw.Reorgs, reorged, describe(entries))
+		}
+		settled := rw.State == "CONFIRMED" || rw.State == "FAILED_FINAL" || rw.State == "STUCK"
+		if last := entries[len(entries)-1]; settled && last.State != rw.State {
+			r.violation("lifecycle ends at the row's state: tx %s is %s but its last event (seq %d) says %s (%s)",
+				rw.ID, rw.State, last.Seq, last.State, describe(entries))
+		}
+	}
+}
+
 func eventType(state string) string {
 	switch state {
 	case "CONFIRMED":
@@ -261,13 +327,14 @@ func eventType(state string) string {
 func describe(entries []feedEntry) string {
 	parts := make([]string, len(entries))
 	for i, e := range entries {
-		parts[i] = fmt.Sprintf("%d:%s/newFork=%v", e.Seq, e.State, e.NewFork)
+		parts[i] = fmt.Sprintf("%d:%s/%s/v%d/newFork=%v", e.Seq, e.Type, e.State, e.Version, e.NewFork)
 	}
 	return strings.Join(parts, " ")
 }
 
-// feed reads the whole completions feed through the API, a page at a time.
-func (r *run) feed(ctx context.Context) ([]feedEntry, error) {
+// feed reads the whole completions feed through the API, a page at a
+// time: the outcomes, or every event (events "lifecycle").
+func (r *run) feed(ctx context.Context, events string) ([]feedEntry, error) {
 	client := &http.Client{Timeout: 30 * time.Second}
 	var out []feedEntry
 	after := int64(0)
@@ -276,7 +343,7 @@ func (r *run) feed(ctx context.Context) ([]feedEntry, error) {
 			Items []feedEntry `json:"items"`
 			Next  int64       `json:"next"`
 		}
-		url := fmt.Sprintf("%s/Api/v1/completions?after=%d&limit=1000", r.s.ServerURLs[0], after)
+		url := fmt.Sprintf("%s/Api/v1/completions?after=%d&limit=1000&events=%s", r.s.ServerURLs[0], after, events)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		resp, err := client.Do(req)
 		if err != nil {
